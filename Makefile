@@ -1,0 +1,34 @@
+# dbgate — PGXS build
+MODULE_big = dbgate
+OBJS = \
+	src/dbgate.o \
+	src/budgets.o \
+	src/admission.o \
+	src/limits.o \
+	src/config.o \
+	src/persist.o \
+	src/sqlfuncs.o
+
+EXTENSION = dbgate
+DATA = sql/dbgate--1.0.sql
+PGFILEDESC = "dbgate - workload admission control"
+
+# Regression tests (sql/*.sql, expected/*.out) run against a throwaway
+# instance with dbgate preloaded; test/check.sh is the full suite.
+REGRESS = $(patsubst sql/%.sql,%,$(filter-out sql/dbgate--%.sql,$(wildcard sql/*.sql)))
+REGRESS_OPTS = --temp-instance=$(CURDIR)/tmp_check/regress \
+	--temp-config=$(srcdir)/test/dbgate.conf --port=54391
+
+PG_CONFIG ?= pg_config
+PG_CPPFLAGS = -I$(srcdir)/src
+# PostgreSQL's warning flags plus -Wextra; every warning is an error.
+PG_CFLAGS = -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
+	-Wno-sign-compare -Werror
+
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+$(OBJS): src/dbgate.h src/compat.h
+
+EXTRA_CLEAN = tmp_check results regression.diffs regression.out \
+	test/isolation/results test/isolation/output_iso

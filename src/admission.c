@@ -1,0 +1,974 @@
+/*-------------------------------------------------------------------------
+ *
+ * admission.c
+ *	  Admit, queue, hand off and release slots of a budget.
+ *
+ * Slot life cycle
+ * ---------------
+ * A client backend holds at most one slot.  It asks for one at the
+ * ExecutorStart of an executor run when it holds none ("top-level" in the
+ * sense of SPEC: a statement of a DO block or procedure is top-level, a
+ * query run by a function inside an admitted statement is not).  Every
+ * executor run started while the slot is held, including the first, is
+ * recorded as a *reference* (SlotRef) keyed by its QueryDesc.  A reference
+ * goes away:
+ *	  - at its ExecutorEnd;
+ *	  - when the subtransaction it was started in aborts, or the
+ *		subtransaction in which it was running (ExecutorRun/ExecutorFinish)
+ *		aborts: in both cases PostgreSQL never calls its ExecutorEnd;
+ *	  - at the end of the top-level transaction (no executor run outlives
+ *		its transaction: holdable cursors are materialised at commit).
+ * When the last reference goes, the slot is returned.  At backend exit a
+ * before_shmem_exit callback returns it as well.  The slot is returned
+ * exactly once: release_slot() forgets it (slot_budget = -1) before it
+ * touches shared memory, and every path goes through release_slot().
+ *
+ * Queue
+ * -----
+ * Admission with B = max_active, Q = max_queued:
+ *	  active < B and (queue empty or budget not fair)	-> admitted at once
+ *	  queued < Q										-> join the tail
+ *	  otherwise											-> ERROR 53300
+ * A fair budget hands a released slot directly to the head of the queue:
+ * the releasing backend unlinks the head, marks it granted, leaves
+ * 'active' unchanged and sets the head's latch after dropping the lock.
+ * A non-fair budget decrements 'active' and wakes the head, which takes a
+ * slot if one is still free and otherwise stays at the head; a waiter that
+ * takes a slot wakes the next head if slots remain free, so no free slot
+ * is left unused while someone waits.  Waiters sleep on their latch; nobody
+ * polls (a waiter wakes on its own only for its queue timeout and, after
+ * deadlock_timeout, to check for lock-holder admission).
+ *
+ * A waiter that leaves the queue on error (cancel, statement_timeout) or at
+ * exit (terminate, postmaster death) takes the budget lock and looks at its
+ * entry: if a slot was granted to it in the meantime it passes the slot on
+ * exactly like a normal release, otherwise it unlinks itself.  A queue
+ * timeout that races with a grant is resolved in favour of the grant.
+ *
+ * Locks
+ * -----
+ * Everything in a DbgateBudget and in the DbgateProc entries of its members
+ * is protected by that budget's LWLock.  The statement path takes only
+ * that lock, exclusively, for a few instructions; no ereport() and no
+ * allocation happen while it is held.  Latches of woken waiters are set
+ * after the lock is released.
+ *
+ * Counters: 'admitted' counts every admission (at once, after waiting,
+ * lock holder); admissions after waiting are counted by the waiter itself
+ * when it proceeds, so that the counters match what clients observe even
+ * when a grant and a cancel cross.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <limits.h>
+
+#include "access/xact.h"
+#include "catalog/pg_type.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+
+#include "compat.h"
+#include "dbgate.h"
+
+/* One executor run that keeps the slot. */
+typedef struct SlotRef
+{
+	QueryDesc  *qd;
+	SubTransactionId create_subid;	/* subxact of its ExecutorStart */
+	SubTransactionId run_subid; /* subxact of the ExecutorRun/Finish in
+								 * progress, or InvalidSubTransactionId */
+} SlotRef;
+
+#define INLINE_REFS 8
+
+static SlotRef inline_refs[INLINE_REFS];
+static SlotRef *refs = inline_refs;
+static int	nrefs = 0;
+static int	maxrefs = INLINE_REFS;
+static int	running_refs = 0;	/* refs with run_subid set */
+
+/* The slot held by this backend. */
+static int	slot_budget = -1;	/* budget index, -1 when no slot */
+static uint32 slot_incarnation;
+static TimestampTz slot_admitted_at;
+static int	slot_statement_timeout_ms;
+static int	slot_lock_timeout_ms;
+
+/* Queue membership of this backend (only while inside wait_in_queue). */
+static bool in_queue = false;
+static int	queue_budget = -1;
+static uint32 queue_incarnation;
+static TimestampTz queue_since;
+
+/* Per-backend set-up. */
+static int	gateable = -1;		/* -1 unknown, 0 never gated, 1 client */
+static DbgateProc *my_proc = NULL;
+static int	my_procno = -1;
+
+typedef enum WaitOutcome
+{
+	WAIT_GRANTED,				/* holds a slot now */
+	WAIT_UNGATED				/* proceeds without a slot */
+} WaitOutcome;
+
+static void backend_exit(int code, Datum arg);
+static void release_slot(void);
+static void leave_queue_abnormally(void);
+
+/*
+ * Link/unlink helpers.  Caller must hold the budget's lock exclusively.
+ */
+static inline DbgateProc *
+proc_entry(int procno)
+{
+	return &dbgate_shared->procs[procno];
+}
+
+static void
+queue_append(DbgateBudget *b, int procno)
+{
+	DbgateProc *p = proc_entry(procno);
+
+	p->next = -1;
+	p->prev = b->queue_tail;
+	if (b->queue_tail >= 0)
+		proc_entry(b->queue_tail)->next = procno;
+	else
+		b->queue_head = procno;
+	b->queue_tail = procno;
+	b->queued++;
+	if (b->queued > b->peak_queued)
+		b->peak_queued = b->queued;
+}
+
+static void
+queue_unlink(DbgateBudget *b, int procno)
+{
+	DbgateProc *p = proc_entry(procno);
+
+	if (p->prev >= 0)
+		proc_entry(p->prev)->next = p->next;
+	else
+		b->queue_head = p->next;
+	if (p->next >= 0)
+		proc_entry(p->next)->prev = p->prev;
+	else
+		b->queue_tail = p->prev;
+	p->prev = p->next = -1;
+	b->queued--;
+}
+
+static inline void
+count_active(DbgateBudget *b)
+{
+	b->active++;
+	if (b->active > b->peak_active)
+		b->peak_active = b->active;
+}
+
+static inline uint64
+elapsed_us(TimestampTz from, TimestampTz to)
+{
+	return (to > from) ? (uint64) (to - from) : 0;
+}
+
+/*
+ * Grant slots to the head of the queue while the budget has room.  Used
+ * when limits are raised.  Caller must hold the budget's lock exclusively;
+ * latches are set here (configuration changes are rare).  Returns whether
+ * anybody was granted a slot.
+ */
+bool
+dbgate_grant_waiters(DbgateBudget *b, int idx)
+{
+	bool		any = false;
+	TimestampTz now = GetCurrentTimestamp();
+
+	while (b->queue_head >= 0 && b->active < b->conf.max_active)
+	{
+		int			head = b->queue_head;
+		DbgateProc *p = proc_entry(head);
+
+		queue_unlink(b, head);
+		p->granted = true;
+		p->state_since = now;
+		count_active(b);
+		SetLatch(&DBGATE_PROC_BY_NUMBER(head)->procLatch);
+		any = true;
+	}
+	return any;
+}
+
+/*
+ * First use in this backend: find our shared entry and arrange for the
+ * slot to be returned at exit.
+ */
+static bool
+backend_init(void)
+{
+	if (likely(gateable >= 0))
+		return gateable == 1;
+
+	gateable = 0;
+	if (dbgate_shared == NULL || !dbgate_is_client_backend() || MyProc == NULL)
+		return false;
+	my_procno = DBGATE_MY_PROCNO();
+	if (my_procno < 0 || my_procno >= dbgate_shared->max_procs)
+	{
+		elog(WARNING, "dbgate: proc number %d out of range, backend is not gated",
+			 my_procno);
+		return false;
+	}
+	my_proc = proc_entry(my_procno);
+	my_proc->pid = MyProcPid;
+#ifdef DBGATE_HAVE_CUSTOM_WAIT_EVENT
+	dbgate_wait_event_info = WaitEventExtensionNew("DbgateQueue");
+#endif
+	before_shmem_exit(backend_exit, (Datum) 0);
+	gateable = 1;
+	return true;
+}
+
+void
+dbgate_admission_init(void)
+{
+	(void) backend_init();
+}
+
+bool
+dbgate_holds_slot(void)
+{
+	return slot_budget >= 0;
+}
+
+/* ----------
+ * References
+ * ----------
+ */
+static void
+ensure_ref_space(void)
+{
+	if (nrefs < maxrefs)
+		return;
+	if (refs == inline_refs)
+	{
+		SlotRef    *n = MemoryContextAlloc(TopMemoryContext,
+										   sizeof(SlotRef) * maxrefs * 2);
+
+		memcpy(n, inline_refs, sizeof(SlotRef) * nrefs);
+		refs = n;
+	}
+	else
+		refs = repalloc(refs, sizeof(SlotRef) * maxrefs * 2);
+	maxrefs *= 2;
+}
+
+/* Caller has called ensure_ref_space(). */
+static inline void
+add_ref(QueryDesc *qd)
+{
+	SlotRef    *r = &refs[nrefs++];
+
+	r->qd = qd;
+	r->create_subid = GetCurrentSubTransactionId();
+	r->run_subid = InvalidSubTransactionId;
+}
+
+static inline int
+find_ref(QueryDesc *qd)
+{
+	int			i;
+
+	/* newest first: executor runs mostly end in LIFO order */
+	for (i = nrefs - 1; i >= 0; i--)
+	{
+		if (refs[i].qd == qd)
+			return i;
+	}
+	return -1;
+}
+
+static inline void
+remove_ref(int i)
+{
+	if (refs[i].run_subid != InvalidSubTransactionId)
+		running_refs--;
+	refs[i] = refs[--nrefs];
+}
+
+/* ----------
+ * Admission
+ * ----------
+ */
+
+/*
+ * Record that this backend now holds a slot of budget idx.
+ */
+static void
+take_slot(int idx, uint32 incarnation, TimestampTz since,
+		  int statement_timeout_ms, int lock_timeout_ms)
+{
+	slot_budget = idx;
+	slot_incarnation = incarnation;
+	slot_admitted_at = since;
+	slot_statement_timeout_ms = statement_timeout_ms;
+	slot_lock_timeout_ms = lock_timeout_ms;
+}
+
+/*
+ * Is any backend that holds a slot of budget idx waiting, directly or
+ * through a chain of lock waits, for a heavyweight lock that this backend
+ * holds?  Then waiting for a slot could wait for ourselves.
+ *
+ * Costs nothing unless a slot holder of the budget waits for a lock; runs
+ * only in a backend that has been queued for deadlock_timeout.
+ */
+static bool
+blocks_slot_holder(int idx, uint32 incarnation)
+{
+	DbgateShared *sh = dbgate_shared;
+	MemoryContext cxt,
+				old;
+	int		   *pids;
+	int			npids = 0;
+	int			maxpids = 64;
+	int			next = 0;
+	bool		found = false;
+	int			i;
+
+	cxt = AllocSetContextCreate(CurrentMemoryContext, "dbgate lock check",
+								ALLOCSET_SMALL_SIZES);
+	old = MemoryContextSwitchTo(cxt);
+	pids = palloc(sizeof(int) * maxpids);
+
+	LWLockAcquire(dbgate_budget_lock(idx), LW_SHARED);
+	for (i = 0; i < sh->max_procs; i++)
+	{
+		DbgateProc *p = &sh->procs[i];
+
+		if (p->state != DBGATE_PROC_ACTIVE || p->budget != idx ||
+			p->incarnation != incarnation)
+			continue;
+		/* unlocked read: only a hint whether the holder waits at all */
+		if (DBGATE_PROC_BY_NUMBER(i)->waitLock == NULL)
+			continue;
+		if (npids == maxpids)
+			break;
+		pids[npids++] = p->pid;
+	}
+	LWLockRelease(dbgate_budget_lock(idx));
+
+	/* breadth-first through pg_blocking_pids(), bounded */
+	while (next < npids && !found)
+	{
+		ArrayType  *arr;
+		Datum	   *elems;
+		bool	   *nulls;
+		int			nelems;
+		int			j;
+
+		arr = DatumGetArrayTypeP(DirectFunctionCall1(pg_blocking_pids,
+													 Int32GetDatum(pids[next++])));
+		deconstruct_array(arr, INT4OID, sizeof(int32), true, TYPALIGN_INT,
+						  &elems, &nulls, &nelems);
+		for (j = 0; j < nelems && !found; j++)
+		{
+			int			blocker;
+			int			k;
+			bool		seen = false;
+
+			if (nulls[j])
+				continue;
+			blocker = DatumGetInt32(elems[j]);
+			if (blocker == MyProcPid)
+			{
+				found = true;
+				break;
+			}
+			for (k = 0; k < npids; k++)
+			{
+				if (pids[k] == blocker)
+				{
+					seen = true;
+					break;
+				}
+			}
+			if (!seen && npids < maxpids)
+				pids[npids++] = blocker;
+		}
+	}
+
+	MemoryContextSwitchTo(old);
+	MemoryContextDelete(cxt);
+	return found;
+}
+
+static WaitOutcome
+wait_loop(int idx, uint32 incarnation, TimestampTz enqueued,
+		  int queue_timeout_ms)
+{
+	DbgateShared *sh = dbgate_shared;
+	DbgateBudget *b = &sh->budgets[idx];
+	LWLock	   *lock = dbgate_budget_lock(idx);
+	TimestampTz deadline = 0;
+	TimestampTz next_lock_check;
+	WaitOutcome outcome = WAIT_UNGATED;
+	bool		done = false;
+
+	if (queue_timeout_ms > 0)
+		deadline = TimestampTzPlusMilliseconds(enqueued, queue_timeout_ms);
+	next_lock_check = TimestampTzPlusMilliseconds(enqueued,
+												  Max(DeadlockTimeout, 1));
+
+	{
+		while (!done)
+		{
+			TimestampTz now = GetCurrentTimestamp();
+			TimestampTz wake_at = next_lock_check;
+			long		sleep_ms;
+			bool		lock_check_due;
+			int			wake = -1;
+
+			if (deadline != 0 && deadline < wake_at)
+				wake_at = deadline;
+			sleep_ms = (long) ((wake_at - now + 999) / 1000);
+			if (sleep_ms < 0)
+				sleep_ms = 0;
+
+			(void) WaitLatch(MyLatch,
+							 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 sleep_ms, dbgate_wait_event_info);
+			ResetLatch(MyLatch);
+
+			/* cancel, terminate and statement_timeout end the wait here */
+			CHECK_FOR_INTERRUPTS();
+
+			/* dbgate.enabled = off takes effect for waiters at once */
+			if (ConfigReloadPending)
+			{
+				ConfigReloadPending = false;
+				ProcessConfigFile(PGC_SIGHUP);
+			}
+
+			now = GetCurrentTimestamp();
+			lock_check_due = (now >= next_lock_check);
+
+			LWLockAcquire(lock, LW_EXCLUSIVE);
+			if (my_proc->granted)
+			{
+				/* a slot was handed to us (hand-off, raised limit) */
+				outcome = WAIT_GRANTED;
+				done = true;
+			}
+			else if (my_proc->released)
+			{
+				/* the budget was dropped: nothing gates us any more */
+				outcome = WAIT_UNGATED;
+				done = true;
+			}
+			else if (!dbgate_enabled)
+			{
+				queue_unlink(b, my_procno);
+				outcome = WAIT_UNGATED;
+				done = true;
+			}
+			else if (!b->conf.fair && b->queue_head == my_procno &&
+					 b->active < b->conf.max_active)
+			{
+				queue_unlink(b, my_procno);
+				count_active(b);
+				my_proc->state_since = now;
+				outcome = WAIT_GRANTED;
+				done = true;
+			}
+			else if (deadline != 0 && now >= deadline)
+			{
+				char		name[NAMEDATALEN];
+				int			waited = (int) ((now - enqueued) / 1000);
+				int			limit = b->conf.queue_timeout_ms;
+
+				queue_unlink(b, my_procno);
+				b->rejected_timeout++;
+				my_proc->state = DBGATE_PROC_IDLE;
+				my_proc->budget = -1;
+				/* a free slot of a non-fair budget goes to the next head */
+				if (!b->conf.fair && b->queue_head >= 0 &&
+					b->active < b->conf.max_active)
+					wake = b->queue_head;
+				strlcpy(name, b->conf.name, NAMEDATALEN);
+				LWLockRelease(lock);
+				in_queue = false;
+				if (wake >= 0)
+					SetLatch(&DBGATE_PROC_BY_NUMBER(wake)->procLatch);
+				ereport(ERROR,
+						(errcode(ERRCODE_TOO_MANY_CONNECTIONS),
+						 errmsg("timed out waiting for a slot in budget \"%s\"",
+								name),
+						 errdetail("Waited %d ms in the queue; the queue timeout is %d ms.",
+								   waited, limit)));
+			}
+
+			if (done)
+			{
+				/* a dropped entry may already serve another budget */
+				bool		same = (b->in_use && b->incarnation == incarnation);
+				uint64		waited = elapsed_us(enqueued, now);
+
+				if (same)
+				{
+					b->admitted++;
+					b->admitted_after_wait++;
+					b->wait_time_total_us += waited;
+					if (waited > b->wait_time_max_us)
+						b->wait_time_max_us = waited;
+				}
+				if (outcome == WAIT_GRANTED)
+				{
+					my_proc->state = DBGATE_PROC_ACTIVE;
+					my_proc->granted = false;
+					take_slot(idx, incarnation, my_proc->state_since,
+							  same ? b->conf.statement_timeout_ms : 0,
+							  same ? b->conf.lock_timeout_ms : 0);
+					/* non-fair: pass a remaining free slot on */
+					if (same && !b->conf.fair && b->queue_head >= 0 &&
+						b->active < b->conf.max_active)
+						wake = b->queue_head;
+				}
+				else
+				{
+					my_proc->state = DBGATE_PROC_IDLE;
+					my_proc->budget = -1;
+					my_proc->released = false;
+				}
+				in_queue = false;
+				LWLockRelease(lock);
+				if (wake >= 0)
+					SetLatch(&DBGATE_PROC_BY_NUMBER(wake)->procLatch);
+				break;
+			}
+			LWLockRelease(lock);
+
+			/*
+			 * Lock safety: if a slot holder of this budget waits for a lock
+			 * we hold, we would wait for ourselves.  Admit beyond the limit.
+			 */
+			if (lock_check_due)
+			{
+				bool		holder = blocks_slot_holder(idx, incarnation);
+
+				next_lock_check = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+															  Max(DeadlockTimeout, 1));
+				if (holder)
+				{
+					LWLockAcquire(lock, LW_EXCLUSIVE);
+					if (!my_proc->granted && !my_proc->released)
+					{
+						now = GetCurrentTimestamp();
+						queue_unlink(b, my_procno);
+						count_active(b);
+						b->admitted_lock_holder++;
+						my_proc->state_since = now;
+						my_proc->granted = true;
+					}
+					LWLockRelease(lock);
+					/* the next iteration finds the grant and proceeds */
+					SetLatch(MyLatch);
+				}
+			}
+		}
+	}
+	return outcome;
+}
+
+/*
+ * Sleep in the queue of budget idx until a slot is ours, the budget stops
+ * gating us, or an error ends the wait.  We are linked at the tail already.
+ * Whatever ends the wait, we are out of the queue afterwards.
+ */
+static WaitOutcome
+wait_in_queue(int idx, uint32 incarnation, TimestampTz enqueued,
+			  int queue_timeout_ms)
+{
+	volatile WaitOutcome outcome = WAIT_UNGATED;
+
+	in_queue = true;
+	queue_budget = idx;
+	queue_incarnation = incarnation;
+	queue_since = enqueued;
+
+	PG_TRY();
+	{
+		outcome = wait_loop(idx, incarnation, enqueued, queue_timeout_ms);
+	}
+	PG_CATCH();
+	{
+		leave_queue_abnormally();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+
+	return outcome;
+}
+
+/*
+ * Leave the queue because of an error or exit while waiting.  If a slot
+ * was granted to us in the meantime, pass it on like a release.
+ */
+static void
+leave_queue_abnormally(void)
+{
+	DbgateBudget *b;
+	LWLock	   *lock;
+	int			wake = -1;
+
+	if (!in_queue)
+		return;
+	in_queue = false;
+
+	b = &dbgate_shared->budgets[queue_budget];
+	lock = dbgate_budget_lock(queue_budget);
+
+	LWLockAcquire(lock, LW_EXCLUSIVE);
+	if (my_proc->state == DBGATE_PROC_QUEUED)
+	{
+		bool		same = (b->in_use && b->incarnation == queue_incarnation);
+
+		if (my_proc->granted)
+		{
+			/* the slot is counted in 'active': hand it on */
+			my_proc->granted = false;
+			if (same)
+			{
+				if (b->queue_head >= 0 && b->active <= b->conf.max_active)
+				{
+					int			head = b->queue_head;
+
+					if (b->conf.fair)
+					{
+						queue_unlink(b, head);
+						proc_entry(head)->granted = true;
+						proc_entry(head)->state_since = GetCurrentTimestamp();
+					}
+					else
+						b->active--;
+					wake = head;
+				}
+				else
+					b->active--;
+			}
+		}
+		else if (!my_proc->released && same)
+		{
+			queue_unlink(b, my_procno);
+			if (!b->conf.fair && b->queue_head >= 0 &&
+				b->active < b->conf.max_active)
+				wake = b->queue_head;
+		}
+		if (same)
+			b->canceled_waiting++;
+		my_proc->released = false;
+		my_proc->state = DBGATE_PROC_IDLE;
+		my_proc->budget = -1;
+	}
+	LWLockRelease(lock);
+
+	if (wake >= 0)
+		SetLatch(&DBGATE_PROC_BY_NUMBER(wake)->procLatch);
+}
+
+/*
+ * Try to take a slot of budget idx for the executor run that is starting.
+ * Returns true when this backend now holds a slot, false when the run goes
+ * ungated.  Throws 53300 when the budget is full.
+ */
+static bool
+admit(int idx, uint32 incarnation)
+{
+	DbgateShared *sh = dbgate_shared;
+	DbgateBudget *b = &sh->budgets[idx];
+	LWLock	   *lock = dbgate_budget_lock(idx);
+	TimestampTz now = GetCurrentTimestamp();
+	int			queue_timeout_ms;
+	int			stmt_ms;
+	int			lock_ms;
+
+	LWLockAcquire(lock, LW_EXCLUSIVE);
+	if (unlikely(!b->in_use || b->incarnation != incarnation))
+	{
+		/* dropped or replaced since our lookup: look again next time */
+		LWLockRelease(lock);
+		dbgate_invalidate_lookup();
+		return false;
+	}
+
+	my_proc->budget = idx;
+	my_proc->incarnation = incarnation;
+	my_proc->roleid = GetSessionUserId();
+	my_proc->state_since = now;
+	my_proc->granted = false;
+	my_proc->released = false;
+
+	if (b->active < b->conf.max_active && (b->queued == 0 || !b->conf.fair))
+	{
+		/* the common case: a free slot */
+		count_active(b);
+		b->admitted++;
+		my_proc->state = DBGATE_PROC_ACTIVE;
+		stmt_ms = b->conf.statement_timeout_ms;
+		lock_ms = b->conf.lock_timeout_ms;
+		LWLockRelease(lock);
+		take_slot(idx, incarnation, now, stmt_ms, lock_ms);
+		return true;
+	}
+
+	if (b->queued >= b->conf.max_queued)
+	{
+		char		name[NAMEDATALEN];
+		int			active = b->active;
+		int			max_active = b->conf.max_active;
+		int			queued = b->queued;
+		int			max_queued = b->conf.max_queued;
+
+		b->rejected_full++;
+		my_proc->budget = -1;
+		strlcpy(name, b->conf.name, NAMEDATALEN);
+		LWLockRelease(lock);
+		ereport(ERROR,
+				(errcode(ERRCODE_TOO_MANY_CONNECTIONS),
+				 errmsg("budget \"%s\" is full", name),
+				 errdetail("%d of %d statements are active and %d of %d queue places are taken.",
+						   active, max_active, queued, max_queued),
+				 errhint("Retry later, or raise max_active or max_queued with dbgate.alter_budget().")));
+	}
+
+	/* join the tail of the queue */
+	my_proc->state = DBGATE_PROC_QUEUED;
+	queue_append(b, my_procno);
+	queue_timeout_ms = b->conf.queue_timeout_ms;
+	LWLockRelease(lock);
+
+	return wait_in_queue(idx, incarnation, now, queue_timeout_ms) == WAIT_GRANTED;
+}
+
+/*
+ * Return the slot this backend holds: hand it to the head of the queue
+ * (fair), or free it and wake the head (non-fair).
+ */
+static void
+release_slot(void)
+{
+	int			idx = slot_budget;
+	DbgateBudget *b;
+	LWLock	   *lock;
+	TimestampTz now;
+	int			wake = -1;
+
+	if (idx < 0)
+		return;
+	/* forget first: whatever happens below, never release twice */
+	slot_budget = -1;
+
+	b = &dbgate_shared->budgets[idx];
+	lock = dbgate_budget_lock(idx);
+	now = GetCurrentTimestamp();
+
+	LWLockAcquire(lock, LW_EXCLUSIVE);
+	if (likely(b->in_use && b->incarnation == slot_incarnation))
+	{
+		b->active_time_total_us += elapsed_us(slot_admitted_at, now);
+		if (b->queue_head >= 0 && b->active <= b->conf.max_active)
+		{
+			int			head = b->queue_head;
+
+			if (b->conf.fair)
+			{
+				/* direct hand-off: 'active' stays as it is */
+				queue_unlink(b, head);
+				proc_entry(head)->granted = true;
+				proc_entry(head)->state_since = now;
+			}
+			else
+				b->active--;
+			wake = head;
+		}
+		else
+			b->active--;
+	}
+	my_proc->state = DBGATE_PROC_IDLE;
+	my_proc->budget = -1;
+	LWLockRelease(lock);
+
+	if (wake >= 0)
+		SetLatch(&DBGATE_PROC_BY_NUMBER(wake)->procLatch);
+}
+
+/* ----------
+ * Executor hooks' work
+ * ----------
+ */
+
+/*
+ * ExecutorStart: gate the run if this backend holds no slot.
+ */
+void
+dbgate_executor_start(QueryDesc *queryDesc, int eflags)
+{
+	int			idx;
+	uint32		incarnation;
+
+	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
+		return;
+
+	if (slot_budget >= 0)
+	{
+		/* nested run, or another portal: never queues */
+		ensure_ref_space();
+		add_ref(queryDesc);
+		return;
+	}
+
+	if (!dbgate_enabled || !backend_init())
+		return;
+
+	idx = dbgate_lookup_budget(&incarnation);
+	if (idx < 0)
+		return;
+
+	ensure_ref_space();
+	if (admit(idx, incarnation))
+		add_ref(queryDesc);
+}
+
+/*
+ * ExecutorRun/ExecutorFinish begin.  Returns true when budget limits were
+ * applied; the caller must then call dbgate_run_end() on every exit,
+ * including errors.  Without limits dbgate_run_end() is still needed on
+ * normal exit to mark the run finished (on error the mark stays, which is
+ * how a subtransaction abort recognises a run that died in it).
+ */
+bool
+dbgate_run_begin(QueryDesc *queryDesc, DbgateLimitState *st)
+{
+	int			i;
+	bool		outermost;
+
+	st->tracked = false;
+	st->applied = false;
+	if (likely(nrefs == 0))
+		return false;
+	i = find_ref(queryDesc);
+	if (i < 0 || refs[i].run_subid != InvalidSubTransactionId)
+		return false;
+
+	outermost = (running_refs == 0);
+	refs[i].run_subid = GetCurrentSubTransactionId();
+	running_refs++;
+	st->tracked = true;
+
+	if (outermost && slot_budget >= 0 &&
+		(slot_statement_timeout_ms > 0 || slot_lock_timeout_ms > 0))
+	{
+		dbgate_limits_apply(st, slot_admitted_at, slot_statement_timeout_ms,
+							slot_lock_timeout_ms);
+	}
+	return st->applied;
+}
+
+void
+dbgate_run_end(QueryDesc *queryDesc, DbgateLimitState *st, bool is_error)
+{
+	if (st->applied)
+		dbgate_limits_restore(st, is_error);
+	if (st->tracked && !is_error)
+	{
+		int			i = find_ref(queryDesc);
+
+		if (i >= 0 && refs[i].run_subid != InvalidSubTransactionId)
+		{
+			refs[i].run_subid = InvalidSubTransactionId;
+			running_refs--;
+		}
+	}
+}
+
+/*
+ * ExecutorEnd (after the executor has shut down): drop the reference and
+ * return the slot with the last one.
+ */
+void
+dbgate_executor_end(QueryDesc *queryDesc)
+{
+	int			i;
+
+	if (likely(nrefs == 0))
+		return;
+	i = find_ref(queryDesc);
+	if (i < 0)
+		return;
+	remove_ref(i);
+	if (nrefs == 0)
+		release_slot();
+}
+
+/*
+ * Subtransaction abort: drop the references whose runs died in it.
+ */
+void
+dbgate_admission_subxact_abort(SubTransactionId mySubid)
+{
+	int			i;
+
+	if (nrefs == 0)
+		return;
+	for (i = nrefs - 1; i >= 0; i--)
+	{
+		if (refs[i].create_subid >= mySubid ||
+			(refs[i].run_subid != InvalidSubTransactionId &&
+			 refs[i].run_subid >= mySubid))
+			remove_ref(i);
+	}
+	if (nrefs == 0)
+		release_slot();
+}
+
+/*
+ * End of the top-level transaction (commit, abort, prepare): no executor
+ * run survives it, so no slot does either.
+ */
+void
+dbgate_admission_xact_end(void)
+{
+	nrefs = 0;
+	running_refs = 0;
+	if (refs != inline_refs)
+	{
+		pfree(refs);
+		refs = inline_refs;
+		maxrefs = INLINE_REFS;
+	}
+	release_slot();
+}
+
+/*
+ * Backend exit (before_shmem_exit, so before ProcKill recycles our PGPROC).
+ */
+static void
+backend_exit(int code, Datum arg)
+{
+	leave_queue_abnormally();
+	nrefs = 0;
+	running_refs = 0;
+	release_slot();
+}

@@ -1,0 +1,448 @@
+/*-------------------------------------------------------------------------
+ *
+ * budgets.c
+ *	  The shared budget table, the role map, and budget lookup.
+ *
+ * Shared memory follows the pg_stat_statements pattern: one size function
+ * used at request and at initialisation, a named LWLock tranche, and
+ * initialisation under AddinShmemInitLock only when the segment is new
+ * (also after a crash restart, when the configuration is read back from
+ * the state file and every counter starts from zero).
+ *
+ * Lookup: a backend's budget is that of its session user, found in the role
+ * map, else dbgate.default_budget, else none.  The answer is cached per
+ * backend and reused while the shared configuration generation, the session
+ * user and dbgate.default_budget are unchanged and no pg_authid
+ * invalidation arrived (superuser status may change).  The statement path
+ * therefore reads one atomic counter and touches no catalog and no lock.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "storage/ipc.h"
+#include "storage/shmem.h"
+#include "utils/inval.h"
+#include "utils/memutils.h"
+#include "utils/syscache.h"
+
+#include "compat.h"
+#include "dbgate.h"
+
+DbgateShared *dbgate_shared = NULL;
+
+/* backend-local lookup cache */
+static bool lookup_valid = false;
+static uint64 lookup_generation;
+static Oid	lookup_user;
+static int	lookup_budget = -1;
+static uint32 lookup_incarnation;
+static bool lookup_callback_registered = false;
+
+static Size
+procs_count(void)
+{
+	return (Size) MaxBackends;
+}
+
+Size
+dbgate_shmem_size(void)
+{
+	Size		size;
+
+	size = MAXALIGN(sizeof(DbgateShared));
+	size = add_size(size, MAXALIGN(mul_size(dbgate_max_budgets,
+											sizeof(DbgateBudget))));
+	size = add_size(size, MAXALIGN(mul_size(dbgate_max_roles,
+											sizeof(DbgateRoleMap))));
+	size = add_size(size, MAXALIGN(mul_size(procs_count(),
+											sizeof(DbgateProc))));
+	return size;
+}
+
+void
+dbgate_shmem_request(void)
+{
+	RequestAddinShmemSpace(dbgate_shmem_size());
+	/* config_lock, commit_lock, then one per budget */
+	RequestNamedLWLockTranche("dbgate", 2 + dbgate_max_budgets);
+}
+
+/*
+ * Install a configuration into a fresh table at start-up (postmaster, no
+ * concurrency: locks are not needed and must not be waited for).
+ */
+static void
+install_initial(const DbgateConfig *config)
+{
+	DbgateShared *sh = dbgate_shared;
+	TimestampTz now = GetCurrentTimestamp();
+	int			i;
+
+	for (i = 0; i < config->nbudgets && i < sh->max_budgets; i++)
+	{
+		DbgateBudget *b = &sh->budgets[i];
+
+		b->in_use = true;
+		b->incarnation++;
+		b->conf = config->budgets[i];
+		dbgate_reset_budget_stats(b, now);
+	}
+	sh->nroles = 0;
+	for (i = 0; i < config->nroles && sh->nroles < sh->max_roles; i++)
+	{
+		int			bi = dbgate_config_find_budget(config, config->roles[i].budget);
+
+		if (bi < 0 || bi >= sh->max_budgets)
+			continue;
+		sh->roles[sh->nroles].roleid = config->roles[i].roleid;
+		sh->roles[sh->nroles].budget = bi;
+		sh->nroles++;
+	}
+}
+
+static int
+rolemap_cmp(const void *a, const void *b)
+{
+	Oid			ra = ((const DbgateRoleMap *) a)->roleid;
+	Oid			rb = ((const DbgateRoleMap *) b)->roleid;
+
+	return (ra > rb) - (ra < rb);
+}
+
+void
+dbgate_shmem_init(void)
+{
+	bool		found;
+	char	   *base;
+	DbgateShared *sh;
+	int			i;
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	sh = ShmemInitStruct("dbgate", dbgate_shmem_size(), &found);
+	dbgate_shared = sh;
+	if (!found)
+	{
+		LWLockPadded *locks = GetNamedLWLockTranche("dbgate");
+		DbgateConfig config;
+
+		memset(sh, 0, dbgate_shmem_size());
+		sh->config_lock = &locks[0].lock;
+		sh->commit_lock = &locks[1].lock;
+		sh->budget_locks = &locks[2];
+		pg_atomic_init_u64(&sh->generation, 1);
+		sh->max_budgets = dbgate_max_budgets;
+		sh->max_roles = dbgate_max_roles;
+		sh->max_procs = (int) procs_count();
+
+		base = (char *) sh + MAXALIGN(sizeof(DbgateShared));
+		sh->budgets = (DbgateBudget *) base;
+		base += MAXALIGN(mul_size(sh->max_budgets, sizeof(DbgateBudget)));
+		sh->roles = (DbgateRoleMap *) base;
+		base += MAXALIGN(mul_size(sh->max_roles, sizeof(DbgateRoleMap)));
+		sh->procs = (DbgateProc *) base;
+
+		for (i = 0; i < sh->max_budgets; i++)
+		{
+			sh->budgets[i].in_use = false;
+			sh->budgets[i].queue_head = -1;
+			sh->budgets[i].queue_tail = -1;
+		}
+		for (i = 0; i < sh->max_procs; i++)
+		{
+			sh->procs[i].budget = -1;
+			sh->procs[i].state = DBGATE_PROC_IDLE;
+			sh->procs[i].prev = -1;
+			sh->procs[i].next = -1;
+		}
+
+		/* budgets and assignments survive restarts and crash restarts */
+		dbgate_config_init(&config);
+		if (dbgate_state_load(&config))
+		{
+			install_initial(&config);
+			qsort(sh->roles, sh->nroles, sizeof(DbgateRoleMap), rolemap_cmp);
+		}
+		if (config.budgets)
+			pfree(config.budgets);
+		if (config.roles)
+			pfree(config.roles);
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/*
+ * Zero the statistics of a budget.  Caller must hold the budget's lock
+ * exclusively (or be alone at start-up).
+ */
+void
+dbgate_reset_budget_stats(DbgateBudget *b, TimestampTz now)
+{
+	b->peak_active = b->active;
+	b->peak_queued = b->queued;
+	b->admitted = 0;
+	b->admitted_after_wait = 0;
+	b->rejected_full = 0;
+	b->rejected_timeout = 0;
+	b->canceled_waiting = 0;
+	b->admitted_lock_holder = 0;
+	b->wait_time_total_us = 0;
+	b->wait_time_max_us = 0;
+	b->active_time_total_us = 0;
+	b->stats_reset = now;
+}
+
+/* ----------
+ * Lookup
+ * ----------
+ */
+static void
+authid_callback(Datum arg, int cacheid, uint32 hashvalue)
+{
+	lookup_valid = false;
+}
+
+void
+dbgate_invalidate_lookup(void)
+{
+	lookup_valid = false;
+}
+
+/*
+ * Find an in-use budget by name.  Caller must hold config_lock.
+ */
+int
+dbgate_find_budget(const char *name)
+{
+	DbgateShared *sh = dbgate_shared;
+	int			i;
+
+	for (i = 0; i < sh->max_budgets; i++)
+	{
+		if (sh->budgets[i].in_use &&
+			strcmp(sh->budgets[i].conf.name, name) == 0)
+			return i;
+	}
+	return -1;
+}
+
+static int
+rolemap_find(Oid roleid)
+{
+	DbgateShared *sh = dbgate_shared;
+	int			lo = 0,
+				hi = sh->nroles - 1;
+
+	while (lo <= hi)
+	{
+		int			mid = lo + (hi - lo) / 2;
+		Oid			r = sh->roles[mid].roleid;
+
+		if (r == roleid)
+			return sh->roles[mid].budget;
+		if (r < roleid)
+			lo = mid + 1;
+		else
+			hi = mid - 1;
+	}
+	return -1;
+}
+
+static int
+lookup_slow(Oid user, uint64 generation, uint32 *incarnation)
+{
+	DbgateShared *sh = dbgate_shared;
+	int			idx = -1;
+	uint32		inc = 0;
+
+	if (!lookup_callback_registered)
+	{
+		CacheRegisterSyscacheCallback(AUTHOID, authid_callback, (Datum) 0);
+		lookup_callback_registered = true;
+	}
+
+	/* mark valid first: an invalidation arriving meanwhile clears it */
+	lookup_valid = true;
+	lookup_generation = generation;
+	lookup_user = user;
+
+	/* superusers are the administrator's reserve: never gated */
+	if (!superuser_arg(user))
+	{
+		LWLockAcquire(sh->config_lock, LW_SHARED);
+		idx = rolemap_find(user);
+		if (idx < 0 && dbgate_default_budget != NULL &&
+			dbgate_default_budget[0] != '\0')
+			idx = dbgate_find_budget(dbgate_default_budget);
+		if (idx >= 0)
+			inc = sh->budgets[idx].incarnation;
+		LWLockRelease(sh->config_lock);
+	}
+
+	lookup_budget = idx;
+	lookup_incarnation = inc;
+	*incarnation = inc;
+	return idx;
+}
+
+/*
+ * The budget that gates the current statement, or -1.
+ */
+int
+dbgate_lookup_budget(uint32 *incarnation)
+{
+	Oid			user = GetSessionUserId();
+	uint64		generation = pg_atomic_read_u64(&dbgate_shared->generation);
+
+	if (likely(lookup_valid && generation == lookup_generation &&
+			   user == lookup_user))
+	{
+		*incarnation = lookup_incarnation;
+		return lookup_budget;
+	}
+	return lookup_slow(user, generation, incarnation);
+}
+
+/* ----------
+ * Configuration snapshot and installation
+ * ----------
+ */
+
+/*
+ * Copy the installed configuration into a local image.
+ */
+void
+dbgate_snapshot_config(DbgateConfig *config)
+{
+	DbgateShared *sh = dbgate_shared;
+	int			i;
+
+	dbgate_config_init(config);
+	config->maxbudgets = sh->max_budgets + 1;
+	config->budgets = palloc(sizeof(DbgateBudgetConf) * config->maxbudgets);
+	config->maxroles = sh->max_roles + 1;
+	config->roles = palloc(sizeof(DbgateRoleConf) * config->maxroles);
+
+	LWLockAcquire(sh->config_lock, LW_SHARED);
+	for (i = 0; i < sh->max_budgets; i++)
+	{
+		if (sh->budgets[i].in_use)
+			config->budgets[config->nbudgets++] = sh->budgets[i].conf;
+	}
+	for (i = 0; i < sh->nroles; i++)
+	{
+		DbgateRoleConf *r = &config->roles[config->nroles++];
+
+		r->roleid = sh->roles[i].roleid;
+		strlcpy(r->budget, sh->budgets[sh->roles[i].budget].conf.name,
+				NAMEDATALEN);
+	}
+	LWLockRelease(sh->config_lock);
+}
+
+/*
+ * Make 'config' the installed configuration.  Runs in the COMMIT callback
+ * of a transaction that changed the configuration, with commit_lock held:
+ * it must not fail.  The caller has checked that the image fits.
+ */
+void
+dbgate_install_config(const DbgateConfig *config)
+{
+	DbgateShared *sh = dbgate_shared;
+	TimestampTz now = GetCurrentTimestamp();
+	int			i;
+	int			n;
+
+	LWLockAcquire(sh->config_lock, LW_EXCLUSIVE);
+
+	/* 1. drop the budgets that are gone: their waiters go ungated */
+	for (i = 0; i < sh->max_budgets; i++)
+	{
+		DbgateBudget *b = &sh->budgets[i];
+		LWLock	   *lock = dbgate_budget_lock(i);
+
+		if (!b->in_use ||
+			dbgate_config_find_budget(config, b->conf.name) >= 0)
+			continue;
+
+		LWLockAcquire(lock, LW_EXCLUSIVE);
+		while (b->queue_head >= 0)
+		{
+			int			procno = b->queue_head;
+			DbgateProc *p = &sh->procs[procno];
+
+			b->queue_head = p->next;
+			p->prev = p->next = -1;
+			p->released = true;
+			SetLatch(&DBGATE_PROC_BY_NUMBER(procno)->procLatch);
+		}
+		b->queue_tail = -1;
+		b->queued = 0;
+		b->active = 0;
+		b->in_use = false;
+		b->incarnation++;
+		LWLockRelease(lock);
+	}
+
+	/* 2. update the budgets that stay, create the new ones */
+	for (n = 0; n < config->nbudgets; n++)
+	{
+		const DbgateBudgetConf *c = &config->budgets[n];
+		int			idx = dbgate_find_budget(c->name);
+		DbgateBudget *b;
+		LWLock	   *lock;
+
+		if (idx < 0)
+		{
+			for (idx = 0; idx < sh->max_budgets; idx++)
+			{
+				if (!sh->budgets[idx].in_use)
+					break;
+			}
+			if (idx >= sh->max_budgets)
+			{
+				/* cannot happen: the committing backend checked capacity */
+				elog(WARNING, "dbgate: no free budget entry for \"%s\"", c->name);
+				continue;
+			}
+			b = &sh->budgets[idx];
+			lock = dbgate_budget_lock(idx);
+			LWLockAcquire(lock, LW_EXCLUSIVE);
+			b->in_use = true;
+			b->incarnation++;
+			b->conf = *c;
+			b->active = 0;
+			b->queued = 0;
+			b->queue_head = b->queue_tail = -1;
+			dbgate_reset_budget_stats(b, now);
+			LWLockRelease(lock);
+			continue;
+		}
+
+		b = &sh->budgets[idx];
+		lock = dbgate_budget_lock(idx);
+		LWLockAcquire(lock, LW_EXCLUSIVE);
+		b->conf = *c;
+		/* a raised limit admits waiting statements at once */
+		(void) dbgate_grant_waiters(b, idx);
+		LWLockRelease(lock);
+	}
+
+	/* 3. the role map */
+	sh->nroles = 0;
+	for (n = 0; n < config->nroles && sh->nroles < sh->max_roles; n++)
+	{
+		int			idx = dbgate_find_budget(config->roles[n].budget);
+
+		if (idx < 0)
+			continue;
+		sh->roles[sh->nroles].roleid = config->roles[n].roleid;
+		sh->roles[sh->nroles].budget = idx;
+		sh->nroles++;
+	}
+	qsort(sh->roles, sh->nroles, sizeof(DbgateRoleMap), rolemap_cmp);
+
+	pg_atomic_fetch_add_u64(&sh->generation, 1);
+	LWLockRelease(sh->config_lock);
+}

@@ -1,0 +1,84 @@
+/*-------------------------------------------------------------------------
+ *
+ * compat.h
+ *	  Differences between PostgreSQL major versions, in one place.
+ *
+ * The logic files use only the names defined here, so they read as if there
+ * were a single PostgreSQL version.  Supported: 15, 16, 17, 18.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DBGATE_COMPAT_H
+#define DBGATE_COMPAT_H
+
+#include "postgres.h"
+
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "postmaster/autovacuum.h"
+#include "postmaster/bgworker.h"
+#include "replication/walsender.h"
+#include "storage/proc.h"
+#include "utils/wait_event.h"
+
+#if PG_VERSION_NUM < 150000
+#error "dbgate requires PostgreSQL 15 or later"
+#endif
+
+/* A backend's index into the PGPROC array. */
+#if PG_VERSION_NUM >= 170000
+#define DBGATE_MY_PROCNO()			(MyProcNumber)
+#define DBGATE_PROCNO_OF(proc)		GetNumberFromPGProc(proc)
+#else
+#define DBGATE_MY_PROCNO()			(MyProc->pgprocno)
+#define DBGATE_PROCNO_OF(proc)		((proc)->pgprocno)
+#endif
+#define DBGATE_PROC_BY_NUMBER(n)	GetPGProcByNumber(n)
+
+/*
+ * Wait event reported while a statement waits in a budget's queue.  On 17+
+ * a named custom wait event ("DbgateQueue"), before that the generic
+ * Extension event.
+ */
+#if PG_VERSION_NUM >= 170000
+#define DBGATE_HAVE_CUSTOM_WAIT_EVENT 1
+#endif
+
+/* ExecutorRun lost its execute_once argument in 18. */
+#if PG_VERSION_NUM >= 180000
+#define DBGATE_EXECUTOR_RUN_ARGS \
+	QueryDesc *queryDesc, ScanDirection direction, uint64 count
+#define DBGATE_EXECUTOR_RUN_CALL(fn) \
+	fn(queryDesc, direction, count)
+#else
+#define DBGATE_EXECUTOR_RUN_ARGS \
+	QueryDesc *queryDesc, ScanDirection direction, uint64 count, \
+	bool execute_once
+#define DBGATE_EXECUTOR_RUN_CALL(fn) \
+	fn(queryDesc, direction, count, execute_once)
+#endif
+
+/*
+ * Which processes may be gated: regular client backends only.  Parallel
+ * workers, background workers, autovacuum and walsenders all have another
+ * BackendType; the explicit checks document the intent and protect against
+ * future backend types being reported as B_BACKEND.
+ */
+static inline bool
+dbgate_is_client_backend(void)
+{
+	if (MyBackendType != B_BACKEND)
+		return false;
+#if PG_VERSION_NUM >= 170000
+	if (AmBackgroundWorkerProcess() || AmAutoVacuumWorkerProcess())
+		return false;
+#else
+	if (IsBackgroundWorker || IsAutoVacuumWorkerProcess())
+		return false;
+#endif
+	if (am_walsender)
+		return false;
+	return true;
+}
+
+#endif							/* DBGATE_COMPAT_H */

@@ -1,0 +1,529 @@
+/*-------------------------------------------------------------------------
+ *
+ * config.c
+ *	  Transactional configuration changes.
+ *
+ * The SQL functions do not touch shared memory.  Each validated change is
+ * recorded as a pending operation of the current (sub)transaction; what a
+ * transaction sees (dbgate.budgets, validation of later calls) is the
+ * installed configuration with its own pending operations replayed on top.
+ *
+ * Commit is two-phase:
+ *	  PRE_COMMIT  take commit_lock (serialising configuration commits), replay
+ *				  the pending operations on the configuration installed now
+ *				  (another session may have committed meanwhile: a conflict
+ *				  such as a budget created twice fails this commit with the
+ *				  usual SQLSTATE), check capacity, and write the result to a
+ *				  temporary state file, fsynced.  Any failure here is an
+ *				  ordinary ERROR: the transaction aborts, nothing changed.
+ *	  COMMIT	  durably rename the temporary file over the state file and
+ *				  install the image in shared memory, then release
+ *				  commit_lock.  Nothing here can fail with an ERROR.
+ *	  ABORT		  remove the temporary file; commit_lock is released by the
+ *				  abort's LWLockReleaseAll() or here.
+ * Subtransactions: an aborted subtransaction's operations are forgotten, a
+ * committed one's are handed to its parent.  PREPARE TRANSACTION is refused
+ * when configuration changes are pending.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "miscadmin.h"
+#include "nodes/pg_list.h"
+#include "utils/memutils.h"
+
+#include "compat.h"
+#include "dbgate.h"
+
+typedef enum PendingKind
+{
+	OP_CREATE,
+	OP_ALTER,
+	OP_DROP,
+	OP_ASSIGN,
+	OP_UNASSIGN
+} PendingKind;
+
+typedef struct PendingOp
+{
+	PendingKind kind;
+	SubTransactionId subid;
+	DbgateBudgetConf conf;		/* CREATE: all; ALTER: name + masked fields */
+	uint32		mask;			/* ALTER */
+	bool		flag;			/* DROP: force; UNASSIGN: missing_ok */
+	Oid			roleid;			/* ASSIGN, UNASSIGN */
+	char		name[NAMEDATALEN];	/* DROP, ASSIGN: budget name */
+} PendingOp;
+
+static List *pending_ops = NIL; /* in TopTransactionContext */
+static DbgateConfig *prepared_image = NULL; /* between PRE_COMMIT and COMMIT */
+static bool temp_written = false;
+
+/* ----------
+ * Configuration images
+ * ----------
+ */
+void
+dbgate_config_init(DbgateConfig *config)
+{
+	memset(config, 0, sizeof(DbgateConfig));
+}
+
+int
+dbgate_config_find_budget(const DbgateConfig *config, const char *name)
+{
+	int			i;
+
+	for (i = 0; i < config->nbudgets; i++)
+	{
+		if (strcmp(config->budgets[i].name, name) == 0)
+			return i;
+	}
+	return -1;
+}
+
+int
+dbgate_config_find_role(const DbgateConfig *config, Oid roleid)
+{
+	int			i;
+
+	for (i = 0; i < config->nroles; i++)
+	{
+		if (config->roles[i].roleid == roleid)
+			return i;
+	}
+	return -1;
+}
+
+static void
+image_add_budget(DbgateConfig *config, const DbgateBudgetConf *conf)
+{
+	if (config->nbudgets >= config->maxbudgets)
+	{
+		config->maxbudgets = Max(8, config->maxbudgets * 2);
+		if (config->budgets)
+			config->budgets = repalloc(config->budgets,
+									   sizeof(DbgateBudgetConf) * config->maxbudgets);
+		else
+			config->budgets = palloc(sizeof(DbgateBudgetConf) * config->maxbudgets);
+	}
+	config->budgets[config->nbudgets++] = *conf;
+}
+
+static void
+image_add_role(DbgateConfig *config, Oid roleid, const char *budget)
+{
+	DbgateRoleConf *r;
+
+	if (config->nroles >= config->maxroles)
+	{
+		config->maxroles = Max(8, config->maxroles * 2);
+		if (config->roles)
+			config->roles = repalloc(config->roles,
+									 sizeof(DbgateRoleConf) * config->maxroles);
+		else
+			config->roles = palloc(sizeof(DbgateRoleConf) * config->maxroles);
+	}
+	r = &config->roles[config->nroles++];
+	r->roleid = roleid;
+	strlcpy(r->budget, budget, NAMEDATALEN);
+}
+
+static void
+image_remove_role(DbgateConfig *config, int i)
+{
+	config->roles[i] = config->roles[--config->nroles];
+}
+
+static int
+image_count_roles_of(const DbgateConfig *config, const char *budget,
+					 Oid *example)
+{
+	int			i;
+	int			n = 0;
+
+	for (i = 0; i < config->nroles; i++)
+	{
+		if (strcmp(config->roles[i].budget, budget) == 0)
+		{
+			if (n == 0 && example)
+				*example = config->roles[i].roleid;
+			n++;
+		}
+	}
+	return n;
+}
+
+static void
+unknown_budget(const char *name)
+{
+	ereport(ERROR,
+			(errcode(ERRCODE_UNDEFINED_OBJECT),
+			 errmsg("budget \"%s\" does not exist", name)));
+}
+
+/*
+ * Apply one operation to an image, with the errors SPEC lists.
+ */
+static void
+apply_op(DbgateConfig *config, const PendingOp *op)
+{
+	int			bi;
+	int			ri;
+
+	switch (op->kind)
+	{
+		case OP_CREATE:
+			if (dbgate_config_find_budget(config, op->conf.name) >= 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_DUPLICATE_OBJECT),
+						 errmsg("budget \"%s\" already exists", op->conf.name)));
+			if (config->nbudgets >= dbgate_shared->max_budgets)
+				ereport(ERROR,
+						(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+						 errmsg("too many budgets"),
+						 errdetail("dbgate.max_budgets is %d.",
+								   dbgate_shared->max_budgets),
+						 errhint("Drop a budget, or raise dbgate.max_budgets and restart the server.")));
+			image_add_budget(config, &op->conf);
+			break;
+
+		case OP_ALTER:
+			{
+				DbgateBudgetConf *b;
+
+				bi = dbgate_config_find_budget(config, op->conf.name);
+				if (bi < 0)
+					unknown_budget(op->conf.name);
+				b = &config->budgets[bi];
+				if (op->mask & DBGATE_ALTER_MAX_ACTIVE)
+					b->max_active = op->conf.max_active;
+				if (op->mask & DBGATE_ALTER_MAX_QUEUED)
+					b->max_queued = op->conf.max_queued;
+				if (op->mask & DBGATE_ALTER_QUEUE_TIMEOUT)
+					b->queue_timeout_ms = op->conf.queue_timeout_ms;
+				if (op->mask & DBGATE_ALTER_STMT_TIMEOUT)
+					b->statement_timeout_ms = op->conf.statement_timeout_ms;
+				if (op->mask & DBGATE_ALTER_LOCK_TIMEOUT)
+					b->lock_timeout_ms = op->conf.lock_timeout_ms;
+				if (op->mask & DBGATE_ALTER_FAIR)
+					b->fair = op->conf.fair;
+			}
+			break;
+
+		case OP_DROP:
+			{
+				Oid			example = InvalidOid;
+				int			nroles;
+
+				bi = dbgate_config_find_budget(config, op->name);
+				if (bi < 0)
+					unknown_budget(op->name);
+				nroles = image_count_roles_of(config, op->name, &example);
+				if (nroles > 0 && !op->flag)
+				{
+					char	   *rolename = GetUserNameFromId(example, true);
+
+					ereport(ERROR,
+							(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+							 errmsg("cannot drop budget \"%s\" because roles are assigned to it",
+									op->name),
+							 errdetail_plural("%d role is assigned, including role \"%s\".",
+											  "%d roles are assigned, including role \"%s\".",
+											  nroles, nroles,
+											  rolename ? rolename : "?"),
+							 errhint("Unassign the roles first, or use drop_budget(..., force => true).")));
+				}
+				for (ri = config->nroles - 1; ri >= 0; ri--)
+				{
+					if (strcmp(config->roles[ri].budget, op->name) == 0)
+						image_remove_role(config, ri);
+				}
+				config->budgets[bi] = config->budgets[--config->nbudgets];
+			}
+			break;
+
+		case OP_ASSIGN:
+			if (dbgate_config_find_budget(config, op->name) < 0)
+				unknown_budget(op->name);
+			ri = dbgate_config_find_role(config, op->roleid);
+			if (ri >= 0)
+				strlcpy(config->roles[ri].budget, op->name, NAMEDATALEN);
+			else
+			{
+				if (config->nroles >= dbgate_shared->max_roles)
+					ereport(ERROR,
+							(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+							 errmsg("too many role assignments"),
+							 errdetail("dbgate.max_roles is %d.",
+									   dbgate_shared->max_roles),
+							 errhint("Raise dbgate.max_roles and restart the server.")));
+				image_add_role(config, op->roleid, op->name);
+			}
+			break;
+
+		case OP_UNASSIGN:
+			ri = dbgate_config_find_role(config, op->roleid);
+			if (ri >= 0)
+				image_remove_role(config, ri);
+			else if (!op->flag)
+				ereport(ERROR,
+						(errcode(ERRCODE_UNDEFINED_OBJECT),
+						 errmsg("role with OID %u has no budget assignment",
+								op->roleid)));
+			break;
+	}
+}
+
+/*
+ * The configuration as the current transaction sees it.
+ */
+void
+dbgate_config_current(DbgateConfig *config)
+{
+	ListCell   *lc;
+
+	dbgate_snapshot_config(config);
+	foreach(lc, pending_ops)
+		apply_op(config, (PendingOp *) lfirst(lc));
+}
+
+/*
+ * Validate an operation against what the transaction sees, then record it.
+ */
+static void
+add_op(PendingOp *op)
+{
+	DbgateConfig config;
+	MemoryContext old;
+	PendingOp  *copy;
+
+	dbgate_config_current(&config);
+	apply_op(&config, op);		/* throws on invalid input */
+
+	old = MemoryContextSwitchTo(TopTransactionContext);
+	copy = palloc(sizeof(PendingOp));
+	memcpy(copy, op, sizeof(PendingOp));
+	copy->subid = GetCurrentSubTransactionId();
+	pending_ops = lappend(pending_ops, copy);
+	MemoryContextSwitchTo(old);
+
+	pfree(config.budgets);
+	pfree(config.roles);
+}
+
+void
+dbgate_config_add_create(const DbgateBudgetConf *conf)
+{
+	PendingOp	op;
+
+	memset(&op, 0, sizeof(op));
+	op.kind = OP_CREATE;
+	op.conf = *conf;
+	add_op(&op);
+}
+
+void
+dbgate_config_add_alter(const char *name, const DbgateBudgetConf *values,
+						uint32 mask)
+{
+	PendingOp	op;
+
+	memset(&op, 0, sizeof(op));
+	op.kind = OP_ALTER;
+	op.conf = *values;
+	strlcpy(op.conf.name, name, NAMEDATALEN);
+	op.mask = mask;
+	add_op(&op);
+}
+
+void
+dbgate_config_add_drop(const char *name, bool force)
+{
+	PendingOp	op;
+
+	memset(&op, 0, sizeof(op));
+	op.kind = OP_DROP;
+	strlcpy(op.name, name, NAMEDATALEN);
+	op.flag = force;
+	add_op(&op);
+}
+
+void
+dbgate_config_add_assign(Oid roleid, const char *budget)
+{
+	PendingOp	op;
+
+	memset(&op, 0, sizeof(op));
+	op.kind = OP_ASSIGN;
+	op.roleid = roleid;
+	strlcpy(op.name, budget, NAMEDATALEN);
+	add_op(&op);
+}
+
+/*
+ * Record an unassignment.  Returns false (and records nothing) when the
+ * role has no assignment and missing_ok.
+ */
+bool
+dbgate_config_add_unassign(Oid roleid, bool missing_ok)
+{
+	PendingOp	op;
+	DbgateConfig config;
+	bool		assigned;
+
+	dbgate_config_current(&config);
+	assigned = dbgate_config_find_role(&config, roleid) >= 0;
+	pfree(config.budgets);
+	pfree(config.roles);
+	if (!assigned && missing_ok)
+		return false;
+
+	memset(&op, 0, sizeof(op));
+	op.kind = OP_UNASSIGN;
+	op.roleid = roleid;
+	op.flag = true;				/* replay after a concurrent unassign is fine */
+	if (!assigned)
+		op.flag = false;
+	add_op(&op);
+	return true;
+}
+
+/*
+ * DROP ROLE removes the role's assignment in the same transaction, so that
+ * no stale entry can be inherited by a future role with the same OID.
+ */
+void
+dbgate_config_role_dropped(Oid roleid)
+{
+	(void) dbgate_config_add_unassign(roleid, true);
+}
+
+/* ----------
+ * Transaction callbacks
+ * ----------
+ */
+static void
+forget_pending(void)
+{
+	/* the list lives in TopTransactionContext, which goes away */
+	pending_ops = NIL;
+	prepared_image = NULL;
+}
+
+static void
+pre_commit(void)
+{
+	DbgateConfig *config;
+	MemoryContext old;
+	ListCell   *lc;
+
+	LWLockAcquire(dbgate_shared->commit_lock, LW_EXCLUSIVE);
+
+	old = MemoryContextSwitchTo(TopTransactionContext);
+	config = palloc(sizeof(DbgateConfig));
+	dbgate_snapshot_config(config);
+	foreach(lc, pending_ops)
+		apply_op(config, (PendingOp *) lfirst(lc));
+	MemoryContextSwitchTo(old);
+
+	/* apply_op() enforces both capacities; state them once more */
+	Assert(config->nbudgets <= dbgate_shared->max_budgets);
+	Assert(config->nroles <= dbgate_shared->max_roles);
+
+	temp_written = true;
+	dbgate_state_write_temp(config);
+	prepared_image = config;
+}
+
+void
+dbgate_config_xact_callback(XactEvent event)
+{
+	switch (event)
+	{
+		case XACT_EVENT_PRE_COMMIT:
+			if (pending_ops != NIL && dbgate_shared != NULL)
+				pre_commit();
+			break;
+
+		case XACT_EVENT_COMMIT:
+			if (prepared_image != NULL)
+			{
+				HOLD_INTERRUPTS();
+				if (!dbgate_state_commit_temp())
+					ereport(WARNING,
+							(errmsg("dbgate configuration was changed but could not be saved"),
+							 errdetail("The change is in effect but will be lost at the next restart.")));
+				temp_written = false;
+				dbgate_install_config(prepared_image);
+				if (LWLockHeldByMe(dbgate_shared->commit_lock))
+					LWLockRelease(dbgate_shared->commit_lock);
+				RESUME_INTERRUPTS();
+			}
+			forget_pending();
+			break;
+
+		case XACT_EVENT_ABORT:
+			if (temp_written)
+			{
+				dbgate_state_discard_temp();
+				temp_written = false;
+			}
+			if (dbgate_shared != NULL && LWLockHeldByMe(dbgate_shared->commit_lock))
+				LWLockRelease(dbgate_shared->commit_lock);
+			forget_pending();
+			break;
+
+		case XACT_EVENT_PRE_PREPARE:
+			if (pending_ops != NIL)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot PREPARE a transaction that has changed dbgate budgets")));
+			break;
+
+		case XACT_EVENT_PREPARE:
+			forget_pending();
+			break;
+
+		default:
+			break;
+	}
+}
+
+void
+dbgate_config_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+							   SubTransactionId parentSubid)
+{
+	ListCell   *lc;
+
+	if (pending_ops == NIL)
+		return;
+
+	switch (event)
+	{
+		case SUBXACT_EVENT_ABORT_SUB:
+			foreach(lc, pending_ops)
+			{
+				PendingOp  *op = (PendingOp *) lfirst(lc);
+
+				if (op->subid >= mySubid)
+					pending_ops = foreach_delete_current(pending_ops, lc);
+			}
+			break;
+
+		case SUBXACT_EVENT_COMMIT_SUB:
+			foreach(lc, pending_ops)
+			{
+				PendingOp  *op = (PendingOp *) lfirst(lc);
+
+				if (op->subid == mySubid)
+					op->subid = parentSubid;
+			}
+			break;
+
+		default:
+			break;
+	}
+}

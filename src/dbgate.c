@@ -1,0 +1,354 @@
+/*-------------------------------------------------------------------------
+ *
+ * dbgate.c
+ *	  Module entry: GUCs, hooks and transaction callbacks.
+ *
+ * dbgate must be loaded with shared_preload_libraries: it needs shared
+ * memory and executor hooks in every backend.  Loaded any other way it
+ * installs nothing, and every SQL function says so (SQLSTATE 55000).
+ *
+ * Every hook calls the previous hook or the standard function.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/pg_authid.h"
+#include "commands/user.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "storage/ipc.h"
+#include "tcop/utility.h"
+#include "utils/acl.h"
+#include "utils/guc.h"
+
+#include "compat.h"
+#include "dbgate.h"
+
+PG_MODULE_MAGIC;
+
+/* GUCs */
+bool		dbgate_enabled = true;
+int			dbgate_max_budgets = 64;
+int			dbgate_max_roles = 1024;
+char	   *dbgate_default_budget = NULL;
+
+uint32		dbgate_wait_event_info = PG_WAIT_EXTENSION;
+
+/* saved hook values */
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+static ExecutorStart_hook_type prev_ExecutorStart = NULL;
+static ExecutorRun_hook_type prev_ExecutorRun = NULL;
+static ExecutorFinish_hook_type prev_ExecutorFinish = NULL;
+static ExecutorEnd_hook_type prev_ExecutorEnd = NULL;
+static ProcessUtility_hook_type prev_ProcessUtility = NULL;
+
+void		_PG_init(void);
+
+static void dbgate_shmem_request_hook(void);
+static void dbgate_shmem_startup_hook(void);
+static void dbgate_ExecutorStart(QueryDesc *queryDesc, int eflags);
+static void dbgate_ExecutorRun(DBGATE_EXECUTOR_RUN_ARGS);
+static void dbgate_ExecutorFinish(QueryDesc *queryDesc);
+static void dbgate_ExecutorEnd(QueryDesc *queryDesc);
+static void dbgate_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
+								  bool readOnlyTree,
+								  ProcessUtilityContext context,
+								  ParamListInfo params,
+								  QueryEnvironment *queryEnv,
+								  DestReceiver *dest, QueryCompletion *qc);
+static void dbgate_xact_callback(XactEvent event, void *arg);
+static void dbgate_subxact_callback(SubXactEvent event,
+									SubTransactionId mySubid,
+									SubTransactionId parentSubid, void *arg);
+
+static bool
+check_default_budget(char **newval, void **extra, GucSource source)
+{
+	if (*newval != NULL && strlen(*newval) >= NAMEDATALEN)
+	{
+		GUC_check_errcode(ERRCODE_INVALID_PARAMETER_VALUE);
+		GUC_check_errdetail("Budget names are at most %d bytes.", NAMEDATALEN - 1);
+		return false;
+	}
+	return true;
+}
+
+static void
+assign_default_budget(const char *newval, void *extra)
+{
+	dbgate_invalidate_lookup();
+}
+
+void
+_PG_init(void)
+{
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+
+	DefineCustomBoolVariable("dbgate.enabled",
+							 "Enables admission control by dbgate.",
+							 "When off, no statement is gated and every queued statement is admitted at once.",
+							 &dbgate_enabled,
+							 true,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("dbgate.max_budgets",
+							"Maximum number of budgets.",
+							"Sizes the shared budget table.",
+							&dbgate_max_budgets,
+							64,
+							1, 10000,
+							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("dbgate.max_roles",
+							"Maximum number of role assignments.",
+							"Sizes the shared role map.",
+							&dbgate_max_roles,
+							1024,
+							1, 1000000,
+							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("dbgate.default_budget",
+							   "Budget for roles that have no assignment.",
+							   "Empty means that such roles are not gated.",
+							   &dbgate_default_budget,
+							   "",
+							   PGC_SUSET,
+							   0,
+							   check_default_budget, assign_default_budget, NULL);
+
+	MarkGUCPrefixReserved("dbgate");
+
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = dbgate_shmem_request_hook;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = dbgate_shmem_startup_hook;
+	prev_ExecutorStart = ExecutorStart_hook;
+	ExecutorStart_hook = dbgate_ExecutorStart;
+	prev_ExecutorRun = ExecutorRun_hook;
+	ExecutorRun_hook = dbgate_ExecutorRun;
+	prev_ExecutorFinish = ExecutorFinish_hook;
+	ExecutorFinish_hook = dbgate_ExecutorFinish;
+	prev_ExecutorEnd = ExecutorEnd_hook;
+	ExecutorEnd_hook = dbgate_ExecutorEnd;
+	prev_ProcessUtility = ProcessUtility_hook;
+	ProcessUtility_hook = dbgate_ProcessUtility;
+
+	RegisterXactCallback(dbgate_xact_callback, NULL);
+	RegisterSubXactCallback(dbgate_subxact_callback, NULL);
+}
+
+/*
+ * SQL functions call this first.
+ */
+void
+dbgate_check_loaded(void)
+{
+	if (dbgate_shared == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("dbgate must be loaded via shared_preload_libraries"),
+				 errhint("Add dbgate to shared_preload_libraries in postgresql.conf and restart the server.")));
+}
+
+static void
+dbgate_shmem_request_hook(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	dbgate_shmem_request();
+}
+
+static void
+dbgate_shmem_startup_hook(void)
+{
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+	dbgate_shmem_init();
+}
+
+/* ----------
+ * Executor hooks
+ * ----------
+ */
+static void
+dbgate_ExecutorStart(QueryDesc *queryDesc, int eflags)
+{
+	dbgate_executor_start(queryDesc, eflags);
+
+	if (prev_ExecutorStart)
+		prev_ExecutorStart(queryDesc, eflags);
+	else
+		standard_ExecutorStart(queryDesc, eflags);
+}
+
+static void
+dbgate_ExecutorRun(DBGATE_EXECUTOR_RUN_ARGS)
+{
+	DbgateLimitState st;
+
+	if (!dbgate_run_begin(queryDesc, &st))
+	{
+		if (prev_ExecutorRun)
+			DBGATE_EXECUTOR_RUN_CALL(prev_ExecutorRun);
+		else
+			DBGATE_EXECUTOR_RUN_CALL(standard_ExecutorRun);
+		dbgate_run_end(queryDesc, &st, false);
+		return;
+	}
+
+	/* budget limits are applied: undo them on every exit */
+	PG_TRY();
+	{
+		if (prev_ExecutorRun)
+			DBGATE_EXECUTOR_RUN_CALL(prev_ExecutorRun);
+		else
+			DBGATE_EXECUTOR_RUN_CALL(standard_ExecutorRun);
+	}
+	PG_CATCH();
+	{
+		dbgate_run_end(queryDesc, &st, true);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	dbgate_run_end(queryDesc, &st, false);
+}
+
+static void
+dbgate_ExecutorFinish(QueryDesc *queryDesc)
+{
+	DbgateLimitState st;
+
+	if (!dbgate_run_begin(queryDesc, &st))
+	{
+		if (prev_ExecutorFinish)
+			prev_ExecutorFinish(queryDesc);
+		else
+			standard_ExecutorFinish(queryDesc);
+		dbgate_run_end(queryDesc, &st, false);
+		return;
+	}
+
+	PG_TRY();
+	{
+		if (prev_ExecutorFinish)
+			prev_ExecutorFinish(queryDesc);
+		else
+			standard_ExecutorFinish(queryDesc);
+	}
+	PG_CATCH();
+	{
+		dbgate_run_end(queryDesc, &st, true);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	dbgate_run_end(queryDesc, &st, false);
+}
+
+static void
+dbgate_ExecutorEnd(QueryDesc *queryDesc)
+{
+	if (prev_ExecutorEnd)
+		prev_ExecutorEnd(queryDesc);
+	else
+		standard_ExecutorEnd(queryDesc);
+
+	dbgate_executor_end(queryDesc);
+}
+
+/*
+ * ProcessUtility: DROP ROLE also removes the dropped roles' assignments, in
+ * the same transaction.
+ */
+static void
+dbgate_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
+					  bool readOnlyTree,
+					  ProcessUtilityContext context,
+					  ParamListInfo params,
+					  QueryEnvironment *queryEnv,
+					  DestReceiver *dest, QueryCompletion *qc)
+{
+	Node	   *parsetree = pstmt->utilityStmt;
+	List	   *dropped = NIL;
+
+	if (dbgate_shared != NULL && IsA(parsetree, DropRoleStmt))
+	{
+		DropRoleStmt *stmt = (DropRoleStmt *) parsetree;
+		ListCell   *lc;
+
+		foreach(lc, stmt->roles)
+		{
+			RoleSpec   *rolspec = lfirst(lc);
+			Oid			roleid;
+
+			if (rolspec->roletype != ROLESPEC_CSTRING)
+				continue;
+			roleid = get_role_oid(rolspec->rolename, true);
+			if (OidIsValid(roleid))
+				dropped = lappend_oid(dropped, roleid);
+		}
+	}
+
+	if (prev_ProcessUtility)
+		prev_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
+							queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+								params, queryEnv, dest, qc);
+
+	if (dropped != NIL)
+	{
+		ListCell   *lc;
+
+		foreach(lc, dropped)
+			dbgate_config_role_dropped(lfirst_oid(lc));
+		list_free(dropped);
+	}
+}
+
+/* ----------
+ * Transaction callbacks
+ * ----------
+ */
+static void
+dbgate_xact_callback(XactEvent event, void *arg)
+{
+	if (dbgate_shared == NULL)
+		return;
+
+	dbgate_config_xact_callback(event);
+
+	switch (event)
+	{
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PREPARE:
+			dbgate_admission_xact_end();
+			break;
+		default:
+			break;
+	}
+}
+
+static void
+dbgate_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+						SubTransactionId parentSubid, void *arg)
+{
+	if (dbgate_shared == NULL)
+		return;
+
+	dbgate_config_subxact_callback(event, mySubid, parentSubid);
+
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		dbgate_admission_subxact_abort(mySubid);
+}

@@ -1,0 +1,257 @@
+/*-------------------------------------------------------------------------
+ *
+ * dbgate.h
+ *	  Shared declarations of dbgate: workload admission control.
+ *
+ * Files and what they own:
+ *	  dbgate.c		module entry, GUCs, hook installation, xact callbacks
+ *	  budgets.c		the shared budget table, role map and budget lookup
+ *	  admission.c	admit / queue / hand off / release of slots
+ *	  limits.c		per-budget statement_timeout and lock_timeout
+ *	  config.c		transactional configuration changes
+ *	  persist.c		the state file in the data directory
+ *	  sqlfuncs.c	SQL-callable functions and the views' functions
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DBGATE_H
+#define DBGATE_H
+
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "executor/execdesc.h"
+#include "port/atomics.h"
+#include "storage/lwlock.h"
+#include "utils/timestamp.h"
+
+#define DBGATE_STATE_FILE		"dbgate.state"
+#define DBGATE_STATE_TMPFILE	"dbgate.state.tmp"
+#define DBGATE_STATE_BADFILE	"dbgate.state.corrupt"
+
+/* Longest duration accepted for a timeout, in milliseconds (as for GUCs). */
+#define DBGATE_MAX_TIMEOUT_MS	INT_MAX
+
+/* ----------
+ * Configuration of one budget, as stored, persisted and compared.
+ * ----------
+ */
+typedef struct DbgateBudgetConf
+{
+	char		name[NAMEDATALEN];	/* NUL-terminated, 1..63 bytes */
+	int32		max_active;		/* B >= 1 */
+	int32		max_queued;		/* Q >= 0 */
+	int32		queue_timeout_ms;	/* 0 = no limit */
+	int32		statement_timeout_ms;	/* 0 = no limit */
+	int32		lock_timeout_ms;	/* 0 = no limit */
+	bool		fair;
+} DbgateBudgetConf;
+
+/* One role assignment of a configuration image. */
+typedef struct DbgateRoleConf
+{
+	Oid			roleid;
+	char		budget[NAMEDATALEN];
+} DbgateRoleConf;
+
+/*
+ * A complete configuration (backend-local): what the state file holds and
+ * what a committing transaction installs into shared memory.
+ */
+typedef struct DbgateConfig
+{
+	int			nbudgets;
+	int			maxbudgets;
+	DbgateBudgetConf *budgets;
+	int			nroles;
+	int			maxroles;
+	DbgateRoleConf *roles;
+} DbgateConfig;
+
+/* ----------
+ * Shared memory.
+ *
+ * Locks (see admission.c for the slot life cycle):
+ *	  config_lock	the identity of budget entries (in_use, incarnation, name)
+ *					and the role map.  Shared for lookups and views,
+ *					exclusive while a committed configuration is installed.
+ *	  commit_lock	serialises configuration commits (held from PRE_COMMIT to
+ *					COMMIT/ABORT by the committing backend); never taken on
+ *					the statement path.
+ *	  budget lock	one per budget entry: limits, live counts, queue, and
+ *					statistics of that budget, and the DbgateProc entries of
+ *					the backends that are queued in it or hold a slot of it.
+ *	  Lock order: commit_lock, config_lock, budget lock.  The statement path
+ *	  takes only a budget lock.
+ * ----------
+ */
+typedef struct DbgateBudget
+{
+	/* identity: written with config_lock and this budget's lock exclusive */
+	bool		in_use;
+	uint32		incarnation;	/* bumped whenever the entry is (re)used */
+	DbgateBudgetConf conf;		/* limits: written under the budget lock */
+
+	/* live state, protected by the budget lock */
+	int32		active;			/* slots held */
+	int32		queued;			/* queue length */
+	int32		queue_head;		/* proc number or -1 */
+	int32		queue_tail;		/* proc number or -1 */
+
+	/* statistics, protected by the budget lock */
+	int32		peak_active;
+	int32		peak_queued;
+	uint64		admitted;
+	uint64		admitted_after_wait;
+	uint64		rejected_full;
+	uint64		rejected_timeout;
+	uint64		canceled_waiting;
+	uint64		admitted_lock_holder;
+	uint64		wait_time_total_us;
+	uint64		wait_time_max_us;
+	uint64		active_time_total_us;
+	TimestampTz stats_reset;
+} DbgateBudget;
+
+typedef enum DbgateProcState
+{
+	DBGATE_PROC_IDLE = 0,		/* neither queued nor holding a slot */
+	DBGATE_PROC_QUEUED,			/* in a budget's queue */
+	DBGATE_PROC_ACTIVE			/* holds a slot */
+} DbgateProcState;
+
+/*
+ * Per-backend entry, indexed by proc number.  While state != IDLE every
+ * field is protected by the lock of budget 'budget'; the owning backend
+ * alone moves it from IDLE to another state.
+ */
+typedef struct DbgateProc
+{
+	int32		budget;			/* budget index, -1 when idle */
+	uint32		incarnation;	/* of that budget */
+	uint8		state;			/* DbgateProcState */
+	bool		granted;		/* queued, and a slot was handed over */
+	bool		released;		/* queued, and the budget no longer gates */
+	int32		prev;			/* queue links: proc numbers or -1 */
+	int32		next;
+	int32		pid;
+	Oid			roleid;			/* session user */
+	TimestampTz state_since;
+} DbgateProc;
+
+/* Role map entry; the map is sorted by roleid. */
+typedef struct DbgateRoleMap
+{
+	Oid			roleid;
+	int32		budget;			/* budget index */
+} DbgateRoleMap;
+
+typedef struct DbgateShared
+{
+	LWLock	   *config_lock;
+	LWLock	   *commit_lock;
+	LWLockPadded *budget_locks; /* max_budgets of them */
+
+	/* bumped after every installed configuration change */
+	pg_atomic_uint64 generation;
+
+	int			max_budgets;
+	int			max_roles;
+	int			max_procs;
+
+	int			nroles;			/* entries used in roles[] */
+	DbgateBudget *budgets;		/* [max_budgets] */
+	DbgateRoleMap *roles;		/* [max_roles] */
+	DbgateProc *procs;			/* [max_procs] */
+} DbgateShared;
+
+/* dbgate.c */
+extern PGDLLIMPORT bool dbgate_enabled;
+extern PGDLLIMPORT int dbgate_max_budgets;
+extern PGDLLIMPORT int dbgate_max_roles;
+extern PGDLLIMPORT char *dbgate_default_budget;
+extern PGDLLIMPORT uint32 dbgate_wait_event_info;
+extern void dbgate_check_loaded(void);
+
+/* budgets.c */
+extern PGDLLIMPORT DbgateShared *dbgate_shared;
+extern Size dbgate_shmem_size(void);
+extern void dbgate_shmem_request(void);
+extern void dbgate_shmem_init(void);
+extern void dbgate_invalidate_lookup(void);
+extern int	dbgate_lookup_budget(uint32 *incarnation);
+extern int	dbgate_find_budget(const char *name);
+extern void dbgate_snapshot_config(DbgateConfig *config);
+extern void dbgate_install_config(const DbgateConfig *config);
+extern void dbgate_reset_budget_stats(DbgateBudget *b, TimestampTz now);
+
+static inline LWLock *
+dbgate_budget_lock(int idx)
+{
+	return &dbgate_shared->budget_locks[idx].lock;
+}
+
+/* admission.c */
+extern void dbgate_admission_init(void);
+extern void dbgate_executor_start(QueryDesc *queryDesc, int eflags);
+extern void dbgate_executor_end(QueryDesc *queryDesc);
+extern void dbgate_admission_xact_end(void);
+extern void dbgate_admission_subxact_abort(SubTransactionId mySubid);
+extern bool dbgate_holds_slot(void);
+extern bool dbgate_grant_waiters(DbgateBudget *b, int idx);
+
+/* limits.c */
+typedef struct DbgateLimitState
+{
+	bool		tracked;		/* the run is a reference of our slot */
+	bool		applied;		/* budget limits were applied */
+	bool		stmt_armed;		/* we set STATEMENT_TIMEOUT */
+	bool		stmt_had_session;	/* a session timer was active before */
+	TimestampTz stmt_session_fin;	/* its finish time */
+	TimestampTz stmt_our_fin;	/* the finish time we set */
+	int			guc_nestlevel;	/* > 0: lock_timeout applied at this level */
+} DbgateLimitState;
+
+extern void dbgate_limits_apply(DbgateLimitState *st, TimestampTz admitted_at,
+								int statement_timeout_ms, int lock_timeout_ms);
+extern void dbgate_limits_restore(DbgateLimitState *st, bool is_error);
+
+/* admission.c, around ExecutorRun / ExecutorFinish */
+extern bool dbgate_run_begin(QueryDesc *queryDesc, DbgateLimitState *st);
+extern void dbgate_run_end(QueryDesc *queryDesc, DbgateLimitState *st,
+						   bool is_error);
+
+/* config.c */
+extern void dbgate_config_xact_callback(XactEvent event);
+extern void dbgate_config_subxact_callback(SubXactEvent event,
+										   SubTransactionId mySubid,
+										   SubTransactionId parentSubid);
+extern void dbgate_config_current(DbgateConfig *config);
+extern void dbgate_config_add_create(const DbgateBudgetConf *conf);
+extern void dbgate_config_add_alter(const char *name, const DbgateBudgetConf *values,
+									uint32 mask);
+extern void dbgate_config_add_drop(const char *name, bool force);
+extern void dbgate_config_add_assign(Oid roleid, const char *budget);
+extern bool dbgate_config_add_unassign(Oid roleid, bool missing_ok);
+extern void dbgate_config_role_dropped(Oid roleid);
+
+/* bits of the alter mask */
+#define DBGATE_ALTER_MAX_ACTIVE		0x01
+#define DBGATE_ALTER_MAX_QUEUED		0x02
+#define DBGATE_ALTER_QUEUE_TIMEOUT	0x04
+#define DBGATE_ALTER_STMT_TIMEOUT	0x08
+#define DBGATE_ALTER_LOCK_TIMEOUT	0x10
+#define DBGATE_ALTER_FAIR			0x20
+
+/* configuration images */
+extern void dbgate_config_init(DbgateConfig *config);
+extern int	dbgate_config_find_budget(const DbgateConfig *config, const char *name);
+extern int	dbgate_config_find_role(const DbgateConfig *config, Oid roleid);
+
+/* persist.c */
+extern bool dbgate_state_load(DbgateConfig *config);
+extern void dbgate_state_write_temp(const DbgateConfig *config);
+extern bool dbgate_state_commit_temp(void);
+extern void dbgate_state_discard_temp(void);
+
+#endif							/* DBGATE_H */

@@ -1,0 +1,585 @@
+/*-------------------------------------------------------------------------
+ *
+ * sqlfuncs.c
+ *	  SQL-callable functions and the functions behind the views.
+ *
+ * Input is validated completely before anything is recorded: bad input
+ * gets an ERROR with the SQLSTATE SPEC lists and changes nothing.
+ * Configuration changes are recorded as pending operations of the
+ * transaction (config.c) and take effect at COMMIT.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "access/htup_details.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/datetime.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
+
+#include "compat.h"
+#include "dbgate.h"
+
+PG_FUNCTION_INFO_V1(dbgate_create_budget);
+PG_FUNCTION_INFO_V1(dbgate_alter_budget);
+PG_FUNCTION_INFO_V1(dbgate_drop_budget);
+PG_FUNCTION_INFO_V1(dbgate_assign_role);
+PG_FUNCTION_INFO_V1(dbgate_unassign_role);
+PG_FUNCTION_INFO_V1(dbgate_reset_stats);
+PG_FUNCTION_INFO_V1(dbgate_budget_config);
+PG_FUNCTION_INFO_V1(dbgate_budget_status);
+PG_FUNCTION_INFO_V1(dbgate_backend_status);
+
+#define BUDGET_CONFIG_COLS	8
+#define BUDGET_STATUS_COLS	17
+#define BACKEND_STATUS_COLS 6
+
+/* ----------
+ * Argument checking
+ * ----------
+ */
+static void
+require_arg(FunctionCallInfo fcinfo, int argno, const char *argname)
+{
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not be null", argname)));
+}
+
+/* A budget name: 1..63 bytes, taken as it is (case-sensitive). */
+static void
+budget_name_arg(FunctionCallInfo fcinfo, int argno, char *dest)
+{
+	text	   *t;
+	int			len;
+
+	require_arg(fcinfo, argno, "budget name");
+	t = PG_GETARG_TEXT_PP(argno);
+	len = VARSIZE_ANY_EXHDR(t);
+	if (len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("budget name must not be empty")));
+	if (len >= NAMEDATALEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("budget name is too long"),
+				 errdetail("The name has %d bytes; budget names are at most %d bytes.",
+						   len, NAMEDATALEN - 1)));
+	if (memchr(VARDATA_ANY(t), '\0', len) != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("budget name must not contain a zero byte")));
+	memcpy(dest, VARDATA_ANY(t), len);
+	dest[len] = '\0';
+}
+
+static int32
+max_active_arg(FunctionCallInfo fcinfo, int argno)
+{
+	int32		v;
+
+	require_arg(fcinfo, argno, "max_active");
+	v = PG_GETARG_INT32(argno);
+	if (v < 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_active must be at least 1"),
+				 errdetail("The value given is %d.", v)));
+	return v;
+}
+
+static int32
+max_queued_arg(FunctionCallInfo fcinfo, int argno)
+{
+	int32		v;
+
+	require_arg(fcinfo, argno, "max_queued");
+	v = PG_GETARG_INT32(argno);
+	if (v < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_queued must not be negative"),
+				 errdetail("The value given is %d.", v)));
+	return v;
+}
+
+/*
+ * A duration in milliseconds.  Months count 30 days and days 24 hours, as
+ * in interval comparison.  A non-zero duration under one millisecond
+ * becomes one millisecond (rounding it to zero would mean "no limit").
+ */
+static int32
+duration_arg(FunctionCallInfo fcinfo, int argno, const char *argname)
+{
+	Interval   *iv;
+	double		ms;
+
+	require_arg(fcinfo, argno, argname);
+	iv = PG_GETARG_INTERVAL_P(argno);
+#ifdef INTERVAL_NOT_FINITE
+	if (INTERVAL_NOT_FINITE(iv))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must be finite", argname)));
+#endif
+	ms = (double) iv->time / 1000.0 +
+		((double) iv->day + (double) iv->month * DAYS_PER_MONTH) *
+		((double) SECS_PER_DAY * 1000.0);
+	if (ms < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not be negative", argname)));
+	if (ms > 0 && ms < 1)
+		ms = 1;
+	ms = rint(ms);
+	if (ms > (double) DBGATE_MAX_TIMEOUT_MS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s is too long", argname),
+				 errdetail("The longest duration accepted is %d milliseconds.",
+						   DBGATE_MAX_TIMEOUT_MS)));
+	return (int32) ms;
+}
+
+static bool
+bool_arg(FunctionCallInfo fcinfo, int argno, const char *argname)
+{
+	require_arg(fcinfo, argno, argname);
+	return PG_GETARG_BOOL(argno);
+}
+
+/*
+ * A role argument: the role must exist; lock it against a concurrent DROP
+ * ROLE until the end of the transaction (as GRANT does), so that no
+ * assignment can outlive its role.
+ */
+static Oid
+role_arg(FunctionCallInfo fcinfo, int argno)
+{
+	Oid			roleid;
+
+	require_arg(fcinfo, argno, "role");
+	roleid = PG_GETARG_OID(argno);
+	LockSharedObject(AuthIdRelationId, roleid, 0, AccessShareLock);
+	if (!SearchSysCacheExists1(AUTHOID, ObjectIdGetDatum(roleid)))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("role with OID %u does not exist", roleid)));
+	return roleid;
+}
+
+/* ----------
+ * Configuration functions
+ * ----------
+ */
+Datum
+dbgate_create_budget(PG_FUNCTION_ARGS)
+{
+	DbgateBudgetConf conf;
+
+	dbgate_check_loaded();
+	memset(&conf, 0, sizeof(conf));
+	budget_name_arg(fcinfo, 0, conf.name);
+	conf.max_active = max_active_arg(fcinfo, 1);
+	conf.max_queued = max_queued_arg(fcinfo, 2);
+	conf.queue_timeout_ms = duration_arg(fcinfo, 3, "queue_timeout");
+	conf.statement_timeout_ms = duration_arg(fcinfo, 4, "statement_timeout");
+	conf.lock_timeout_ms = duration_arg(fcinfo, 5, "lock_timeout");
+	conf.fair = bool_arg(fcinfo, 6, "fair");
+
+	dbgate_config_add_create(&conf);
+	PG_RETURN_VOID();
+}
+
+Datum
+dbgate_alter_budget(PG_FUNCTION_ARGS)
+{
+	char		name[NAMEDATALEN];
+	DbgateBudgetConf values;
+	uint32		mask = 0;
+
+	dbgate_check_loaded();
+	memset(&values, 0, sizeof(values));
+	budget_name_arg(fcinfo, 0, name);
+	if (!PG_ARGISNULL(1))
+	{
+		values.max_active = max_active_arg(fcinfo, 1);
+		mask |= DBGATE_ALTER_MAX_ACTIVE;
+	}
+	if (!PG_ARGISNULL(2))
+	{
+		values.max_queued = max_queued_arg(fcinfo, 2);
+		mask |= DBGATE_ALTER_MAX_QUEUED;
+	}
+	if (!PG_ARGISNULL(3))
+	{
+		values.queue_timeout_ms = duration_arg(fcinfo, 3, "queue_timeout");
+		mask |= DBGATE_ALTER_QUEUE_TIMEOUT;
+	}
+	if (!PG_ARGISNULL(4))
+	{
+		values.statement_timeout_ms = duration_arg(fcinfo, 4, "statement_timeout");
+		mask |= DBGATE_ALTER_STMT_TIMEOUT;
+	}
+	if (!PG_ARGISNULL(5))
+	{
+		values.lock_timeout_ms = duration_arg(fcinfo, 5, "lock_timeout");
+		mask |= DBGATE_ALTER_LOCK_TIMEOUT;
+	}
+	if (!PG_ARGISNULL(6))
+	{
+		values.fair = PG_GETARG_BOOL(6);
+		mask |= DBGATE_ALTER_FAIR;
+	}
+
+	/* even with nothing to change, an unknown budget is an error */
+	dbgate_config_add_alter(name, &values, mask);
+	PG_RETURN_VOID();
+}
+
+Datum
+dbgate_drop_budget(PG_FUNCTION_ARGS)
+{
+	char		name[NAMEDATALEN];
+	bool		force;
+
+	dbgate_check_loaded();
+	budget_name_arg(fcinfo, 0, name);
+	force = bool_arg(fcinfo, 1, "force");
+	dbgate_config_add_drop(name, force);
+	PG_RETURN_VOID();
+}
+
+Datum
+dbgate_assign_role(PG_FUNCTION_ARGS)
+{
+	Oid			roleid;
+	char		budget[NAMEDATALEN];
+
+	dbgate_check_loaded();
+	roleid = role_arg(fcinfo, 0);
+	budget_name_arg(fcinfo, 1, budget);
+	dbgate_config_add_assign(roleid, budget);
+	if (superuser_arg(roleid))
+		ereport(NOTICE,
+				(errmsg("role \"%s\" is a superuser and is never gated",
+						GetUserNameFromId(roleid, false)),
+				 errdetail("The assignment takes effect if the role loses the superuser attribute.")));
+	PG_RETURN_VOID();
+}
+
+Datum
+dbgate_unassign_role(PG_FUNCTION_ARGS)
+{
+	Oid			roleid;
+
+	dbgate_check_loaded();
+	roleid = role_arg(fcinfo, 0);
+	if (!dbgate_config_add_unassign(roleid, true))
+		ereport(NOTICE,
+				(errmsg("role \"%s\" has no budget assignment, skipping",
+						GetUserNameFromId(roleid, false))));
+	PG_RETURN_VOID();
+}
+
+/*
+ * Statistics are not configuration: reset_stats() takes effect at once and
+ * is not undone by ROLLBACK, like pg_stat_reset().
+ */
+Datum
+dbgate_reset_stats(PG_FUNCTION_ARGS)
+{
+	DbgateShared *sh;
+	TimestampTz now;
+	int			i;
+
+	dbgate_check_loaded();
+	sh = dbgate_shared;
+	now = GetCurrentTimestamp();
+
+	if (PG_ARGISNULL(0))
+	{
+		LWLockAcquire(sh->config_lock, LW_SHARED);
+		for (i = 0; i < sh->max_budgets; i++)
+		{
+			if (!sh->budgets[i].in_use)
+				continue;
+			LWLockAcquire(dbgate_budget_lock(i), LW_EXCLUSIVE);
+			dbgate_reset_budget_stats(&sh->budgets[i], now);
+			LWLockRelease(dbgate_budget_lock(i));
+		}
+		LWLockRelease(sh->config_lock);
+	}
+	else
+	{
+		char		name[NAMEDATALEN];
+		DbgateConfig config;
+		int			idx;
+
+		budget_name_arg(fcinfo, 0, name);
+		LWLockAcquire(sh->config_lock, LW_SHARED);
+		idx = dbgate_find_budget(name);
+		if (idx >= 0)
+		{
+			LWLockAcquire(dbgate_budget_lock(idx), LW_EXCLUSIVE);
+			dbgate_reset_budget_stats(&sh->budgets[idx], now);
+			LWLockRelease(dbgate_budget_lock(idx));
+		}
+		LWLockRelease(sh->config_lock);
+
+		if (idx < 0)
+		{
+			/* created but not yet committed by this transaction: all zero */
+			dbgate_config_current(&config);
+			if (dbgate_config_find_budget(&config, name) < 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_UNDEFINED_OBJECT),
+						 errmsg("budget \"%s\" does not exist", name)));
+		}
+	}
+	PG_RETURN_VOID();
+}
+
+/* ----------
+ * View functions
+ * ----------
+ */
+static Datum
+ms_to_interval(int32 ms)
+{
+	Interval   *iv = palloc0(sizeof(Interval));
+
+	iv->time = (int64) ms * 1000;
+	return IntervalPGetDatum(iv);
+}
+
+static int
+name_cmp(const void *a, const void *b)
+{
+	return strcmp(NameStr(*(const NameData *) a), NameStr(*(const NameData *) b));
+}
+
+Datum
+dbgate_budget_config(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	DbgateConfig config;
+	int			i;
+
+	dbgate_check_loaded();
+	InitMaterializedSRF(fcinfo, 0);
+	Assert(rsinfo->setDesc->natts == BUDGET_CONFIG_COLS);
+
+	dbgate_config_current(&config);
+
+	for (i = 0; i < config.nbudgets; i++)
+	{
+		DbgateBudgetConf *c = &config.budgets[i];
+		Datum		values[BUDGET_CONFIG_COLS];
+		bool		nulls[BUDGET_CONFIG_COLS];
+		NameData   *names = palloc(sizeof(NameData) * Max(config.nroles, 1));
+		Datum	   *elems;
+		int			nnames = 0;
+		int			r;
+
+		memset(nulls, 0, sizeof(nulls));
+		for (r = 0; r < config.nroles; r++)
+		{
+			char	   *rolename;
+
+			if (strcmp(config.roles[r].budget, c->name) != 0)
+				continue;
+			rolename = GetUserNameFromId(config.roles[r].roleid, true);
+			if (rolename == NULL)
+				continue;		/* dropped concurrently */
+			namestrcpy(&names[nnames++], rolename);
+		}
+		qsort(names, nnames, sizeof(NameData), name_cmp);
+		elems = palloc(sizeof(Datum) * Max(nnames, 1));
+		for (r = 0; r < nnames; r++)
+			elems[r] = NameGetDatum(&names[r]);
+
+		values[0] = CStringGetTextDatum(c->name);
+		values[1] = Int32GetDatum(c->max_active);
+		values[2] = Int32GetDatum(c->max_queued);
+		values[3] = ms_to_interval(c->queue_timeout_ms);
+		values[4] = ms_to_interval(c->statement_timeout_ms);
+		values[5] = ms_to_interval(c->lock_timeout_ms);
+		values[6] = BoolGetDatum(c->fair);
+		values[7] = PointerGetDatum(construct_array(elems, nnames, NAMEOID,
+													NAMEDATALEN, false,
+													TYPALIGN_CHAR));
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+Datum
+dbgate_budget_status(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	DbgateShared *sh;
+	int			i;
+
+	dbgate_check_loaded();
+	sh = dbgate_shared;
+	InitMaterializedSRF(fcinfo, 0);
+	Assert(rsinfo->setDesc->natts == BUDGET_STATUS_COLS);
+
+	LWLockAcquire(sh->config_lock, LW_SHARED);
+	for (i = 0; i < sh->max_budgets; i++)
+	{
+		DbgateBudget copy;
+		Datum		values[BUDGET_STATUS_COLS];
+		bool		nulls[BUDGET_STATUS_COLS];
+
+		if (!sh->budgets[i].in_use)
+			continue;
+		/* a consistent copy of one budget */
+		LWLockAcquire(dbgate_budget_lock(i), LW_SHARED);
+		copy = sh->budgets[i];
+		LWLockRelease(dbgate_budget_lock(i));
+
+		memset(nulls, 0, sizeof(nulls));
+		values[0] = CStringGetTextDatum(copy.conf.name);
+		values[1] = Int32GetDatum(copy.conf.max_active);
+		values[2] = Int32GetDatum(copy.active);
+		values[3] = Int32GetDatum(copy.conf.max_queued);
+		values[4] = Int32GetDatum(copy.queued);
+		values[5] = Int32GetDatum(copy.peak_active);
+		values[6] = Int32GetDatum(copy.peak_queued);
+		values[7] = Int64GetDatum((int64) copy.admitted);
+		values[8] = Int64GetDatum((int64) copy.admitted_after_wait);
+		values[9] = Int64GetDatum((int64) copy.rejected_full);
+		values[10] = Int64GetDatum((int64) copy.rejected_timeout);
+		values[11] = Int64GetDatum((int64) copy.canceled_waiting);
+		values[12] = Int64GetDatum((int64) copy.admitted_lock_holder);
+		values[13] = Float8GetDatum((double) copy.wait_time_total_us / 1000.0);
+		values[14] = Float8GetDatum((double) copy.wait_time_max_us / 1000.0);
+		values[15] = Float8GetDatum((double) copy.active_time_total_us / 1000.0);
+		values[16] = TimestampTzGetDatum(copy.stats_reset);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	LWLockRelease(sh->config_lock);
+	return (Datum) 0;
+}
+
+typedef struct BackendRow
+{
+	int32		pid;
+	Oid			roleid;
+	int			budget;
+	bool		queued;
+	TimestampTz since;
+	int32		position;
+} BackendRow;
+
+Datum
+dbgate_backend_status(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	DbgateShared *sh;
+	BackendRow *rows;
+	char	   (*names)[NAMEDATALEN];
+	int			nrows = 0;
+	int			i;
+
+	dbgate_check_loaded();
+	sh = dbgate_shared;
+	InitMaterializedSRF(fcinfo, 0);
+	Assert(rsinfo->setDesc->natts == BACKEND_STATUS_COLS);
+
+	rows = palloc(sizeof(BackendRow) * sh->max_procs);
+	names = palloc(sizeof(*names) * sh->max_budgets);
+
+	LWLockAcquire(sh->config_lock, LW_SHARED);
+	for (i = 0; i < sh->max_budgets; i++)
+	{
+		DbgateBudget *b = &sh->budgets[i];
+		int			p;
+		int			pos = 0;
+
+		if (!b->in_use)
+			continue;
+		strlcpy(names[i], b->conf.name, NAMEDATALEN);
+
+		/* one consistent picture per budget */
+		LWLockAcquire(dbgate_budget_lock(i), LW_SHARED);
+		for (p = b->queue_head; p >= 0; p = sh->procs[p].next)
+		{
+			DbgateProc *e = &sh->procs[p];
+			BackendRow *row = &rows[nrows++];
+
+			row->pid = e->pid;
+			row->roleid = e->roleid;
+			row->budget = i;
+			row->queued = true;
+			row->since = e->state_since;
+			row->position = ++pos;
+			if (nrows >= sh->max_procs)
+				break;
+		}
+		for (p = 0; p < sh->max_procs && nrows < sh->max_procs; p++)
+		{
+			DbgateProc *e = &sh->procs[p];
+			BackendRow *row;
+
+			if (e->budget != i || e->incarnation != b->incarnation)
+				continue;
+			/* a granted waiter already holds its slot */
+			if (!(e->state == DBGATE_PROC_ACTIVE ||
+				  (e->state == DBGATE_PROC_QUEUED && e->granted)))
+				continue;
+			row = &rows[nrows++];
+			row->pid = e->pid;
+			row->roleid = e->roleid;
+			row->budget = i;
+			row->queued = false;
+			row->since = e->state_since;
+			row->position = 0;
+		}
+		LWLockRelease(dbgate_budget_lock(i));
+	}
+	LWLockRelease(sh->config_lock);
+
+	for (i = 0; i < nrows; i++)
+	{
+		Datum		values[BACKEND_STATUS_COLS];
+		bool		nulls[BACKEND_STATUS_COLS];
+		char	   *rolename;
+
+		memset(nulls, 0, sizeof(nulls));
+		values[0] = Int32GetDatum(rows[i].pid);
+		rolename = GetUserNameFromId(rows[i].roleid, true);
+		if (rolename)
+		{
+			NameData   *n = palloc(sizeof(NameData));
+
+			namestrcpy(n, rolename);
+			values[1] = NameGetDatum(n);
+		}
+		else
+			nulls[1] = true;
+		values[2] = CStringGetTextDatum(names[rows[i].budget]);
+		values[3] = CStringGetTextDatum(rows[i].queued ? "queued" : "active");
+		values[4] = TimestampTzGetDatum(rows[i].since);
+		if (rows[i].queued)
+			values[5] = Int32GetDatum(rows[i].position);
+		else
+			nulls[5] = true;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
