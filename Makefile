@@ -18,6 +18,19 @@ PGFILEDESC = "dbgate - workload admission control"
 REGRESS = $(patsubst sql/%.sql,%,$(filter-out sql/dbgate--%.sql,$(wildcard sql/*.sql)))
 REGRESS_OPTS = --temp-instance=$(CURDIR)/tmp_check/regress \
 	--temp-config=$(srcdir)/test/dbgate.conf --port=54391
+# Isolation specs (test/isolation/specs/*.spec, test/isolation/expected/),
+# run by `make installcheck` after the regression tests.
+ISOLATION = $(patsubst test/isolation/specs/%.spec,%,$(wildcard test/isolation/specs/*.spec))
+ISOLATION_OPTS = --inputdir=$(srcdir)/test/isolation \
+	--outputdir=$(CURDIR)/test/isolation/output_iso \
+	--temp-instance=$(CURDIR)/tmp_check/isolation \
+	--temp-config=$(srcdir)/test/dbgate.conf --port=54392
+# Expected output must not depend on the caller's locale (test/check.sh
+# passes the same flags).
+NO_LOCALE = 1
+ENCODING = UTF8
+# pg_regress makes its --temp-instance directory but not the parent.
+REGRESS_PREP = tmp_check_dir
 
 PG_CONFIG ?= pg_config
 PG_CPPFLAGS = -I$(srcdir)/src
@@ -29,6 +42,10 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 $(OBJS): src/dbgate.h src/compat.h
+
+.PHONY: tmp_check_dir
+tmp_check_dir:
+	$(MKDIR_P) tmp_check
 
 EXTRA_CLEAN = tmp_check results regression.diffs regression.out \
 	test/isolation/results test/isolation/output_iso
