@@ -67,6 +67,7 @@
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "executor/executor.h"
+#include "libpq/libpq.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/interrupt.h"
@@ -426,6 +427,9 @@ wait_loop(int idx, uint32 incarnation, TimestampTz enqueued,
 	TimestampTz next_lock_check;
 	WaitOutcome outcome = WAIT_UNGATED;
 	bool		done = false;
+	/* notice a client disconnect while queued, where the platform can */
+	bool		watch_client = (FeBeWaitSet != NULL && MyProcPort != NULL &&
+								WaitEventSetCanReportClosed());
 
 	if (queue_timeout_ms > 0)
 		deadline = TimestampTzPlusMilliseconds(enqueued, queue_timeout_ms);
@@ -447,9 +451,40 @@ wait_loop(int idx, uint32 incarnation, TimestampTz enqueued,
 			if (sleep_ms < 0)
 				sleep_ms = 0;
 
-			(void) WaitLatch(MyLatch,
-							 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							 sleep_ms, dbgate_wait_event_info);
+			if (watch_client)
+			{
+				WaitEvent	events[FeBeWaitSetNEvents];
+				int			n,
+							k;
+
+				/*
+				 * Wait on the backend's client wait set (latch, socket,
+				 * postmaster death), as pq_check_connection() does, so that a
+				 * client that went away does not keep its queue place: the
+				 * session ends the way PostgreSQL ends it when it finds the
+				 * connection lost (FATAL, "connection to client lost").
+				 */
+				ModifyWaitEvent(FeBeWaitSet, FeBeWaitSetSocketPos,
+								WL_SOCKET_CLOSED, NULL);
+				n = WaitEventSetWait(FeBeWaitSet, sleep_ms, events,
+									 lengthof(events), dbgate_wait_event_info);
+				for (k = 0; k < n; k++)
+				{
+					if (events[k].events & WL_POSTMASTER_DEATH)
+						ereport(FATAL,
+								(errcode(ERRCODE_ADMIN_SHUTDOWN),
+								 errmsg("terminating connection due to unexpected postmaster exit")));
+					if (events[k].events & WL_SOCKET_CLOSED)
+					{
+						ClientConnectionLost = true;
+						InterruptPending = true;
+					}
+				}
+			}
+			else
+				(void) WaitLatch(MyLatch,
+								 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+								 sleep_ms, dbgate_wait_event_info);
 			ResetLatch(MyLatch);
 
 			/* cancel, terminate and statement_timeout end the wait here */
