@@ -159,7 +159,7 @@ run_pg_regress() {
 	local outdir=$inputdir dbname=contrib_regression
 	[[ $suite == isolation ]] && outdir=$inputdir/output_iso dbname=''
 	local log=$WORK/logs/$suite.log
-	heading "$suite: $# test(s): $*"
+	heading "$suite: $# test(s)${*:+: $*}"
 	(($# > 0)) || return 0
 	rm -rf "$WORK/tree/tmp_check/$suite"
 	"${AS_PG[@]}" mkdir -p "$WORK/tree/tmp_check"
@@ -338,6 +338,7 @@ cleanup() {
 finish() {
 	local rc=$?
 	trap - EXIT INT TERM HUP
+	trap "" PIPE # output may be cut off: go on cleaning up
 	cleanup
 	echo
 	echo "total time $((SECONDS - start)) s"
@@ -359,6 +360,8 @@ interrupted() {
 start=$SECONDS
 trap finish EXIT
 trap interrupted INT TERM HUP
+# Output cut off (a closed pipe): still stop the servers and clean up.
+trap 'trap "" PIPE; exit 141' PIPE
 
 if [[ -n $do_install ]]; then
 	heading "packages"

@@ -47,6 +47,8 @@ DEMO='' PORT='' BG_PIDS=()
 cleanup() {
 	local rc=$? pid
 	trap - EXIT INT TERM HUP
+	trap "" PIPE # output may be cut off: go on cleaning up
+	set +e # clean up even when output can no longer be written
 	for pid in ${BG_PIDS[@]+"${BG_PIDS[@]}"}; do
 		kill "$pid" 2>/dev/null || true
 	done
@@ -67,6 +69,8 @@ cleanup() {
 }
 trap cleanup EXIT
 trap 'echo "*** interrupted"; exit 130' INT TERM HUP
+# Output cut off (a closed pipe): still stop the cluster.
+trap 'trap "" PIPE; exit 141' PIPE
 
 fail() {
 	echo "*** demo FAILED: $*" >&2
@@ -137,6 +141,7 @@ pg_paths || exit 1
 
 heading "Start a throwaway cluster with shared_preload_libraries = 'dbgate'"
 DEMO=$(make_scratch dbgate-demo)
+cd "$DEMO" # the server user may not be able to enter the caller's directory
 PORT=$(free_port) || fail "no free port in 54320-54419"
 "${AS_PG[@]}" "$BINDIR/initdb" -D "$DEMO/data" -U postgres -A trust \
 	--no-locale -E UTF8 >"$DEMO/initdb.log" 2>&1 ||
