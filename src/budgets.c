@@ -65,8 +65,8 @@ void
 dbgate_shmem_request(void)
 {
 	RequestAddinShmemSpace(dbgate_shmem_size());
-	/* config_lock, commit_lock, then one per budget */
-	RequestNamedLWLockTranche("dbgate", 2 + dbgate_max_budgets);
+	/* config_lock, then one per budget */
+	RequestNamedLWLockTranche("dbgate", 1 + dbgate_max_budgets);
 }
 
 /*
@@ -129,8 +129,7 @@ dbgate_shmem_init(void)
 
 		memset(sh, 0, dbgate_shmem_size());
 		sh->config_lock = &locks[0].lock;
-		sh->commit_lock = &locks[1].lock;
-		sh->budget_locks = &locks[2];
+		sh->budget_locks = &locks[1];
 		pg_atomic_init_u64(&sh->generation, 1);
 		sh->max_budgets = dbgate_max_budgets;
 		sh->max_roles = dbgate_max_roles;
@@ -343,7 +342,7 @@ dbgate_snapshot_config(DbgateConfig *config)
 
 /*
  * Make 'config' the installed configuration.  Runs in the COMMIT callback
- * of a transaction that changed the configuration, with commit_lock held:
+ * of a transaction that changed the configuration, holding the commit lock:
  * it must not fail.  The caller has checked that the image fits.
  */
 void

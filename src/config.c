@@ -9,7 +9,7 @@
  * installed configuration with its own pending operations replayed on top.
  *
  * Commit is two-phase:
- *	  PRE_COMMIT  take commit_lock (serialising configuration commits), replay
+ *	  PRE_COMMIT  take the commit lock (serialising configuration commits), replay
  *				  the pending operations on the configuration installed now
  *				  (another session may have committed meanwhile: a conflict
  *				  such as a budget created twice fails this commit with the
@@ -17,10 +17,14 @@
  *				  temporary state file, fsynced.  Any failure here is an
  *				  ordinary ERROR: the transaction aborts, nothing changed.
  *	  COMMIT	  durably rename the temporary file over the state file and
- *				  install the image in shared memory, then release
- *				  commit_lock.  Nothing here can fail with an ERROR.
- *	  ABORT		  remove the temporary file; commit_lock is released by the
- *				  abort's LWLockReleaseAll() or here.
+ *				  install the image in shared memory.  Nothing here can fail
+ *				  with an ERROR.  The commit lock goes with the transaction's
+ *				  other locks, after these callbacks.
+ *	  ABORT		  remove the temporary file.
+ * The commit lock is a heavyweight lock, like the one NOTIFY takes at
+ * commit: waiting for it can be canceled, is covered by the deadlock
+ * detector and shows in pg_locks (an advisory lock of database 0, which no
+ * user advisory lock can be, with keys 'dbga', 'te' and field 4 = 5).
  * Subtransactions: an aborted subtransaction's operations are forgotten, a
  * committed one's are handed to its parent.  PREPARE TRANSACTION is refused
  * when configuration changes are pending.
@@ -32,6 +36,7 @@
 #include "access/xact.h"
 #include "miscadmin.h"
 #include "nodes/pg_list.h"
+#include "storage/lock.h"
 #include "utils/memutils.h"
 
 #include "compat.h"
@@ -413,6 +418,19 @@ forget_pending(void)
 	prepared_image = NULL;
 }
 
+/*
+ * Serialise configuration commits of the whole instance.  Held until the
+ * end of the transaction.
+ */
+static void
+lock_commit(void)
+{
+	LOCKTAG		tag;
+
+	SET_LOCKTAG_ADVISORY(tag, InvalidOid, 0x64626761, 0x7465, 5);
+	(void) LockAcquire(&tag, ExclusiveLock, false, false);
+}
+
 static void
 pre_commit(void)
 {
@@ -420,7 +438,7 @@ pre_commit(void)
 	MemoryContext old;
 	ListCell   *lc;
 
-	LWLockAcquire(dbgate_shared->commit_lock, LW_EXCLUSIVE);
+	lock_commit();
 
 	old = MemoryContextSwitchTo(TopTransactionContext);
 	config = palloc(sizeof(DbgateConfig));
@@ -458,8 +476,6 @@ dbgate_config_xact_callback(XactEvent event)
 							 errdetail("The change is in effect but will be lost at the next restart.")));
 				temp_written = false;
 				dbgate_install_config(prepared_image);
-				if (LWLockHeldByMe(dbgate_shared->commit_lock))
-					LWLockRelease(dbgate_shared->commit_lock);
 				RESUME_INTERRUPTS();
 			}
 			forget_pending();
@@ -471,8 +487,6 @@ dbgate_config_xact_callback(XactEvent event)
 				dbgate_state_discard_temp();
 				temp_written = false;
 			}
-			if (dbgate_shared != NULL && LWLockHeldByMe(dbgate_shared->commit_lock))
-				LWLockRelease(dbgate_shared->commit_lock);
 			forget_pending();
 			break;
 

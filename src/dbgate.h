@@ -75,13 +75,13 @@ typedef struct DbgateConfig
  *	  config_lock	the identity of budget entries (in_use, incarnation, name)
  *					and the role map.  Shared for lookups and views,
  *					exclusive while a committed configuration is installed.
- *	  commit_lock	serialises configuration commits (held from PRE_COMMIT to
- *					COMMIT/ABORT by the committing backend); never taken on
- *					the statement path.
+ *	  commit lock	a heavyweight lock (not in shared memory here, see
+ *					config.c) that serialises configuration commits; taken
+ *					at PRE_COMMIT, released with the transaction's locks.
  *	  budget lock	one per budget entry: limits, live counts, queue, and
  *					statistics of that budget, and the DbgateProc entries of
  *					the backends that are queued in it or hold a slot of it.
- *	  Lock order: commit_lock, config_lock, budget lock.  The statement path
+ *	  Lock order: commit lock, config_lock, budget lock.  The statement path
  *	  takes only a budget lock.
  * ----------
  */
@@ -149,7 +149,6 @@ typedef struct DbgateRoleMap
 typedef struct DbgateShared
 {
 	LWLock	   *config_lock;
-	LWLock	   *commit_lock;
 	LWLockPadded *budget_locks; /* max_budgets of them */
 
 	/* bumped after every installed configuration change */
