@@ -1,0 +1,638 @@
+#!/usr/bin/env bash
+# test/bench/run.sh — what admission control buys and costs, measured side by
+# side with an ungated server and PgBouncer, in one run.
+#
+# Usage (as root, from anywhere; as another user only with --no-install):
+#   test/bench/run.sh                      # all scenarios, ~12 s per point, 3 reps
+#   test/bench/run.sh --quick              # 3 s per point, 1 rep (smoke)
+#   test/bench/run.sh --scenario bulkhead,handoff --reps 5 --out /tmp/res
+#
+# Options:
+#   --scenario LIST   comma-separated subset of overhead,bulkhead,saturation,handoff
+#                     (default: all four)
+#   --quick           3 s per point, 1 repetition, short calibration
+#   --duration S      seconds per measured point (default 12)
+#   --reps N          repetitions of every point (default 3)
+#   --scale N         pgbench scale factor (default 10)
+#   --max-active LIST saturation: budget max_active / PgBouncer pool sizes
+#                     (default 1,2,4,8,16)
+#   --clients N       saturation: clients (default 64)
+#   --range-width N   width of the ~1 ms range query; default: calibrated so that
+#                     one ungated client sees ~1 ms
+#   --heavy-rows N    flood query: SELECT count(*) FROM generate_series(1, N)
+#                     (default 300000)
+#   --out DIR         keep the results in DIR (default: a new mktemp directory)
+#   --no-install      do not apt-get anything and do not build (assume installed)
+#   --no-build        do not run make && make install in the repository
+#   --no-dbgate       measure only the ungated server and PgBouncer (tooling
+#                     check while the extension is not available)
+#   -h, --help
+#
+# What it does: installs missing Debian packages (postgresql-15,
+# postgresql-server-dev-15, pgbouncer, gnuplot-nox, build tools, python3),
+# builds and installs the extension, then creates in a mktemp directory two
+# identical throwaway PostgreSQL clusters owned by postgres (unix sockets only):
+# "plain" without shared_preload_libraries and "gate" with
+# shared_preload_libraries = 'dbgate' (the second is a file copy of the first,
+# so both hold the same pgbench data).  PgBouncer (transaction pooling, loopback
+# and a unix socket) is started in front of "plain" for the points that need
+# it.  Everything is stopped and removed on exit, also on failure or Ctrl-C.
+#
+# Output: OUT/summary.md (also printed), OUT/summary.csv (medians and
+# ratios), OUT/runs.csv (one row per run and repetition), OUT/bulkhead.png,
+# OUT/saturation.png, OUT/raw/ (pgbench and server output).  Exit status 0
+# when every run completed cleanly, 3 when some run failed or a gated run's
+# counters were inconsistent (listed under "Anomalies"), other = setup error.
+# Targets are reported as met/missed but never change the exit status.
+# See test/bench/README.md for what each scenario measures and the caveats.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+
+SCENARIOS=overhead,bulkhead,saturation,handoff
+DUR=12
+REPS=3
+CAL_DUR=4
+SCALE=10
+MAX_ACTIVE=1,2,4,8,16
+SAT_CLIENTS=64
+RANGE_WIDTH=
+HEAVY_ROWS=300000
+OUT=
+INSTALL=1
+BUILD=1
+DBGATE=1
+MODE=default
+
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
+die() { echo "run.sh: $*" >&2; exit 2; }
+
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--scenario) SCENARIOS=$2; shift ;;
+	--quick) MODE=quick; DUR=3; REPS=1; CAL_DUR=2 ;;
+	--duration) DUR=$2; shift ;;
+	--reps) REPS=$2; shift ;;
+	--scale) SCALE=$2; shift ;;
+	--max-active) MAX_ACTIVE=$2; shift ;;
+	--clients) SAT_CLIENTS=$2; shift ;;
+	--range-width) RANGE_WIDTH=$2; shift ;;
+	--heavy-rows) HEAVY_ROWS=$2; shift ;;
+	--out) OUT=$2; shift ;;
+	--no-install) INSTALL=0; BUILD=0 ;;
+	--no-build) BUILD=0 ;;
+	--no-dbgate) DBGATE=0 ;;
+	-h|--help) usage; exit 0 ;;
+	*) die "unknown option $1 (see --help)" ;;
+	esac
+	shift
+done
+
+for s in ${SCENARIOS//,/ }; do
+	case "$s" in overhead|bulkhead|saturation|handoff) ;;
+	*) die "unknown scenario '$s'" ;; esac
+done
+want() { case ",$SCENARIOS," in *",$1,"*) return 0 ;; esac; return 1; }
+for v in "$DUR" "$REPS" "$SCALE" "$SAT_CLIENTS" "$HEAVY_ROWS" ${RANGE_WIDTH:+"$RANGE_WIDTH"} ${MAX_ACTIVE//,/ }; do
+	[[ "$v" =~ ^[1-9][0-9]*$ ]] || die "not a positive integer: '$v'"
+done
+if [ "$(id -u)" != 0 ] && [ "$INSTALL" = 1 ]; then
+	die "must be run as root (it installs packages and runs the servers as user postgres), or with --no-install"
+fi
+
+log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*"; }
+
+# ---------------------------------------------------------------------------
+# packages, build
+
+if [ "$INSTALL" = 1 ]; then
+	missing=()
+	for p in postgresql-15 postgresql-server-dev-15 pgbouncer gnuplot-nox make gcc libc6-dev python3; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+	done
+	if [ ${#missing[@]} -gt 0 ]; then
+		log "installing ${missing[*]}"
+		apt-get update -qq
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	fi
+fi
+[ -x "$PG_CONFIG" ] || die "$PG_CONFIG not found (install postgresql-server-dev-15 or set PG_CONFIG)"
+PGBIN=$("$PG_CONFIG" --bindir)
+for t in "$PGBIN/pgbench" "$PGBIN/initdb" "$PGBIN/pg_ctl" "$PGBIN/psql"; do
+	[ -x "$t" ] || die "$t not found (install postgresql-15)"
+done
+command -v python3 >/dev/null || die "python3 not found"
+BOUNCER=$(command -v pgbouncer || echo /usr/sbin/pgbouncer)
+[ -x "$BOUNCER" ] || die "pgbouncer not found (apt-get install pgbouncer)"
+GNUPLOT=$(command -v gnuplot || true)
+
+if [ "$DBGATE" = 1 ] && [ "$BUILD" = 1 ]; then
+	log "building and installing dbgate ($REPO)"
+	buildlog=$(mktemp -t dbgate-bench-build.XXXXXX)
+	if ! { make -C "$REPO" PG_CONFIG="$PG_CONFIG" && make -C "$REPO" PG_CONFIG="$PG_CONFIG" install; } >"$buildlog" 2>&1; then
+		tail -n 30 "$buildlog" >&2
+		rm -f "$buildlog"
+		die "build failed (use --no-dbgate to measure only the other contenders)"
+	fi
+	rm -f "$buildlog"
+fi
+if [ "$DBGATE" = 1 ]; then
+	[ -f "$("$PG_CONFIG" --pkglibdir)/dbgate.so" ] && [ -f "$("$PG_CONFIG" --sharedir)/extension/dbgate.control" ] ||
+		die "dbgate is not installed (drop --no-build/--no-install, or use --no-dbgate)"
+fi
+
+# ---------------------------------------------------------------------------
+# work and result directories, clean-up
+
+# As root the servers and PgBouncer run as postgres (PostgreSQL refuses root);
+# otherwise (--no-install) as the calling user.
+if [ "$(id -u)" = 0 ]; then
+	as_pg() { runuser -u postgres -- "$@"; }
+	give_pg() { chown -R postgres: "$@"; }
+else
+	as_pg() { "$@"; }
+	give_pg() { :; }
+fi
+
+WORK=$(mktemp -d -t dbgate-bench.XXXXXX)
+chmod 755 "$WORK"
+give_pg "$WORK"
+if [ -n "$OUT" ]; then
+	mkdir -p "$OUT"
+	OUT=$(cd "$OUT" && pwd)
+else
+	OUT=$(mktemp -d -t dbgate-bench-results.XXXXXX)
+fi
+RAW=$OUT/raw
+TXLOG=$WORK/txlog
+rm -rf "$RAW"
+mkdir -p "$RAW" "$TXLOG"
+rm -f "$OUT/runs.csv" "$OUT/summary.md" "$OUT/summary.csv" "$OUT"/*.dat "$OUT"/*.png
+
+PORT_PLAIN=5441
+PORT_GATE=5442
+PORT_BOUNCER=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+CLUSTERS=()
+BOUNCER_PID=
+BG_PIDS=()
+
+cleanup() {
+	local rc=$?
+	set +e
+	trap - EXIT INT TERM
+	for p in "${BG_PIDS[@]}"; do kill "$p" 2>/dev/null; done
+	bouncer_stop
+	for c in "${CLUSTERS[@]}"; do
+		as_pg "$PGBIN/pg_ctl" -D "$WORK/$c" -m immediate -w stop >/dev/null 2>&1
+		cp "$WORK/$c.log" "$RAW/server-$c.log" 2>/dev/null
+	done
+	rm -rf "$WORK"
+	[ $rc -ne 0 ] && [ $rc -ne 3 ] && echo "run.sh: stopped (status $rc); partial results in $OUT" >&2
+	exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---------------------------------------------------------------------------
+# clusters
+
+psql_at() { # port user sql...
+	local port=$1 user=$2; shift 2
+	"$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$WORK" -p "$port" -U "$user" -d bench "$@"
+}
+sql_plain() { psql_at "$PORT_PLAIN" postgres -c "$1"; }
+sql_gate() { psql_at "$PORT_GATE" postgres -c "$1"; }
+
+start_cluster() { # name
+	as_pg "$PGBIN/pg_ctl" -D "$WORK/$1" -l "$WORK/$1.log" -w -t 60 start >/dev/null
+	CLUSTERS+=("$1")
+}
+
+setup_clusters() {
+	log "creating clusters in $WORK (scale $SCALE)"
+	as_pg "$PGBIN/initdb" -D "$WORK/plain" -U postgres -A trust -E UTF8 --no-sync >"$RAW/initdb.log" 2>&1
+	# Throwaway clusters for read-only workloads: durability settings off; one
+	# backend = one CPU (no parallel query, no JIT); no autovacuum noise.
+	cat >>"$WORK/plain/postgresql.conf" <<-EOF
+		listen_addresses = ''
+		unix_socket_directories = '$WORK'
+		port = $PORT_PLAIN
+		max_connections = 200
+		shared_buffers = 256MB
+		fsync = off
+		synchronous_commit = off
+		full_page_writes = off
+		autovacuum = off
+		jit = off
+		max_parallel_workers_per_gather = 0
+	EOF
+	start_cluster plain
+	as_pg "$PGBIN/createdb" -h "$WORK" -p "$PORT_PLAIN" bench
+	"$PGBIN/pgbench" -i -q -s "$SCALE" -h "$WORK" -p "$PORT_PLAIN" -U postgres bench >"$RAW/pgbench-init.log" 2>&1
+	sql_plain "CREATE ROLE interactive LOGIN; CREATE ROLE reporting LOGIN;
+		GRANT SELECT ON pgbench_accounts, pgbench_branches, pgbench_tellers, pgbench_history
+		TO interactive, reporting;
+		CREATE EXTENSION pg_prewarm;"
+	sql_plain "VACUUM ANALYZE"
+	sql_plain "CHECKPOINT"
+	as_pg "$PGBIN/pg_ctl" -D "$WORK/plain" -w stop >/dev/null
+	CLUSTERS=()
+	if [ "$DBGATE" = 1 ]; then
+		as_pg cp -a "$WORK/plain" "$WORK/gate"
+		cat >>"$WORK/gate/postgresql.conf" <<-EOF
+			port = $PORT_GATE
+			shared_preload_libraries = 'dbgate'
+		EOF
+	fi
+	start_cluster plain
+	prewarm "$PORT_PLAIN"
+	if [ "$DBGATE" = 1 ]; then
+		start_cluster gate
+		prewarm "$PORT_GATE"
+		sql_gate "CREATE EXTENSION dbgate"
+		sql_gate "SELECT dbgate.create_budget('reporting', 1, 64, '0', '0', '0', true)"
+		sql_gate "SELECT dbgate.assign_role('reporting', 'reporting')"
+		sql_gate "SELECT dbgate.create_budget('interactive', 64, 64, '0', '0', '0', true)"
+	fi
+}
+
+prewarm() { # port
+	psql_at "$1" postgres -c "SELECT pg_prewarm(c) FROM unnest(ARRAY['pgbench_accounts',
+		'pgbench_accounts_pkey', 'pgbench_branches', 'pgbench_tellers']::regclass[]) c" >/dev/null
+}
+
+# Budget of a role in the gate cluster ('' = unassigned).
+gate_assign() { # role budget
+	if [ -z "$2" ]; then
+		sql_gate "SELECT dbgate.unassign_role('$1') FROM dbgate.budgets WHERE '$1' = ANY(roles)" >/dev/null
+	else
+		sql_gate "SELECT dbgate.assign_role('$1', '$2')" >/dev/null
+	fi
+}
+
+# ---------------------------------------------------------------------------
+# PgBouncer
+
+bouncer_start() { # pool size
+	mkdir -p "$WORK/bouncer"
+	printf '"interactive" ""\n"reporting" ""\n"postgres" ""\n' >"$WORK/bouncer/users.txt"
+	cat >"$WORK/bouncer/pgbouncer.ini" <<-EOF
+		[databases]
+		bench = host=$WORK port=$PORT_PLAIN dbname=bench
+		[pgbouncer]
+		listen_addr = 127.0.0.1
+		listen_port = $PORT_BOUNCER
+		unix_socket_dir = $WORK
+		auth_type = trust
+		auth_file = $WORK/bouncer/users.txt
+		pool_mode = transaction
+		default_pool_size = $1
+		min_pool_size = 0
+		reserve_pool_size = 0
+		max_client_conn = 1000
+		log_connections = 0
+		log_disconnections = 0
+		logfile = $WORK/bouncer/pgbouncer.log
+		pidfile = $WORK/bouncer/pgbouncer.pid
+	EOF
+	give_pg "$WORK/bouncer"
+	as_pg "$BOUNCER" -d -q "$WORK/bouncer/pgbouncer.ini"
+	local i
+	for i in $(seq 50); do
+		if psql_at "$PORT_BOUNCER" reporting -c 'SELECT 1' >/dev/null 2>&1; then
+			BOUNCER_PID=$(cat "$WORK/bouncer/pgbouncer.pid")
+			return 0
+		fi
+		sleep 0.1
+	done
+	cat "$WORK/bouncer/pgbouncer.log" >&2
+	die "pgbouncer did not start"
+}
+
+bouncer_stop() {
+	[ -n "$BOUNCER_PID" ] || return 0
+	kill -INT "$BOUNCER_PID" 2>/dev/null || true
+	local i
+	for i in $(seq 100); do
+		kill -0 "$BOUNCER_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	cat "$WORK/bouncer/pgbouncer.log" >>"$RAW/pgbouncer.log" 2>/dev/null || true
+	rm -f "$WORK/bouncer/pgbouncer.log"
+	BOUNCER_PID=
+}
+
+# ---------------------------------------------------------------------------
+# one pgbench run
+
+# run_pgbench TAG PORT USER CLIENTS DURATION LOG(0|1) ARGS...
+# Sets R_STATUS (ok|error|timeout), R_NOTE, R_TPS, R_PROC and, with LOG=1,
+# R_N R_P50 R_P99 R_MEAN (microseconds).
+run_pgbench() {
+	local tag=$1 port=$2 user=$3 clients=$4 dur=$5 logit=$6; shift 6
+	local j=$((clients < NPROC ? clients : NPROC)) out="$RAW/$tag.txt" rc=0 la=()
+	[ "$logit" = 1 ] && la=(-l "--log-prefix=$TXLOG/$tag")
+	timeout -k 5 $((dur + 60)) "$PGBIN/pgbench" -n -h "$WORK" -p "$port" -U "$user" \
+		-c "$clients" -j "$j" -T "$dur" "${la[@]}" "$@" bench >"$out" 2>&1 || rc=$?
+	R_TPS=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$out" | head -n 1)
+	R_PROC=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$out" | head -n 1)
+	local failed
+	failed=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' "$out" | head -n 1)
+	R_STATUS=ok R_NOTE=
+	if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+		R_STATUS=timeout R_NOTE="pgbench still running $((dur + 60)) s after start; killed"
+	elif [ $rc -ne 0 ]; then
+		R_STATUS=error R_NOTE="pgbench exit $rc: $(grep -m 1 -iE 'error|abort|fatal' "$out" | tr ',\n' '; ')"
+	elif [ -n "$failed" ] && [ "$failed" != 0 ]; then
+		R_STATUS=error R_NOTE="$failed failed transactions"
+	elif [ -z "$R_TPS" ]; then
+		R_STATUS=error R_NOTE="no tps in pgbench output"
+	fi
+	R_N= R_P50= R_P99= R_MEAN=
+	if [ "$logit" = 1 ]; then
+		local files=("$TXLOG/$tag".*)
+		if [ -e "${files[0]}" ]; then
+			read -r R_N R_P50 R_P99 R_MEAN _ < <(python3 "$HERE/stats.py" lat "${files[@]}")
+			rm -f "${files[@]}"
+		fi
+	fi
+}
+
+# Wait until no benchmark role has a backend left on the server behind PORT;
+# terminate stragglers after 15 s (noted as an anomaly).
+wait_idle() { # port
+	local i n
+	for i in $(seq 150); do
+		n=$(psql_at "$1" postgres -c "SELECT count(*) FROM pg_stat_activity
+			WHERE usename IN ('interactive', 'reporting')")
+		[ "$n" = 0 ] && return 0
+		sleep 0.1
+	done
+	psql_at "$1" postgres -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE usename IN ('interactive', 'reporting')" >/dev/null
+	return 1
+}
+
+# Counters of one budget after a run: G_* variables; appends to R_NOTE when
+# something is inconsistent.  Slots must be back (active = queued = 0).
+G_COLS="admitted, admitted_after_wait, wait_time_total, wait_time_max, peak_active, peak_queued,
+	rejected_full, rejected_timeout, canceled_waiting, active, queued, max_active"
+gate_stats() { # budget
+	local i row
+	for i in $(seq 50); do
+		row=$(sql_gate "SELECT $G_COLS
+			FROM dbgate.status WHERE budget = '$1'" | tr '|' ' ')
+		read -r G_ADM G_AWAIT G_WTOT G_WMAX G_PEAK G_PEAKQ G_RFULL G_RTMO G_CANC G_ACT G_QUE G_MAX <<<"$row"
+		[ "${G_ACT:-x}" = 0 ] && [ "${G_QUE:-x}" = 0 ] && break
+		sleep 0.1
+	done
+	local bad=()
+	[ -n "$row" ] || bad+=("budget $1 missing from dbgate.status")
+	[ "${G_ACT:-0}" = 0 ] && [ "${G_QUE:-0}" = 0 ] || bad+=("after the run active=$G_ACT queued=$G_QUE (slots not returned)")
+	[ "${G_RFULL:-0}" = 0 ] || bad+=("rejected_full=$G_RFULL")
+	[ "${G_RTMO:-0}" = 0 ] || bad+=("rejected_timeout=$G_RTMO")
+	[ "${G_CANC:-0}" = 0 ] || bad+=("canceled_waiting=$G_CANC")
+	[ -z "$G_PEAK" ] || [ "$G_PEAK" -le "$G_MAX" ] || bad+=("peak_active=$G_PEAK > max_active=$G_MAX")
+	if [ -n "$R_PROC" ] && [ -n "$G_ADM" ] && [ "$G_ADM" -lt "$R_PROC" ]; then
+		bad+=("admitted=$G_ADM < transactions=$R_PROC")
+	fi
+	if [ ${#bad[@]} -gt 0 ]; then
+		R_NOTE="${R_NOTE:+$R_NOTE; }$(IFS=';'; echo "${bad[*]}")"
+	fi
+}
+
+CSV_HEADER="scenario,group,contender,n,rep,clients,tps,processed,p50_us,p99_us,mean_us,aux_tps,admitted,admitted_after_wait,wait_time_total_ms,wait_time_max_ms,peak_active,peak_queued,rejected_full,rejected_timeout,status,note"
+record() { # scenario group contender n rep clients
+	local note=${R_NOTE//,/;}
+	note=${note//\"/\'}
+	echo "$1,$2,$3,$4,$5,$6,${R_TPS},${R_PROC},${R_P50},${R_P99},${R_MEAN},${R_AUX:-},${G_ADM:-},${G_AWAIT:-},${G_WTOT:-},${G_WMAX:-},${G_PEAK:-},${G_PEAKQ:-},${G_RFULL:-},${G_RTMO:-},$R_STATUS,$note" >>"$OUT/runs.csv"
+	local lat=
+	[ -n "$R_P99" ] && lat=$(awk -v a="$R_P50" -v b="$R_P99" 'BEGIN { printf " p50 %.2f ms p99 %.2f ms", a / 1000, b / 1000 }')
+	log "  $1 ${2:+$2 }$3${4:+ ($4)} rep $5: $(printf '%.0f' "${R_TPS:-0}") tps$lat${R_AUX:+ (reporting $(printf '%.1f' "$R_AUX") tps)} $R_STATUS${R_NOTE:+ — $R_NOTE}"
+	R_AUX= G_ADM= G_AWAIT= G_WTOT= G_WMAX= G_PEAK= G_PEAKQ= G_RFULL= G_RTMO= G_CANC= G_ACT= G_QUE= G_MAX=
+}
+
+# measure SCENARIO GROUP CONTENDER N REP TARGET USER CLIENTS LOG BUDGET -- PGBENCH-ARGS
+#   TARGET: plain | gate | bouncer (PgBouncer must already run); BUDGET: the
+#   gate budget whose counters are reset before and checked after the run.
+measure() {
+	local scn=$1 grp=$2 con=$3 n=$4 rep=$5 target=$6 user=$7 clients=$8 logit=$9 budget=${10}
+	shift 11
+	local port=$PORT_PLAIN server_port=$PORT_PLAIN
+	case "$target" in
+	gate) port=$PORT_GATE server_port=$PORT_GATE ;;
+	bouncer) port=$PORT_BOUNCER ;;
+	esac
+	if [ -n "$budget" ]; then sql_gate "SELECT dbgate.reset_stats('$budget')" >/dev/null; fi
+	local tag="$scn${grp:+-$grp}-$con${n:+-$n}-r$rep"
+	run_pgbench "$tag" "$port" "$user" "$clients" "$DUR" "$logit" "$@"
+	if [ "$target" = bouncer ]; then bouncer_stop; fi
+	wait_idle "$server_port" || R_NOTE="${R_NOTE:+$R_NOTE; }backends still connected 15 s after the run; terminated"
+	if [ -n "$budget" ]; then gate_stats "$budget"; fi
+	record "$scn" "$grp" "$con" "$n" "$rep" "$clients"
+}
+
+# ---------------------------------------------------------------------------
+# statements
+
+write_scripts() {
+	echo 'SELECT 1;' >"$WORK/select1.sql"
+	echo "SELECT count(*) FROM generate_series(1, $HEAVY_ROWS);" >"$WORK/heavy.sql"
+}
+write_range() { # width
+	cat >"$WORK/range.sql" <<-EOF
+		\\set a random(1, $((100000 * SCALE - $1)))
+		SELECT sum(abalance) FROM pgbench_accounts WHERE aid BETWEEN :a AND :a + $1;
+	EOF
+}
+
+# one ungated client on "plain": median latency in microseconds
+single_p50() { # tag pgbench-args...
+	local tag=$1; shift
+	run_pgbench "cal-$tag" "$PORT_PLAIN" reporting 1 "$CAL_DUR" 1 "$@"
+	[ "$R_STATUS" = ok ] || die "calibration run $tag failed: $R_NOTE"
+	wait_idle "$PORT_PLAIN" || true
+	echo "$R_P50"
+}
+
+calibrate() {
+	write_scripts
+	local w=${RANGE_WIDTH:-2000} p i
+	write_range "$w"
+	if want saturation; then
+		if [ -z "$RANGE_WIDTH" ]; then
+			for i in 1 2 3; do
+				p=$(single_p50 "range$i" -f "$WORK/range.sql")
+				log "calibration: range width $w -> p50 ${p} us (one ungated client)"
+				# aim at 1000 us; stop once within 15 %
+				[ "$p" -ge 850 ] && [ "$p" -le 1150 ] && break
+				[ "$i" = 3 ] && break
+				w=$(python3 -c "import sys; w=int(int(sys.argv[1])*1000/max(1,int(sys.argv[2]))); print(max(100, min(w, 100000*int(sys.argv[3])//2)))" "$w" "$p" "$SCALE")
+				write_range "$w"
+			done
+		fi
+		RANGE_WIDTH=$w
+		LAT_RANGE=$(single_p50 range -f "$WORK/range.sql")
+	fi
+	LAT_S=$(single_p50 select-only -S)
+	LAT_ONE=$(single_p50 select1 -f "$WORK/select1.sql")
+	if want bulkhead; then LAT_HEAVY=$(single_p50 heavy -f "$WORK/heavy.sql"); fi
+	log "single ungated client p50: pgbench -S ${LAT_S} us, SELECT 1 ${LAT_ONE} us${LAT_RANGE:+, range($RANGE_WIDTH) ${LAT_RANGE} us}${LAT_HEAVY:+, heavy ${LAT_HEAVY} us}"
+}
+
+# ---------------------------------------------------------------------------
+# scenarios
+
+scenario_overhead() {
+	log "scenario 1: idle overhead (pgbench -S, 8 clients)"
+	local rep proto m
+	for rep in $(seq "$REPS"); do
+		for proto in simple prepared; do
+			m=(-S -M "$proto")
+			measure overhead "$proto" notloaded "" "$rep" plain interactive 8 0 "" -- "${m[@]}"
+			[ "$DBGATE" = 1 ] || continue
+			gate_assign interactive ""
+			measure overhead "$proto" unassigned "" "$rep" gate interactive 8 0 "" -- "${m[@]}"
+			gate_assign interactive interactive
+			measure overhead "$proto" budget "" "$rep" gate interactive 8 0 interactive -- "${m[@]}"
+			gate_assign interactive ""
+		done
+	done
+}
+
+# (a) alone, (b) flood ungated, (c) flood gated: the flood (32 reporting
+# clients) starts 2 s before the interactive clients and ends after them.
+bulkhead_point() { # contender rep target budget
+	local con=$1 rep=$2 target=$3 budget=$4 port=$PORT_PLAIN fpid=
+	[ "$target" = gate ] && port=$PORT_GATE
+	if [ "$con" != alone ]; then
+		if [ -n "$budget" ]; then sql_gate "SELECT dbgate.reset_stats('$budget')" >/dev/null; fi
+		timeout -k 5 $((DUR + 70)) "$PGBIN/pgbench" -n -h "$WORK" -p "$port" -U reporting \
+			-c 32 -j "$NPROC" -T $((DUR + 4)) -f "$WORK/heavy.sql" bench \
+			>"$RAW/bulkhead-$con-flood-r$rep.txt" 2>&1 &
+		fpid=$!
+		BG_PIDS+=("$fpid")
+		sleep 2
+	fi
+	local tag="bulkhead-$con-r$rep"
+	run_pgbench "$tag" "$port" interactive 4 "$DUR" 1 -S
+	R_AUX=
+	if [ -n "$fpid" ]; then
+		local frc=0
+		wait "$fpid" || frc=$?
+		BG_PIDS=()
+		R_AUX=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$RAW/bulkhead-$con-flood-r$rep.txt" | head -n 1)
+		if [ $frc -ne 0 ]; then
+			R_STATUS=error R_NOTE="${R_NOTE:+$R_NOTE; }reporting flood pgbench exit $frc"
+		fi
+	fi
+	wait_idle "$port" || R_NOTE="${R_NOTE:+$R_NOTE; }backends still connected 15 s after the run; terminated"
+	if [ -n "$budget" ]; then
+		local proc=$R_PROC
+		R_PROC=  # the admitted count is the flood's; pgbench's count is the interactive one
+		gate_stats "$budget"
+		R_PROC=$proc
+	fi
+	record bulkhead "" "$con" "" "$rep" 4
+}
+
+scenario_bulkhead() {
+	log "scenario 2: bulkhead (interactive -S x4 vs reporting heavy x32)"
+	local rep
+	if [ "$DBGATE" = 1 ]; then
+		gate_assign interactive ""
+		gate_assign reporting reporting
+		sql_gate "SELECT dbgate.alter_budget('reporting', max_active => 1, max_queued => 64, fair => true)" >/dev/null
+	fi
+	for rep in $(seq "$REPS"); do
+		bulkhead_point alone "$rep" plain ""
+		bulkhead_point flood-ungated "$rep" plain ""
+		if [ "$DBGATE" = 1 ]; then bulkhead_point flood-gated "$rep" gate reporting; fi
+	done
+}
+
+scenario_saturation() {
+	log "scenario 3: saturation ($SAT_CLIENTS clients; max_active / pool sizes $MAX_ACTIVE)"
+	local rep grp n fair args
+	if [ "$DBGATE" = 1 ]; then gate_assign reporting reporting; fi
+	for rep in $(seq "$REPS"); do
+		for grp in S 1ms; do
+			if [ "$grp" = S ]; then args=(-S); else args=(-f "$WORK/range.sql"); fi
+			measure saturation "$grp" ungated "" "$rep" plain reporting "$SAT_CLIENTS" 1 "" -- "${args[@]}"
+			if [ "$DBGATE" = 1 ]; then
+				for fair in true false; do
+					for n in ${MAX_ACTIVE//,/ }; do
+						sql_gate "SELECT dbgate.alter_budget('reporting', max_active => $n,
+							max_queued => $SAT_CLIENTS, fair => $fair)" >/dev/null
+						measure saturation "$grp" "$([ $fair = true ] && echo fair || echo nonfair)" "$n" "$rep" \
+							gate reporting "$SAT_CLIENTS" 1 reporting -- "${args[@]}"
+					done
+				done
+			fi
+			for n in ${MAX_ACTIVE//,/ }; do
+				bouncer_start "$n"
+				measure saturation "$grp" pgbouncer "$n" "$rep" bouncer reporting "$SAT_CLIENTS" 1 "" -- "${args[@]}"
+			done
+		done
+	done
+}
+
+scenario_handoff() {
+	log "scenario 4: hand-off (SELECT 1, 16 clients, max_active = 1)"
+	local rep fair s=(-f "$WORK/select1.sql")
+	if [ "$DBGATE" = 1 ]; then gate_assign reporting reporting; fi
+	for rep in $(seq "$REPS"); do
+		measure handoff "" ungated-1client "" "$rep" plain reporting 1 1 "" -- "${s[@]}"
+		measure handoff "" ungated "" "$rep" plain reporting 16 1 "" -- "${s[@]}"
+		if [ "$DBGATE" = 1 ]; then
+			for fair in true false; do
+				sql_gate "SELECT dbgate.alter_budget('reporting', max_active => 1, max_queued => 64, fair => $fair)" >/dev/null
+				measure handoff "" "$([ $fair = true ] && echo fair || echo nonfair)" 1 "$rep" \
+					gate reporting 16 1 reporting -- "${s[@]}"
+			done
+		fi
+		bouncer_start 1
+		measure handoff "" pgbouncer 1 "$rep" bouncer reporting 16 1 "" -- "${s[@]}"
+	done
+}
+
+# ---------------------------------------------------------------------------
+# main
+
+NPROC=$(nproc)
+START=$(date +%s)
+setup_clusters
+calibrate
+echo "$CSV_HEADER" >"$OUT/runs.csv"
+
+PGVER=$(psql_at "$PORT_PLAIN" postgres -c 'SHOW server_version')
+{
+	echo "date=$(date -u '+%Y-%m-%d %H:%M UTC')"
+	echo "machine=$NPROC cores (nproc), $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1), $(uname -sr)"
+	echo "PostgreSQL=$PGVER"
+	echo "PgBouncer=$("$BOUNCER" --version | head -n 1 | sed 's/^PgBouncer //')"
+	echo "dbgate=$([ "$DBGATE" = 1 ] && (git -C "$REPO" log -1 --format='commit %h' 2>/dev/null || echo 'built from the working tree') || echo 'not measured (--no-dbgate)')"
+	echo "mode=$MODE: $DUR s per point, $REPS repetition(s), pgbench scale $SCALE, threads per pgbench = min(clients, $NPROC)"
+	echo "statements=pgbench -S (p50 ${LAT_S} us with one ungated client); SELECT 1 (${LAT_ONE} us)${LAT_RANGE:+; ~1 ms query: SELECT sum(abalance) FROM pgbench_accounts WHERE aid BETWEEN :a AND :a + $RANGE_WIDTH (${LAT_RANGE} us)}${LAT_HEAVY:+; flood: SELECT count(*) FROM generate_series(1, $HEAVY_ROWS) (${LAT_HEAVY} us)}"
+	echo "servers=two clusters cloned from one data directory, unix sockets, shared_buffers 256MB, fsync/synchronous_commit/full_page_writes/autovacuum/jit off, no parallel query; 'gate' differs only by shared_preload_libraries = 'dbgate'; PgBouncer in transaction pooling mode in front of 'plain'"
+} >"$OUT/meta.txt"
+
+for s in overhead bulkhead saturation handoff; do
+	if want "$s"; then "scenario_$s"; fi
+done
+
+log "done in $(( ($(date +%s) - START) / 60 )) min; results in $OUT"
+rc=0
+python3 "$HERE/stats.py" summary "$OUT" || rc=$?
+if [ -n "$GNUPLOT" ]; then
+	if [ -f "$OUT/bulkhead.dat" ]; then
+		"$GNUPLOT" -e "dir='$OUT'" "$HERE/bulkhead.gp" 2>>"$RAW/gnuplot.log" || echo "run.sh: bulkhead plot failed (see raw/gnuplot.log)" >&2
+	fi
+	if ls "$OUT"/saturation_*.dat >/dev/null 2>&1; then
+		"$GNUPLOT" -e "dir='$OUT'; clients=$SAT_CLIENTS" "$HERE/saturation.gp" 2>>"$RAW/gnuplot.log" || echo "run.sh: saturation plot failed (see raw/gnuplot.log)" >&2
+	fi
+fi
+ls "$OUT"
+[ $rc -eq 0 ] || exit 3

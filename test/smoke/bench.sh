@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Smoke of the benchmark tooling (test/bench/run.sh): every scenario once,
+# tiny (scale 1, 2 s per point, one max_active / pool size), against the dbgate
+# that test/check.sh has just installed.  Passes when the tooling works: all
+# runs complete without errors, the gate's counters are consistent, and the
+# tables and plots are written.  Performance targets are never asserted here.
+# Exit 0 = pass, 77 = skipped (pgbench, pgbouncer, python3 or dbgate missing).
+set -euo pipefail
+
+SRC=${DBGATE_SRC:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+skip() { echo "bench smoke skipped: $*"; exit 77; }
+
+[ -x "$PG_CONFIG" ] || skip "$PG_CONFIG not found"
+BINDIR=$("$PG_CONFIG" --bindir)
+[ -x "$BINDIR/pgbench" ] || skip "pgbench not found"
+command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || skip "pgbouncer not installed"
+command -v python3 >/dev/null || skip "python3 not found"
+[ -f "$("$PG_CONFIG" --pkglibdir)/dbgate.so" ] || skip "dbgate is not installed"
+
+work=${DBGATE_WORK:-}
+own_work=
+if [ -z "$work" ]; then
+	work=$(mktemp -d -t dbgate-bench-smoke.XXXXXX)
+	own_work=1
+	[ "$(id -u)" = 0 ] && chown postgres: "$work"
+fi
+trap '[ -z "$own_work" ] || rm -rf "$work"' EXIT
+out=$work/out
+
+rc=0
+TMPDIR=$work bash "$SRC/test/bench/run.sh" --quick --no-install --scale 1 --duration 2 \
+	--max-active 2 --range-width 500 --out "$out" || rc=$?
+fail() { echo "bench smoke FAILED: $*"; exit 1; }
+[ $rc -eq 0 ] || fail "run.sh exited with status $rc"
+
+# One row per point: overhead 6, bulkhead 3, saturation 2 x (1 + 2 + 1), handoff 5.
+rows=$(tail -n +2 "$out/runs.csv" | wc -l)
+okrows=$(tail -n +2 "$out/runs.csv" | awk -F, '$21 == "ok" && $7 + 0 > 0' | wc -l)
+[ "$rows" = 22 ] || fail "runs.csv has $rows rows, expected 22"
+[ "$okrows" = 22 ] || fail "only $okrows of 22 runs completed with a throughput"
+latrows=$(tail -n +2 "$out/runs.csv" | awk -F, '$1 != "overhead" && $10 + 0 > 0' | wc -l)
+[ "$latrows" = 16 ] || fail "only $latrows of 16 runs have latency percentiles"
+for section in "1. Idle overhead" "2. Bulkhead" "3. Saturation" "4. Hand-off" "Targets"; do
+	grep -q "^## $section" "$out/summary.md" || fail "summary.md lacks section '$section'"
+done
+[ -s "$out/summary.csv" ] || fail "summary.csv is empty"
+if command -v gnuplot >/dev/null; then
+	for png in bulkhead saturation; do
+		[ -s "$out/$png.png" ] || fail "$png.png was not written"
+	done
+fi
+echo "bench smoke passed: $rows runs, tables and plots in place"
