@@ -613,7 +613,8 @@ PGVER=$(psql_at "$PORT_PLAIN" postgres -c 'SHOW server_version')
 	echo "machine=$NPROC cores (nproc), $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1), $(uname -sr)"
 	echo "PostgreSQL=$PGVER"
 	echo "PgBouncer=$("$BOUNCER" --version | head -n 1 | sed 's/^PgBouncer //')"
-	echo "dbgate=$([ "$DBGATE" = 1 ] && (git -C "$REPO" log -1 --format='commit %h' 2>/dev/null || echo 'built from the working tree') || echo 'not measured (--no-dbgate)')"
+	echo "dbgate=$([ "$DBGATE" = 1 ] && (git -C "$REPO" describe --always --dirty 2>/dev/null || echo 'built from a tree without git metadata') || echo 'not measured (--no-dbgate)')"
+	echo "load average at start=$(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine shows here)"
 	echo "mode=$MODE: $DUR s per point, $REPS repetition(s), pgbench scale $SCALE, threads per pgbench = min(clients, $NPROC)"
 	echo "statements=pgbench -S (p50 ${LAT_S} us with one ungated client); SELECT 1 (${LAT_ONE} us)${LAT_RANGE:+; ~1 ms query: SELECT sum(abalance) FROM pgbench_accounts WHERE aid BETWEEN :a AND :a + $RANGE_WIDTH (${LAT_RANGE} us)}${LAT_HEAVY:+; flood: SELECT count(*) FROM generate_series(1, $HEAVY_ROWS) (${LAT_HEAVY} us)}"
 	echo "servers=two clusters cloned from one data directory, unix sockets, shared_buffers 256MB, fsync/synchronous_commit/full_page_writes/autovacuum/jit off, no parallel query; 'gate' differs only by shared_preload_libraries = 'dbgate'; PgBouncer in transaction pooling mode in front of 'plain'"
@@ -624,6 +625,7 @@ for s in overhead bulkhead saturation handoff; do
 done
 
 log "done in $(( ($(date +%s) - START) / 60 )) min; results in $OUT"
+echo "load average at end=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/meta.txt"
 rc=0
 python3 "$HERE/stats.py" summary "$OUT" || rc=$?
 if [ -n "$GNUPLOT" ]; then
