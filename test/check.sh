@@ -40,8 +40,10 @@ set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 ALL_SUITES=(regress isolation tap smoke)
+# Build and test tools; pgbouncer, gnuplot-nox and python3 for the
+# benchmarks and their smoke test.
 PACKAGES=(postgresql-"$PG_MAJOR" postgresql-server-dev-"$PG_MAJOR"
-	build-essential perl libipc-run-perl pgbouncer gnuplot-nox)
+	build-essential perl libipc-run-perl pgbouncer gnuplot-nox python3)
 CHECK_TIMEOUT=${CHECK_TIMEOUT:-600}
 
 usage() {
