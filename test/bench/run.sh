@@ -252,9 +252,9 @@ setup_clusters() {
 		start_cluster gate
 		prewarm "$PORT_GATE"
 		sql_gate "CREATE EXTENSION dbgate"
-		sql_gate "SELECT dbgate.create_budget('reporting', 1, 64, '0', '0', '0', true)"
-		sql_gate "SELECT dbgate.assign_role('reporting', 'reporting')"
-		sql_gate "SELECT dbgate.create_budget('interactive', 64, 64, '0', '0', '0', true)"
+		sql_gate "SELECT dbgate.create_budget('reporting', 1, 64, '0', '0', '0', true)" >/dev/null
+		sql_gate "SELECT dbgate.assign_role('reporting', 'reporting')" >/dev/null
+		sql_gate "SELECT dbgate.create_budget('interactive', 64, 64, '0', '0', '0', true)" >/dev/null
 	fi
 }
 
