@@ -484,29 +484,58 @@ calibrate() {
 
 # ---------------------------------------------------------------------------
 # scenarios
+#
+# Each scenario is a list of points ("contenders"), run REPS times.  Odd
+# repetitions run the list forwards, even ones backwards (A B C, C B A, ...):
+# a slow drift of the machine's background load then favours no contender.
 
-scenario_overhead() {
-	log "scenario 1: idle overhead (pgbench -S, 8 clients)"
-	local rep proto m
+repeat_points() { # point-function point...
+	local fn=$1 rep i
+	shift
+	local pts=("$@")
 	for rep in $(seq "$REPS"); do
-		for proto in simple prepared; do
-			m=(-S -M "$proto")
-			measure overhead "$proto" notloaded "" "$rep" plain interactive 8 0 "" -- "${m[@]}"
-			[ "$DBGATE" = 1 ] || continue
-			gate_assign interactive ""
-			measure overhead "$proto" unassigned "" "$rep" gate interactive 8 0 "" -- "${m[@]}"
-			gate_assign interactive interactive
-			measure overhead "$proto" budget "" "$rep" gate interactive 8 0 interactive -- "${m[@]}"
-			gate_assign interactive ""
-		done
+		if [ $((rep % 2)) = 1 ]; then
+			for ((i = 0; i < ${#pts[@]}; i++)); do "$fn" "${pts[i]}" "$rep"; done
+		else
+			for ((i = ${#pts[@]} - 1; i >= 0; i--)); do "$fn" "${pts[i]}" "$rep"; done
+		fi
 	done
 }
 
-# (a) alone, (b) flood ungated, (c) flood gated: the flood (32 reporting
-# clients) starts 2 s before the interactive clients and ends after them.
-bulkhead_point() { # contender rep target budget
-	local con=$1 rep=$2 target=$3 budget=$4 port=$PORT_PLAIN fpid=
-	[ "$target" = gate ] && port=$PORT_GATE
+fair_bool() { [ "$1" = fair ] && echo true || echo false; }
+
+# overhead point: PROTOCOL:CONTENDER
+overhead_point() {
+	local proto=${1%%:*} con=${1#*:} rep=$2 m
+	m=(-S -M "$proto")
+	case "$con" in
+	notloaded) measure overhead "$proto" notloaded "" "$rep" plain interactive 8 0 "" -- "${m[@]}" ;;
+	unassigned)
+		gate_assign interactive ""
+		measure overhead "$proto" unassigned "" "$rep" gate interactive 8 0 "" -- "${m[@]}" ;;
+	budget)
+		gate_assign interactive interactive
+		measure overhead "$proto" budget "" "$rep" gate interactive 8 0 interactive -- "${m[@]}"
+		gate_assign interactive "" ;;
+	esac
+}
+
+scenario_overhead() {
+	log "scenario 1: idle overhead (pgbench -S, 8 clients)"
+	local pts=() proto
+	for proto in simple prepared; do
+		pts+=("$proto:notloaded")
+		if [ "$DBGATE" = 1 ]; then pts+=("$proto:unassigned" "$proto:budget"); fi
+	done
+	repeat_points overhead_point "${pts[@]}"
+}
+
+# bulkhead point: alone | flood-ungated | flood-gated.  (a) alone, (b) flood
+# ungated, (c) flood gated: the flood (32 reporting clients) starts 2 s
+# before the interactive clients and ends 2 s after them.
+bulkhead_point() {
+	local con=$1 rep=$2 port=$PORT_PLAIN budget= fpid=
+	if [ "$con" = flood-gated ]; then port=$PORT_GATE budget=reporting; fi
 	if [ "$con" != alone ]; then
 		if [ -n "$budget" ]; then sql_gate "SELECT dbgate.reset_stats('$budget')" >/dev/null; fi
 		timeout -k 5 $((DUR + 70)) "$PGBIN/pgbench" -n -h "$WORK" -p "$port" -U reporting \
@@ -516,8 +545,7 @@ bulkhead_point() { # contender rep target budget
 		BG_PIDS+=("$fpid")
 		sleep 2
 	fi
-	local tag="bulkhead-$con-r$rep"
-	run_pgbench "$tag" "$port" interactive 4 "$DUR" 1 -S
+	run_pgbench "bulkhead-$con-r$rep" "$port" interactive 4 "$DUR" 1 -S
 	R_AUX=
 	if [ -n "$fpid" ]; then
 		local frc=0
@@ -531,7 +559,7 @@ bulkhead_point() { # contender rep target budget
 	wait_idle "$port" || R_NOTE="${R_NOTE:+$R_NOTE; }backends still connected 15 s after the run; terminated"
 	if [ -n "$budget" ]; then
 		local proc=$R_PROC
-		R_PROC=  # the admitted count is the flood's; pgbench's count is the interactive one
+		R_PROC=  # pgbench counted the interactive transactions, the budget admitted the flood's
 		gate_stats "$budget"
 		R_PROC=$proc
 	fi
@@ -540,62 +568,72 @@ bulkhead_point() { # contender rep target budget
 
 scenario_bulkhead() {
 	log "scenario 2: bulkhead (interactive -S x4 vs reporting heavy x32)"
-	local rep
+	local pts=(alone flood-ungated)
 	if [ "$DBGATE" = 1 ]; then
 		gate_assign interactive ""
 		gate_assign reporting reporting
 		sql_gate "SELECT dbgate.alter_budget('reporting', max_active => 1, max_queued => 64, fair => true)" >/dev/null
+		pts+=(flood-gated)
 	fi
-	for rep in $(seq "$REPS"); do
-		bulkhead_point alone "$rep" plain ""
-		bulkhead_point flood-ungated "$rep" plain ""
-		if [ "$DBGATE" = 1 ]; then bulkhead_point flood-gated "$rep" gate reporting; fi
-	done
+	repeat_points bulkhead_point "${pts[@]}"
+}
+
+# saturation point: GROUP:CONTENDER[:N], GROUP = S | 1ms
+saturation_point() {
+	local grp con n rep=$2 args
+	IFS=: read -r grp con n <<<"$1"
+	if [ "$grp" = S ]; then args=(-S); else args=(-f "$WORK/range.sql"); fi
+	case "$con" in
+	ungated) measure saturation "$grp" ungated "" "$rep" plain reporting "$SAT_CLIENTS" 1 "" -- "${args[@]}" ;;
+	fair | nonfair)
+		sql_gate "SELECT dbgate.alter_budget('reporting', max_active => $n,
+			max_queued => $SAT_CLIENTS, fair => $(fair_bool "$con"))" >/dev/null
+		measure saturation "$grp" "$con" "$n" "$rep" gate reporting "$SAT_CLIENTS" 1 reporting -- "${args[@]}" ;;
+	pgbouncer)
+		bouncer_start "$n"
+		measure saturation "$grp" pgbouncer "$n" "$rep" bouncer reporting "$SAT_CLIENTS" 1 "" -- "${args[@]}" ;;
+	esac
 }
 
 scenario_saturation() {
 	log "scenario 3: saturation ($SAT_CLIENTS clients; max_active / pool sizes $MAX_ACTIVE)"
-	local rep grp n fair args
+	local pts=() grp con n
 	if [ "$DBGATE" = 1 ]; then gate_assign reporting reporting; fi
-	for rep in $(seq "$REPS"); do
-		for grp in S 1ms; do
-			if [ "$grp" = S ]; then args=(-S); else args=(-f "$WORK/range.sql"); fi
-			measure saturation "$grp" ungated "" "$rep" plain reporting "$SAT_CLIENTS" 1 "" -- "${args[@]}"
-			if [ "$DBGATE" = 1 ]; then
-				for fair in true false; do
-					for n in ${MAX_ACTIVE//,/ }; do
-						sql_gate "SELECT dbgate.alter_budget('reporting', max_active => $n,
-							max_queued => $SAT_CLIENTS, fair => $fair)" >/dev/null
-						measure saturation "$grp" "$([ $fair = true ] && echo fair || echo nonfair)" "$n" "$rep" \
-							gate reporting "$SAT_CLIENTS" 1 reporting -- "${args[@]}"
-					done
-				done
-			fi
-			for n in ${MAX_ACTIVE//,/ }; do
-				bouncer_start "$n"
-				measure saturation "$grp" pgbouncer "$n" "$rep" bouncer reporting "$SAT_CLIENTS" 1 "" -- "${args[@]}"
-			done
+	for grp in S 1ms; do
+		pts+=("$grp:ungated")
+		for con in fair nonfair pgbouncer; do
+			[ "$DBGATE" = 1 ] || [ "$con" = pgbouncer ] || continue
+			for n in ${MAX_ACTIVE//,/ }; do pts+=("$grp:$con:$n"); done
 		done
 	done
+	repeat_points saturation_point "${pts[@]}"
+}
+
+# hand-off point: ungated-1client | ungated | fair | nonfair | pgbouncer
+handoff_point() {
+	local con=$1 rep=$2 s=(-f "$WORK/select1.sql")
+	case "$con" in
+	ungated-1client) measure handoff "" "$con" "" "$rep" plain reporting 1 1 "" -- "${s[@]}" ;;
+	ungated) measure handoff "" "$con" "" "$rep" plain reporting 16 1 "" -- "${s[@]}" ;;
+	fair | nonfair)
+		sql_gate "SELECT dbgate.alter_budget('reporting', max_active => 1, max_queued => 64,
+			fair => $(fair_bool "$con"))" >/dev/null
+		measure handoff "" "$con" 1 "$rep" gate reporting 16 1 reporting -- "${s[@]}" ;;
+	pgbouncer)
+		bouncer_start 1
+		measure handoff "" "$con" 1 "$rep" bouncer reporting 16 1 "" -- "${s[@]}" ;;
+	esac
 }
 
 scenario_handoff() {
 	log "scenario 4: hand-off (SELECT 1, 16 clients, max_active = 1)"
-	local rep fair s=(-f "$WORK/select1.sql")
-	if [ "$DBGATE" = 1 ]; then gate_assign reporting reporting; fi
-	for rep in $(seq "$REPS"); do
-		measure handoff "" ungated-1client "" "$rep" plain reporting 1 1 "" -- "${s[@]}"
-		measure handoff "" ungated "" "$rep" plain reporting 16 1 "" -- "${s[@]}"
-		if [ "$DBGATE" = 1 ]; then
-			for fair in true false; do
-				sql_gate "SELECT dbgate.alter_budget('reporting', max_active => 1, max_queued => 64, fair => $fair)" >/dev/null
-				measure handoff "" "$([ $fair = true ] && echo fair || echo nonfair)" 1 "$rep" \
-					gate reporting 16 1 reporting -- "${s[@]}"
-			done
-		fi
-		bouncer_start 1
-		measure handoff "" pgbouncer 1 "$rep" bouncer reporting 16 1 "" -- "${s[@]}"
-	done
+	local pts=(ungated-1client ungated)
+	if [ "$DBGATE" = 1 ]; then
+		gate_assign reporting reporting
+		pts+=(fair nonfair)
+	fi
+	pts+=(pgbouncer)
+	repeat_points handoff_point "${pts[@]}"
 }
 
 # ---------------------------------------------------------------------------
