@@ -30,9 +30,10 @@
 # failed.
 #
 # Environment: CHECK_SUITES, CHECK_TIMEOUT (seconds per command, default
-# 600), CHECK_KEEP=1 (like --keep), PG_MAJOR, PG_CONFIG, DBGATE_OS_USER (see
-# test/lib.sh).  Anything else, such as SOAK_LONG, is passed through to the
-# tests unchanged.
+# 600), CHECK_KEEP=1 (like --keep), PG_TEST_TIMEOUT_DEFAULT (TAP waits,
+# default here 60), PGISOLATIONTIMEOUT (isolation step waits, default here
+# 120), PG_MAJOR, PG_CONFIG, DBGATE_OS_USER (see test/lib.sh).  Anything
+# else, such as SOAK_LONG, is passed through to the tests unchanged.
 
 set -uo pipefail
 
@@ -45,6 +46,11 @@ ALL_SUITES=(regress isolation tap smoke)
 PACKAGES=(postgresql-"$PG_MAJOR" postgresql-server-dev-"$PG_MAJOR"
 	build-essential perl libipc-run-perl pgbouncer gnuplot-nox python3)
 CHECK_TIMEOUT=${CHECK_TIMEOUT:-600}
+# A test that waits for something that never happens fails after this
+# many seconds instead of PostgreSQL's default of 180 (TAP's poll_query_until
+# and friends) or 300 (an isolation step): the whole suite stays short.
+export PG_TEST_TIMEOUT_DEFAULT=${PG_TEST_TIMEOUT_DEFAULT:-60}
+export PGISOLATIONTIMEOUT=${PGISOLATIONTIMEOUT:-120}
 
 usage() {
 	sed -n '/^# Usage:/,/^#   --keep/s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
