@@ -41,10 +41,12 @@ set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 ALL_SUITES=(regress isolation tap smoke)
-# Build and test tools; pgbouncer, gnuplot-nox and python3 for the
-# benchmarks and their smoke test.
+# Build and test tools (libipc-run-perl for PostgreSQL::Test::Cluster,
+# libdbd-pg-perl for the soak test's client processes); pgbouncer,
+# gnuplot-nox and python3 for the benchmarks and their smoke test.
 PACKAGES=(postgresql-"$PG_MAJOR" postgresql-server-dev-"$PG_MAJOR"
-	build-essential perl libipc-run-perl pgbouncer gnuplot-nox python3)
+	build-essential perl libipc-run-perl libdbd-pg-perl
+	pgbouncer gnuplot-nox python3)
 CHECK_TIMEOUT=${CHECK_TIMEOUT:-600}
 # A test that waits for something that never happens fails after this
 # many seconds instead of PostgreSQL's default of 180 (TAP's poll_query_until
@@ -254,7 +256,7 @@ suite_tap() {
 		# its own clusters (shared_preload_libraries included).
 		run_logged "$log" "${AS_PG[@]}" env -u TEMP_CONFIG \
 			PATH="$BINDIR:$PATH" \
-			PERL5LIB="$PGXS_DIR/src/test/perl:$WORK/tree/test/perl${PERL5LIB:+:$PERL5LIB}" \
+			PERL5LIB="$PGXS_DIR/src/test/perl:$WORK/tree/test/perl:$WORK/tree/test/soak${PERL5LIB:+:$PERL5LIB}" \
 			PG_REGRESS="$PGXS_DIR/src/test/regress/pg_regress" \
 			TESTDIR="$testdir" \
 			prove -v "test/t/$name.pl"
