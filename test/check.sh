@@ -45,7 +45,7 @@ ALL_SUITES=(regress isolation tap smoke)
 # libdbd-pg-perl for the soak test's client processes); pgbouncer,
 # gnuplot-nox and python3 for the benchmarks and their smoke test.
 PACKAGES=(postgresql-"$PG_MAJOR" postgresql-server-dev-"$PG_MAJOR"
-	build-essential perl libipc-run-perl libdbd-pg-perl
+	build-essential libkrb5-dev perl libipc-run-perl libdbd-pg-perl
 	pgbouncer gnuplot-nox python3)
 CHECK_TIMEOUT=${CHECK_TIMEOUT:-600}
 # A test that waits for something that never happens fails after this

@@ -125,7 +125,7 @@ free_port() {
 if [[ -n $do_install ]]; then
 	heading "Install packages, build and install dbgate"
 	install_packages postgresql-"$PG_MAJOR" postgresql-server-dev-"$PG_MAJOR" \
-		build-essential || fail "package installation"
+		build-essential libkrb5-dev || fail "package installation"
 	pg_paths || exit 1
 	BUILD=$(make_scratch dbgate-build)
 	copy_tree "$BUILD/tree" || fail "copying the source tree"

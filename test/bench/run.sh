@@ -109,7 +109,7 @@ log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*"; }
 
 if [ "$INSTALL" = 1 ]; then
 	missing=()
-	for p in postgresql-15 postgresql-server-dev-15 pgbouncer gnuplot-nox make gcc libc6-dev python3; do
+	for p in postgresql-15 postgresql-server-dev-15 pgbouncer gnuplot-nox make gcc libc6-dev libkrb5-dev python3; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
 	done
 	if [ ${#missing[@]} -gt 0 ]; then
