@@ -1,0 +1,265 @@
+# DbgateTest - helpers shared by the TAP tests in test/t/.
+#
+#   my $node = dbgate_node('name', conf => "deadlock_timeout = '200ms'\n");
+#   my ($state, $out, $err) = run_sql($node, 'SELECT 1', user => 'alice');
+#   my $s = DbgateTest::Session->new($node, user => 'alice');
+#   $s->send('SELECT pg_sleep(1)');        # returns at once
+#   my ($out, $err, $state) = $s->result;  # waits for the statement
+#   counters_are($node, 'budget', { active => 1, admitted => 1 }, 'name');
+#
+# SQLSTATEs are taken from psql's verbose error format
+# ("ERROR:  53300: budget ..."), so tests assert the exact code.
+
+package DbgateTest;
+
+use strict;
+use warnings FATAL => 'all';
+
+use Exporter 'import';
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time);
+
+our @EXPORT = qw(dbgate_node run_sql sqlstate counters_are status_of
+  poll_ok backends_of);
+
+# The counters of dbgate.status that counters_are() compares; those not
+# named in the expected hash must be 0.
+our @COUNTERS = qw(active queued admitted admitted_after_wait rejected_full
+  rejected_timeout canceled_waiting admitted_lock_holder);
+
+# dbgate_node(NAME, conf => TEXT, preload => 0|1, extension => 0|1)
+# A new, started node with dbgate preloaded (unless preload => 0) and the
+# extension created in database postgres (unless extension => 0).  Extra
+# postgresql.conf lines come from conf.
+sub dbgate_node
+{
+	my ($name, %p) = @_;
+	my $preload = $p{preload} // 1;
+	my $node = PostgreSQL::Test::Cluster->new($name);
+
+	$node->init;
+	my $conf = '';
+	$conf .= "shared_preload_libraries = 'dbgate'\n" if $preload;
+	$conf .= $p{conf} if defined $p{conf};
+	$node->append_conf('postgresql.conf', $conf) if $conf ne '';
+	$node->start;
+	$node->safe_psql('postgres', 'CREATE EXTENSION dbgate')
+	  if $p{extension} // 1;
+	return $node;
+}
+
+# sqlstate(STDERR): the SQLSTATE of the first ERROR or FATAL in psql's
+# verbose output, or '' when there is none.
+sub sqlstate
+{
+	my ($err) = @_;
+	return ($err // '') =~ /\b(?:ERROR|FATAL):\s+([0-9A-Z]{5}):/ ? $1 : '';
+}
+
+# run_sql(NODE, SQL, user => ROLE, db => DB) -> (SQLSTATE, STDOUT, STDERR)
+# Runs SQL in a new session; stops at the first error.
+sub run_sql
+{
+	my ($node, $sql, %p) = @_;
+	my @extra = ('-v', 'VERBOSITY=verbose');
+	push @extra, '-U', $p{user} if defined $p{user};
+	my ($ret, $out, $err) = $node->psql(
+		$p{db} // 'postgres', $sql,
+		extra_params => \@extra,
+		on_error_stop => 1);
+	return (sqlstate($err), $out, $err);
+}
+
+# status_of(NODE, BUDGET, db => DB) -> { column => value } of dbgate.status,
+# or undef when the budget does not exist.
+sub status_of
+{
+	my ($node, $budget, %p) = @_;
+	my @cols = (@COUNTERS, qw(max_active max_queued peak_active peak_queued));
+	my $out = $node->safe_psql($p{db} // 'postgres',
+		    'SELECT '
+		  . join(', ', @cols)
+		  . " FROM dbgate.status WHERE budget = '$budget'");
+	return undef if $out eq '';
+	my %h;
+	@h{@cols} = split /\|/, $out;
+	return \%h;
+}
+
+# counters_are(NODE, BUDGET, EXPECTED, NAME, db => DB)
+# One assertion: the counters of @COUNTERS are as in EXPECTED (0 when not
+# named there); other columns of status_of() are compared when named.
+sub counters_are
+{
+	my ($node, $budget, $exp, $name, %p) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	my %want = map { $_ => 0 } @COUNTERS;
+	%want = (%want, %$exp);
+	my $st = status_of($node, $budget, %p);
+	if (!defined $st)
+	{
+		fail($name);
+		diag("budget \"$budget\" is not in dbgate.status");
+		return 0;
+	}
+	my %got = map { $_ => $st->{$_} } keys %want;
+	return is_deeply(\%got, \%want, $name);
+}
+
+# backends_of(NODE, BUDGET) -> "pid:state:position,..." of dbgate.backends
+# in queue order (active ones first), '' when there are none.
+sub backends_of
+{
+	my ($node, $budget, %p) = @_;
+	return $node->safe_psql($p{db} // 'postgres',
+		"SELECT string_agg(pid || ':' || state || ':' || coalesce(queue_position::text, '-'), ','
+		   ORDER BY state, queue_position, pid)
+		   FROM dbgate.backends WHERE budget = '$budget'");
+}
+
+# poll_ok(NODE, SQL, EXPECTED, NAME): one assertion that SQL (run as the
+# superuser in database postgres) returns EXPECTED within the default
+# timeout.
+sub poll_ok
+{
+	my ($node, $sql, $expected, $name, %p) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	return ok($node->poll_query_until($p{db} // 'postgres', $sql, $expected),
+		$name);
+}
+
+# ---------------------------------------------------------------------------
+# A psql session in the background, for statements that block (queued,
+# waiting for a lock) while the test goes on.  Errors do not end the
+# session (ON_ERROR_STOP is off).  The session is named by its
+# application_name, which is how its backend pid is found without running a
+# statement (a gated role's statements would count in the budget).
+
+package DbgateTest::Session;
+
+use strict;
+use warnings FATAL => 'all';
+
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time);
+
+my $session_no = 0;
+
+# new(NODE, user => ROLE, db => DB, name => APPLICATION_NAME)
+sub new
+{
+	my ($class, $node, %p) = @_;
+	my @extra = ('-v', 'VERBOSITY=verbose');
+	push @extra, '-U', $p{user} if defined $p{user};
+	my $name = $p{name} // 'dbgate_tap_' . ++$session_no;
+	my $psql = $node->background_psql(
+		$p{db} // 'postgres',
+		on_error_stop => 0,
+		extra_params => \@extra);
+	my $self = bless {
+		node => $node,
+		psql => $psql,
+		name => $name,
+		marker => 0,
+	}, $class;
+	$self->send("SET application_name = '$name';");
+	my (undef, $err) = $self->result;
+	die "could not set application_name: $err" if $err ne '';
+	$self->{pid} = $node->safe_psql('postgres',
+		"SELECT pid FROM pg_stat_activity WHERE application_name = '$name'");
+	die "no backend for session $name" unless $self->{pid} =~ /^\d+$/;
+	return $self;
+}
+
+sub pid { return $_[0]->{pid}; }
+sub name { return $_[0]->{name}; }
+
+# send(SQL): hand SQL to psql and return without waiting for its result.
+# A final semicolon is added when missing.
+sub send
+{
+	my ($self, $sql) = @_;
+	my $psql = $self->{psql};
+	$sql .= ';' unless $sql =~ /;\s*\z/;
+	$psql->{stdin} .= "$sql\n";
+	$psql->{run}->pump_nb;
+	$self->{sent_at} = time;
+	return;
+}
+
+# sent_at: when the last send() happened (seconds, fractional).
+sub sent_at { return $_[0]->{sent_at}; }
+
+# result() -> (STDOUT, STDERR, SQLSTATE) of everything sent since the last
+# result(), waiting until psql has processed it.  Also records done_at.
+sub result
+{
+	my ($self) = @_;
+	my $psql = $self->{psql};
+	my $m = 'dbgate_tap_done_' . ++$self->{marker};
+	$psql->{stdin} .= "\\echo $m\n\\warn $m\n";
+	$psql->{run}->pump()
+	  until ($psql->{stdout} =~ /^$m\n/m && $psql->{stderr} =~ /^$m\n/m)
+	  || $psql->{timeout}->is_expired;
+	die "timed out waiting for session $self->{name}; stderr: $psql->{stderr}"
+	  if $psql->{timeout}->is_expired;
+	$self->{done_at} = time;
+	my ($out, $err) = ($psql->{stdout}, $psql->{stderr});
+	$psql->{stdout} = '';
+	$psql->{stderr} = '';
+	$out =~ s/^$m\n//m;
+	$err =~ s/^$m\n//m;
+	chomp $out;
+	chomp $err;
+	return ($out, $err, DbgateTest::sqlstate($err));
+}
+
+sub done_at { return $_[0]->{done_at}; }
+
+# query(SQL) -> (STDOUT, STDERR, SQLSTATE): send and wait.
+sub query
+{
+	my ($self, $sql) = @_;
+	$self->send($sql);
+	return $self->result;
+}
+
+# wait_exit() -> STDERR: wait for psql to exit on its own (its server
+# connection was closed), returning what it printed.
+sub wait_exit
+{
+	my ($self) = @_;
+	my $psql = $self->{psql};
+	eval { $psql->{run}->finish; };
+	$self->{closed} = 1;
+	return $psql->{stderr};
+}
+
+# kill_client(): end the psql process with SIGKILL (the server is not told).
+sub kill_client
+{
+	my ($self) = @_;
+	$self->{psql}->{run}->signal('KILL');
+	eval { $self->{psql}->{run}->finish; };
+	$self->{closed} = 1;
+	return;
+}
+
+# quit(): end the session normally (if it is still there).
+sub quit
+{
+	my ($self) = @_;
+	return if $self->{closed};
+	$self->{closed} = 1;
+	my $psql = $self->{psql};
+	eval {
+		$psql->{stdin} .= "\\q\n";
+		$psql->{run}->finish;
+	};
+	return;
+}
+
+1;

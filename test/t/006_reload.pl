@@ -1,0 +1,127 @@
+# dbgate.enabled = off with a configuration reload admits every queued
+# statement at once (counted in admitted_after_wait) and gates nothing new,
+# in new and in existing sessions; back on, gating resumes.
+use strict;
+use warnings FATAL => 'all';
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use DbgateTest;
+
+my $node = dbgate_node('reload');
+$node->safe_psql(
+	'postgres', q{
+	CREATE ROLE r_user LOGIN;
+	SELECT dbgate.create_budget('r_budget', 1, 5);
+	SELECT dbgate.assign_role('r_user', 'r_budget');
+});
+
+my $locker = DbgateTest::Session->new($node);
+# A session that exists before the reload and is idle during it.
+my $idle = DbgateTest::Session->new($node, user => 'r_user');
+
+sub waiting_on_lock
+{
+	my @s = @_;
+	return 'SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = \'Lock\' AND pid IN ('
+	  . join(', ', map { $_->pid } @s) . ')';
+}
+
+sub set_enabled
+{
+	my ($value) = @_;
+	$node->safe_psql('postgres', "ALTER SYSTEM SET dbgate.enabled = $value");
+	$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
+	poll_ok($node, 'SHOW dbgate.enabled', $value,
+		"dbgate.enabled is $value after the reload");
+	return;
+}
+
+# One statement holds the slot, three wait (each for the advisory lock the
+# locker holds, so after admission they keep running).
+$locker->query('SELECT pg_advisory_lock(1)');
+my @s;
+for my $i (0 .. 3)
+{
+	my $s = DbgateTest::Session->new($node, user => 'r_user');
+	$s->send('SELECT pg_advisory_xact_lock_shared(1)');
+	my $want = $i == 0 ? 'active:-' : "queued:$i";
+	poll_ok(
+		$node,
+		"SELECT state || ':' || coalesce(queue_position::text, '-') FROM dbgate.backends WHERE pid = "
+		  . $s->pid,
+		$want,
+		"statement $i is $want");
+	push @s, $s;
+}
+my ($holder, @waiters) = @s;
+counters_are(
+	$node, 'r_budget',
+	{ active => 1, queued => 3, admitted => 1 },
+	'one statement active, three queued');
+
+set_enabled('off');
+poll_ok($node, q{SELECT queued FROM dbgate.status WHERE budget = 'r_budget'},
+	'0', 'disabling empties the queue');
+poll_ok($node, waiting_on_lock(@waiters), '3',
+	'all three queued statements were admitted and run (waiting for the advisory lock)');
+is(backends_of($node, 'r_budget'), $holder->pid . ':active:-',
+	'only the statement admitted before still holds a slot');
+counters_are(
+	$node, 'r_budget',
+	{ active => 1, admitted => 4, admitted_after_wait => 3 },
+	'queued statements counted as admitted after waiting');
+
+# Nothing new is gated: more statements run while the slot is taken.
+my $extra = DbgateTest::Session->new($node, user => 'r_user');
+$extra->send('SELECT pg_advisory_xact_lock_shared(1)');
+poll_ok($node, waiting_on_lock($extra), '1',
+	'a new session runs a statement although the slot is taken');
+my ($out, $err) = $idle->query('SHOW dbgate.enabled');
+is($out, 'off', 'the existing idle session sees dbgate.enabled = off');
+($out, $err) = $idle->query('SELECT 40 + 2');
+is("$out|$err", '42|', 'the existing idle session runs a statement ungated');
+counters_are(
+	$node, 'r_budget',
+	{ active => 1, admitted => 4, admitted_after_wait => 3 },
+	'statements run while disabled are not counted');
+is(backends_of($node, 'r_budget'), $holder->pid . ':active:-',
+	'statements run while disabled hold no slot');
+
+$locker->query('SELECT pg_advisory_unlock(1)');
+for my $s (@s, $extra)
+{
+	(undef, $err) = $s->result;
+	is($err, '', 'statement of ' . $s->name . ' finished');
+}
+counters_are(
+	$node, 'r_budget',
+	{ admitted => 4, admitted_after_wait => 3 },
+	'slot returned by the statement admitted before disabling');
+
+# Back on: gating resumes, also in the sessions that existed before.
+set_enabled('on');
+$locker->query('SELECT pg_advisory_lock(2)');
+$holder->send('SELECT pg_advisory_xact_lock_shared(2)');
+poll_ok($node, q{SELECT active FROM dbgate.status WHERE budget = 'r_budget'},
+	'1', 'enabled again: a statement takes the slot');
+$idle->send(q{SELECT 'queued again'});
+poll_ok(
+	$node,
+	'SELECT state FROM dbgate.backends WHERE pid = ' . $idle->pid,
+	'queued', 'enabled again: the next statement is queued');
+$locker->query('SELECT pg_advisory_unlock(2)');
+$holder->result;
+($out, $err) = $idle->result;
+is("$out|$err", 'queued again|', 'enabled again: queued statement ran');
+counters_are(
+	$node, 'r_budget',
+	{ admitted => 6, admitted_after_wait => 4, peak_active => 1, peak_queued => 3 },
+	'enabled again: counters');
+is(backends_of($node, 'r_budget'), '', 'dbgate.backends is empty at the end');
+
+$_->quit for (@s, $extra, $idle, $locker);
+$node->safe_psql('postgres', 'ALTER SYSTEM RESET dbgate.enabled');
+$node->stop;
+done_testing();

@@ -1,0 +1,207 @@
+# Lock safety (B = 1): a queued statement whose transaction holds a lock
+# that the slot holder waits for (directly or through a chain of lock
+# waits) is admitted beyond the limit within about deadlock_timeout and
+# counted in admitted_lock_holder.  A queued statement that blocks nobody
+# keeps waiting.
+use strict;
+use warnings FATAL => 'all';
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep);
+use DbgateTest;
+
+my $node = dbgate_node('lock_safety', conf => "deadlock_timeout = '200ms'\n");
+$node->safe_psql(
+	'postgres', q{
+	CREATE ROLE ls_user LOGIN;
+	CREATE TABLE ls_rows (id int PRIMARY KEY, v int NOT NULL);
+	INSERT INTO ls_rows SELECT g, 0 FROM generate_series(1, 6) g;
+	GRANT SELECT, UPDATE ON ls_rows TO ls_user;
+	SELECT dbgate.create_budget('ls_budget', 1, 5);
+	SELECT dbgate.assign_role('ls_user', 'ls_budget');
+});
+
+my $t1 = DbgateTest::Session->new($node, user => 'ls_user', name => 't1');
+my $t2 = DbgateTest::Session->new($node, user => 'ls_user', name => 't2');
+my $su = DbgateTest::Session->new($node, name => 'superuser');
+
+sub waits_for_lock
+{
+	my ($s, $what) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	return poll_ok(
+		$node,
+		q{SELECT a.wait_event_type || ':' || b.state FROM pg_stat_activity a
+		  JOIN dbgate.backends b USING (pid) WHERE pid = } . $s->pid,
+		'Lock:active', $what);
+}
+
+# Runs SQL in T1 and checks it is admitted as a lock holder after about
+# deadlock_timeout.
+sub lock_holder_admitted
+{
+	my ($sql, $expected, $what) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	my ($out, $err) = $t1->query($sql);
+	my $secs = $t1->done_at - $t1->sent_at;
+	is("$out|$err", "$expected|", "$what: T1's next statement runs");
+	ok($secs >= 0.2 && $secs < 10,
+		"$what: admitted after about deadlock_timeout ($secs s)");
+	counters_are(
+		$node, 'ls_budget',
+		{
+			active => 1,
+			admitted => 3,
+			admitted_after_wait => 1,
+			admitted_lock_holder => 1,
+			peak_active => 2
+		},
+		"$what: admitted beyond max_active as a lock holder");
+	return;
+}
+
+sub end_counters
+{
+	my ($what) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	counters_are(
+		$node, 'ls_budget',
+		{ admitted => 3, admitted_after_wait => 1, admitted_lock_holder => 1 },
+		"$what: counters at the end");
+	is(backends_of($node, 'ls_budget'), '', "$what: dbgate.backends is empty");
+	$node->safe_psql('postgres', q{SELECT dbgate.reset_stats('ls_budget')});
+	return;
+}
+
+# ---------------------------------------------------------------------------
+# T1 updates a row and stays open; T2 updates the same row: admitted, it
+# waits for T1's row lock.  T1's next statement would wait for T2's slot.
+
+$t1->query('BEGIN; UPDATE ls_rows SET v = v + 1 WHERE id = 1;');
+$t2->send('UPDATE ls_rows SET v = v + 10 WHERE id = 1');
+waits_for_lock($t2, 'direct: T2 holds the slot and waits for T1\'s row lock');
+lock_holder_admitted('SELECT v FROM ls_rows WHERE id = 1', '1', 'direct');
+$t1->query('COMMIT');
+my ($out, $err) = $t2->result;
+is($err, '', 'direct: T2 finishes after T1 commits');
+is($node->safe_psql('postgres', 'SELECT v FROM ls_rows WHERE id = 1'),
+	'11', 'direct: both updates done');
+end_counters('direct');
+
+# ---------------------------------------------------------------------------
+# The same with the row lock taken inside a savepoint (T2 waits for T1's
+# subtransaction).
+
+$t1->query('BEGIN; SAVEPOINT s1; UPDATE ls_rows SET v = v + 1 WHERE id = 2;');
+$t2->send('UPDATE ls_rows SET v = v + 10 WHERE id = 2');
+waits_for_lock($t2, 'savepoint: T2 waits for T1\'s subtransaction');
+lock_holder_admitted('SELECT v FROM ls_rows WHERE id = 2', '1', 'savepoint');
+$t1->query('ROLLBACK TO SAVEPOINT s1');
+($out, $err) = $t2->result;
+is($err, '', 'savepoint: T2 finishes after T1 rolls back to the savepoint');
+$t1->query('COMMIT');
+is($node->safe_psql('postgres', 'SELECT v FROM ls_rows WHERE id = 2'),
+	'10', 'savepoint: only T2\'s update is left');
+end_counters('savepoint');
+
+# ---------------------------------------------------------------------------
+# T1 is not at the head of the queue: another statement (W, blocking
+# nobody) queued first.  T1 is admitted all the same, W keeps its place and
+# gets the slot when T2 finishes.
+
+my $w = DbgateTest::Session->new($node, user => 'ls_user', name => 'w');
+$t1->query('BEGIN; UPDATE ls_rows SET v = v + 1 WHERE id = 1;');
+$t2->send('UPDATE ls_rows SET v = v + 10 WHERE id = 1');
+waits_for_lock($t2, 'behind W: T2 holds the slot and waits for T1\'s row lock');
+$w->send(q{SELECT 'w'});
+poll_ok($node, 'SELECT queue_position FROM dbgate.backends WHERE pid = ' . $w->pid,
+	'1', 'behind W: W is queued first');
+($out, $err) = $t1->query('SELECT v FROM ls_rows WHERE id = 1');
+is("$out|$err", '12|', 'behind W: T1\'s statement runs although W is ahead of it');
+is(backends_of($node, 'ls_budget'),
+	$t2->pid . ':active:-,' . $w->pid . ':queued:1',
+	'behind W: W is still queued at the head');
+counters_are(
+	$node, 'ls_budget',
+	{
+		active => 1,
+		queued => 1,
+		admitted => 3,
+		admitted_after_wait => 1,
+		admitted_lock_holder => 1,
+		peak_active => 2,
+		peak_queued => 2
+	},
+	'behind W: T1 admitted beyond max_active as a lock holder');
+$t1->query('COMMIT');
+($out, $err) = $t2->result;
+is($err, '', 'behind W: T2 finishes after T1 commits');
+($out, $err) = $w->result;
+is("$out|$err", 'w|', 'behind W: W runs after T2');
+counters_are(
+	$node, 'ls_budget',
+	{ admitted => 4, admitted_after_wait => 2, admitted_lock_holder => 1 },
+	'behind W: counters at the end');
+is(backends_of($node, 'ls_budget'), '', 'behind W: dbgate.backends is empty');
+$node->safe_psql('postgres', q{SELECT dbgate.reset_stats('ls_budget')});
+$w->quit;
+
+# ---------------------------------------------------------------------------
+# A chain: T2 (slot holder) waits for T3 (a superuser, not gated), which
+# waits for T1's row lock.
+
+$t1->query('BEGIN; UPDATE ls_rows SET v = v + 1 WHERE id = 3;');
+$su->query('BEGIN; UPDATE ls_rows SET v = v + 100 WHERE id = 4;');
+$su->send('UPDATE ls_rows SET v = v + 100 WHERE id = 3');
+poll_ok($node,
+	'SELECT wait_event_type FROM pg_stat_activity WHERE pid = ' . $su->pid,
+	'Lock', 'chain: T3 waits for T1');
+$t2->send('UPDATE ls_rows SET v = v + 10 WHERE id = 4');
+waits_for_lock($t2, 'chain: T2 holds the slot and waits for T3');
+lock_holder_admitted('SELECT v FROM ls_rows WHERE id = 3', '1', 'chain');
+$t1->query('COMMIT');
+($out, $err) = $su->result;
+is($err, '', 'chain: T3 finishes after T1 commits');
+$su->query('COMMIT');
+($out, $err) = $t2->result;
+is($err, '', 'chain: T2 finishes after T3 commits');
+is( $node->safe_psql('postgres', 'SELECT v FROM ls_rows WHERE id IN (3, 4) ORDER BY id'),
+	"101\n110", 'chain: all updates done');
+end_counters('chain');
+
+# ---------------------------------------------------------------------------
+# Control: T1 holds a row lock nobody waits for; the slot holder T2 waits
+# for a lock of the superuser.  T1's statement stays queued (for several
+# deadlock_timeout periods) and is admitted normally when T2 finishes.
+
+$t1->query('BEGIN; UPDATE ls_rows SET v = v + 1 WHERE id = 5;');
+$su->query('BEGIN; UPDATE ls_rows SET v = v + 100 WHERE id = 6;');
+$t2->send('UPDATE ls_rows SET v = v + 10 WHERE id = 6');
+waits_for_lock($t2, 'control: T2 holds the slot and waits for the superuser');
+$t1->send('SELECT v FROM ls_rows WHERE id = 5');
+poll_ok($node, 'SELECT state FROM dbgate.backends WHERE pid = ' . $t1->pid,
+	'queued', 'control: T1 is queued');
+usleep(1_000_000);
+is($node->safe_psql('postgres', 'SELECT state FROM dbgate.backends WHERE pid = ' . $t1->pid),
+	'queued', 'control: T1 is still queued after five deadlock_timeout periods');
+counters_are(
+	$node, 'ls_budget',
+	{ active => 1, queued => 1, admitted => 2 },
+	'control: nobody admitted beyond the limit');
+$su->query('COMMIT');
+($out, $err) = $t2->result;
+is($err, '', 'control: T2 finishes after the superuser commits');
+($out, $err) = $t1->result;
+is("$out|$err", '1|', 'control: T1\'s statement runs once the slot is free');
+$t1->query('COMMIT');
+counters_are(
+	$node, 'ls_budget',
+	{ admitted => 3, admitted_after_wait => 1, peak_active => 1, peak_queued => 1 },
+	'control: counters at the end');
+is(backends_of($node, 'ls_budget'), '', 'control: dbgate.backends is empty');
+
+$_->quit for ($t1, $t2, $su);
+$node->stop;
+done_testing();
