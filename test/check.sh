@@ -41,7 +41,8 @@ set -uo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 ALL_SUITES=(regress isolation tap smoke)
-# Build and test tools (libipc-run-perl for PostgreSQL::Test::Cluster,
+# Build and test tools (libkrb5-dev for the GSSAPI headers that the server
+# headers include, libipc-run-perl for PostgreSQL::Test::Cluster,
 # libdbd-pg-perl for the soak test's client processes); pgbouncer,
 # gnuplot-nox and python3 for the benchmarks and their smoke test.
 PACKAGES=(postgresql-"$PG_MAJOR" postgresql-server-dev-"$PG_MAJOR"
