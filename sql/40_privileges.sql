@@ -64,7 +64,7 @@ SELECT * FROM dbgate.backend_status();
 :sqlstate
 
 -- with USAGE on the schema, the objects themselves are still closed
-\c - :su
+\c - :"su"
 GRANT USAGE ON SCHEMA dbgate TO regress_dbgate_priv_plain;
 \c - regress_dbgate_priv_plain
 SELECT dbgate.create_budget('priv_x', 1);
@@ -136,7 +136,7 @@ SET SESSION AUTHORIZATION regress_dbgate_priv_mon;
 :sqlstate
 SET ROLE regress_dbgate_priv_mon;
 :sqlstate
-\c - :su
+\c - :"su"
 REVOKE USAGE ON SCHEMA dbgate FROM regress_dbgate_priv_plain;
 SELECT setrole::regrole, setconfig FROM pg_db_role_setting
  WHERE setrole = 'regress_dbgate_priv_plain'::regrole;
@@ -173,7 +173,7 @@ SET dbgate.default_budget = 'priv_a';
 -- A superuser may delegate: a role granted EXECUTE (and USAGE on the
 -- schema) may change budgets
 --
-\c - :su
+\c - :"su"
 GRANT USAGE ON SCHEMA dbgate TO regress_dbgate_priv_admin;
 GRANT EXECUTE ON FUNCTION
     dbgate.create_budget(text, integer, integer, interval, interval, interval, boolean),
@@ -194,11 +194,11 @@ SELECT dbgate.reset_stats();
 -- EXECUTE on the functions does not open the views
 SELECT * FROM dbgate.budgets;
 :sqlstate
-\c - :su
+\c - :"su"
 SELECT budget, max_active, max_queued, roles FROM dbgate.budgets;
 \c - regress_dbgate_priv_admin
 SELECT dbgate.drop_budget('priv_delegated', true);
-\c - :su
+\c - :"su"
 SELECT budget, roles FROM dbgate.budgets;
 REVOKE EXECUTE ON FUNCTION
     dbgate.create_budget(text, integer, integer, interval, interval, interval, boolean),
@@ -268,7 +268,7 @@ SET SESSION AUTHORIZATION regress_dbgate_priv_su;
 :sqlstate
 SELECT budget, admitted FROM dbgate.status WHERE budget LIKE 'priv_%';
 
-\c - :su
+\c - :"su"
 -- each statement of the gated session above counted in its budget:
 -- five SELECTs and the one statement of the procedure
 SELECT budget, active, admitted FROM dbgate.status WHERE budget LIKE 'priv_%';
@@ -308,7 +308,7 @@ SELECT * FROM priv_where_am_i();
 SHOW dbgate.default_budget;
 SELECT * FROM priv_where_am_i();
 
-\c - :su
+\c - :"su"
 -- priv_dflt counted the three SELECTs of priv_where_am_i() and the SELECT
 -- that called set_config(); SHOW, SET and the others are not gated
 SELECT budget, active, admitted FROM dbgate.status WHERE budget LIKE 'priv_%';

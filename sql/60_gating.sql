@@ -302,7 +302,7 @@ SELECT admitted - :a0 AS admissions, active FROM gate_now;
 --
 -- Utility statements that run a plan are gated, the others are not
 --
-\c - :su
+\c - :"su"
 GRANT CREATE ON SCHEMA public TO regress_dbgate_gate_u;
 \c - regress_dbgate_gate_u
 SELECT admitted AS a0 FROM gate_now \gset
@@ -334,7 +334,7 @@ REFRESH MATERIALIZED VIEW gate_mv;
 SELECT admitted - :a0 AS admissions, active FROM gate_now;
 DROP MATERIALIZED VIEW gate_mv;
 DEALLOCATE gate_q;
-\c - :su
+\c - :"su"
 REVOKE CREATE ON SCHEMA public FROM regress_dbgate_gate_u;
 \c - regress_dbgate_gate_u
 
@@ -364,7 +364,7 @@ SELECT queued, admitted_after_wait, rejected_full, peak_active FROM gate_now;
 SELECT pid = pg_backend_pid() AS me, role, budget, state, queue_position
   FROM dbgate.backends;
 
-\c - :su
+\c - :"su"
 -- the gated session is gone, and so is its slot
 SELECT active, queued, peak_active, admitted_after_wait, rejected_full FROM gate_now;
 SELECT * FROM dbgate.backends;
@@ -390,9 +390,23 @@ EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT count(*) FROM gate_
 SELECT admitted - :a0 AS admissions, active FROM gate_now;
 SELECT dbgate.unassign_role(current_user::regrole);
 RESET dbgate.default_budget;
+-- a role that becomes a superuser is not gated from its next statement on,
+-- and is gated again when it stops being one
+SET SESSION AUTHORIZATION regress_dbgate_gate_u;
+SELECT budget FROM dbgate.backends WHERE pid = pg_backend_pid();
+RESET SESSION AUTHORIZATION;
+ALTER ROLE regress_dbgate_gate_u SUPERUSER;
+SET SESSION AUTHORIZATION regress_dbgate_gate_u;
+SELECT budget FROM dbgate.backends WHERE pid = pg_backend_pid();
+RESET SESSION AUTHORIZATION;
+ALTER ROLE regress_dbgate_gate_u NOSUPERUSER;
+SET SESSION AUTHORIZATION regress_dbgate_gate_u;
+SELECT budget FROM dbgate.backends WHERE pid = pg_backend_pid();
+RESET SESSION AUTHORIZATION;
 
 --
--- dbgate.default_budget gates roles without an assignment
+-- dbgate.default_budget gates roles without an assignment (a change of the
+-- setting counts from the next statement)
 --
 SET SESSION AUTHORIZATION regress_dbgate_gate_d;
 SELECT budget FROM dbgate.backends WHERE pid = pg_backend_pid();
@@ -442,7 +456,7 @@ COMMIT;
 SELECT budget FROM dbgate.backends WHERE pid = pg_backend_pid();
 SELECT dbgate.assign_role('regress_dbgate_gate_u', 'gate_b1');
 SELECT budget FROM dbgate.backends WHERE pid = pg_backend_pid();
-\c - :su
+\c - :"su"
 REVOKE EXECUTE ON FUNCTION dbgate.assign_role(regrole, text),
     dbgate.unassign_role(regrole) FROM regress_dbgate_gate_u;
 SELECT budget, roles FROM dbgate.budgets;
@@ -501,7 +515,7 @@ SELECT pg_sleep(3);
 :sqlstate
 SHOW statement_timeout;
 RESET statement_timeout;
-\c - :su
+\c - :"su"
 SELECT dbgate.alter_budget('gate_b1', statement_timeout => '1 min');
 \c - regress_dbgate_gate_u
 SET statement_timeout = '100ms';
@@ -515,7 +529,7 @@ SELECT pg_sleep(0.3);
 --
 -- The budget's lock_timeout applies inside the admitted statement only
 --
-\c - :su
+\c - :"su"
 SELECT dbgate.alter_budget('gate_b1', statement_timeout => '0', lock_timeout => '3 s');
 \c - regress_dbgate_gate_u
 SHOW lock_timeout;
@@ -530,13 +544,33 @@ SHOW lock_timeout;
 -- nested statements see it as well, and a DO block (not gated) does not
 SELECT gate_sql() IS NOT NULL AS ran, current_setting('lock_timeout') AS inside;
 DO $$ BEGIN RAISE NOTICE 'DO block: %', current_setting('lock_timeout'); END $$;
+-- after an error caught inside the statement it still applies; after an
+-- error caught outside it (in a DO block) the session's value is back
+CREATE FUNCTION pg_temp.gate_catch_lt() RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM i / 0 FROM gate_t;
+    RETURN 'not caught';
+EXCEPTION WHEN division_by_zero THEN
+    RETURN current_setting('lock_timeout');
+END $$;
+SELECT pg_temp.gate_catch_lt() AS in_handler, current_setting('lock_timeout') AS same_statement;
+DO $$
+BEGIN
+    BEGIN
+        PERFORM i / 0 FROM gate_t;
+    EXCEPTION WHEN division_by_zero THEN
+        RAISE NOTICE 'in the handler: %', current_setting('lock_timeout');
+    END;
+    RAISE NOTICE 'after the block: %', current_setting('lock_timeout');
+END $$;
+SHOW lock_timeout;
 -- a SET executed inside the statement is the session's own and stays
 SELECT set_config('lock_timeout', '7s', false);
 SHOW lock_timeout;
 RESET lock_timeout;
 SHOW lock_timeout;
 
-\c - :su
+\c - :"su"
 SELECT active, queued FROM gate_now;
 DROP PROCEDURE gate_proc();
 DROP FUNCTION gate_spi(), gate_sql(), gate_catch(), gate_sleep3();
