@@ -79,6 +79,7 @@
 #include "utils/fmgrprotos.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
+#include "tcop/pquery.h"
 
 #include "compat.h"
 #include "dbgate.h"
@@ -875,6 +876,16 @@ dbgate_executor_start(QueryDesc *queryDesc, int eflags)
 	}
 
 	if (!dbgate_enabled || !backend_init())
+		return;
+
+	/*
+	 * Outside any portal a client backend runs queries only while it
+	 * commits: deferred triggers (a deferred foreign-key check, say) fire
+	 * from CommitTransaction after the statement's portal is gone.  They
+	 * finish work of statements that were admitted; a COMMIT never queues
+	 * and never fails because a budget is full.
+	 */
+	if (ActivePortal == NULL)
 		return;
 
 	idx = dbgate_lookup_budget(&incarnation);

@@ -327,7 +327,13 @@ dbgate_snapshot_config(DbgateConfig *config)
 	for (i = 0; i < sh->max_budgets; i++)
 	{
 		if (sh->budgets[i].in_use)
-			config->budgets[config->nbudgets++] = sh->budgets[i].conf;
+		{
+			DbgateBudgetConf *c = &config->budgets[config->nbudgets++];
+
+			*c = sh->budgets[i].conf;
+			c->src_index = i;
+			c->src_incarnation = sh->budgets[i].incarnation;
+		}
 	}
 	for (i = 0; i < sh->nroles; i++)
 	{
@@ -360,9 +366,20 @@ dbgate_install_config(const DbgateConfig *config)
 	{
 		DbgateBudget *b = &sh->budgets[i];
 		LWLock	   *lock = dbgate_budget_lock(i);
+		bool		kept = false;
 
-		if (!b->in_use ||
-			dbgate_config_find_budget(config, b->conf.name) >= 0)
+		if (!b->in_use)
+			continue;
+		for (n = 0; n < config->nbudgets; n++)
+		{
+			if (config->budgets[n].src_index == i &&
+				config->budgets[n].src_incarnation == b->incarnation)
+			{
+				kept = true;
+				break;
+			}
+		}
+		if (kept)
 			continue;
 
 		LWLockAcquire(lock, LW_EXCLUSIVE);
@@ -388,11 +405,13 @@ dbgate_install_config(const DbgateConfig *config)
 	for (n = 0; n < config->nbudgets; n++)
 	{
 		const DbgateBudgetConf *c = &config->budgets[n];
-		int			idx = dbgate_find_budget(c->name);
+		int			idx = c->src_index;
 		DbgateBudget *b;
 		LWLock	   *lock;
 
-		if (idx < 0)
+		if (idx < 0 || idx >= sh->max_budgets ||
+			!sh->budgets[idx].in_use ||
+			sh->budgets[idx].incarnation != c->src_incarnation)
 		{
 			for (idx = 0; idx < sh->max_budgets; idx++)
 			{

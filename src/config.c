@@ -193,6 +193,8 @@ apply_op(DbgateConfig *config, const PendingOp *op)
 								   dbgate_shared->max_budgets),
 						 errhint("Drop a budget, or raise dbgate.max_budgets and restart the server.")));
 			image_add_budget(config, &op->conf);
+			config->budgets[config->nbudgets - 1].src_index = -1;
+			config->budgets[config->nbudgets - 1].src_incarnation = 0;
 			break;
 
 		case OP_ALTER:

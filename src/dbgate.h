@@ -45,6 +45,15 @@ typedef struct DbgateBudgetConf
 	int32		statement_timeout_ms;	/* 0 = no limit */
 	int32		lock_timeout_ms;	/* 0 = no limit */
 	bool		fair;
+
+	/*
+	 * In a configuration image: the installed budget entry this one stands
+	 * for (index and incarnation), or src_index = -1 for a budget created
+	 * by the transaction.  A budget dropped and created again in one
+	 * transaction is a new budget.  Not persisted.
+	 */
+	int32		src_index;
+	uint32		src_incarnation;
 } DbgateBudgetConf;
 
 /* One role assignment of a configuration image. */
@@ -209,6 +218,7 @@ typedef struct DbgateLimitState
 	TimestampTz stmt_session_fin;	/* its finish time */
 	TimestampTz stmt_our_fin;	/* the finish time we set */
 	int			guc_nestlevel;	/* > 0: lock_timeout applied at this level */
+	int			lock_ms;		/* the lock_timeout applied */
 } DbgateLimitState;
 
 extern void dbgate_limits_apply(DbgateLimitState *st, TimestampTz admitted_at,

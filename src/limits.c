@@ -24,10 +24,12 @@
  *	  Applied the way PostgreSQL applies a function's SET clause: a new GUC
  *	  nesting level with lock_timeout saved (GUC_ACTION_SAVE), popped when
  *	  the run returns.  An error pops it with the (sub)transaction abort.
- *	  So SHOW lock_timeout after the statement reports the session's value;
- *	  a SET lock_timeout executed inside the statement survives it, while a
- *	  SET LOCAL lock_timeout executed inside it lasts until its end (as for
- *	  a function with a SET clause).
+ *	  So SHOW lock_timeout after the statement reports the session's value.
+ *	  What the statement itself does to lock_timeout keeps its meaning: a
+ *	  SET survives it (GUC turns the saved entry into a SET), and a SET LOCAL
+ *	  (say set_config(..., true) in a query), which the popped level would
+ *	  undo, is applied again at transaction level when the level is popped,
+ *	  so that it lasts until the end of the transaction as usual.
  *
  *-------------------------------------------------------------------------
  */
@@ -82,6 +84,7 @@ dbgate_limits_apply(DbgateLimitState *st, TimestampTz admitted_at,
 
 		snprintf(buf, sizeof(buf), "%d", lock_timeout_ms);
 		st->guc_nestlevel = NewGUCNestLevel();
+		st->lock_ms = lock_timeout_ms;
 		(void) set_config_option("lock_timeout", buf, PGC_USERSET,
 								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
 								 false);
@@ -127,7 +130,26 @@ dbgate_limits_restore(DbgateLimitState *st, bool is_error)
 	if (st->guc_nestlevel > 0)
 	{
 		if (!is_error)
+		{
+			int			inside = LockTimeout;
+
 			AtEOXact_GUC(true, st->guc_nestlevel);
+
+			/*
+			 * The statement changed lock_timeout, and popping our level lost
+			 * it: that was a SET LOCAL (a SET would have survived).  Apply it
+			 * again for the rest of the transaction.
+			 */
+			if (inside != st->lock_ms && LockTimeout != inside)
+			{
+				char		buf[32];
+
+				snprintf(buf, sizeof(buf), "%d", inside);
+				(void) set_config_option("lock_timeout", buf, PGC_USERSET,
+										 PGC_S_SESSION, GUC_ACTION_LOCAL,
+										 true, 0, false);
+			}
+		}
 		st->guc_nestlevel = 0;
 	}
 	st->applied = false;

@@ -345,6 +345,7 @@ dbgate_state_load(DbgateConfig *config)
 		c->statement_timeout_ms = sb.statement_timeout_ms;
 		c->lock_timeout_ms = sb.lock_timeout_ms;
 		c->fair = (sb.fair == 1);
+		c->src_index = -1;
 	}
 	for (i = 0; i < hdr.nroles; i++)
 	{
