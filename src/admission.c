@@ -926,7 +926,14 @@ dbgate_run_begin(QueryDesc *queryDesc, DbgateLimitState *st)
 	if (outermost && slot_budget >= 0 &&
 		(slot_statement_timeout_ms > 0 || slot_lock_timeout_ms > 0))
 	{
-		dbgate_limits_apply(st, slot_admitted_at, slot_statement_timeout_ms,
+		/*
+		 * The budget's statement_timeout counts from admission, or from the
+		 * start of a later statement that runs under the slot already held.
+		 */
+		TimestampTz base = Max(slot_admitted_at,
+							   GetCurrentStatementStartTimestamp());
+
+		dbgate_limits_apply(st, base, slot_statement_timeout_ms,
 							slot_lock_timeout_ms);
 	}
 	return st->applied;

@@ -10,8 +10,10 @@
  * relation locks), and undone when that call returns, normally or by error.
  *
  * statement_timeout
- *	  The deadline is fixed at admission: admission time plus the budget's
- *	  statement_timeout.  While the outermost run is in progress, PostgreSQL's
+ *	  The deadline is the budget's statement_timeout counted from admission,
+ *	  or, for a later statement that runs under a slot already held (a FETCH
+ *	  or CLOSE of an open cursor, another Execute message for a portal),
+ *	  from that statement's start.  While the outermost run is in progress, PostgreSQL's
  *	  own STATEMENT_TIMEOUT timer is set to the earlier of that deadline and
  *	  the session's own timer, if one is running, so that expiry produces
  *	  PostgreSQL's own error (57014, "canceling statement due to statement
@@ -35,6 +37,7 @@
  */
 #include "postgres.h"
 
+#include "miscadmin.h"
 #include "storage/proc.h"
 #include "utils/guc.h"
 #include "utils/timeout.h"
@@ -100,6 +103,8 @@ dbgate_limits_apply(DbgateLimitState *st, TimestampTz admitted_at,
 void
 dbgate_limits_restore(DbgateLimitState *st, bool is_error)
 {
+	bool		fired = false;
+
 	if (st->stmt_armed)
 	{
 		/*
@@ -114,15 +119,23 @@ dbgate_limits_restore(DbgateLimitState *st, bool is_error)
 			else
 				disable_timeout(STATEMENT_TIMEOUT, false);
 		}
-		else if (is_error && st->stmt_had_session &&
-				 !get_timeout_active(STATEMENT_TIMEOUT))
+		else if (!get_timeout_active(STATEMENT_TIMEOUT))
 		{
 			/*
-			 * Ours fired and its error is being thrown; if a handler catches
-			 * it (an exception block of a DO block), the rest of the
-			 * statement still runs under the session's own timer.
+			 * Ours fired.  On error, its error is being thrown (or another
+			 * one); if a handler catches it (an exception block of a DO
+			 * block), the rest of the statement still runs under the
+			 * session's own timer.  Without error the run ended before the
+			 * cancel was noticed: report it now, in this statement, rather
+			 * than leave it pending for whatever comes next.
 			 */
-			enable_timeout_at(STATEMENT_TIMEOUT, st->stmt_session_fin);
+			if (is_error)
+			{
+				if (st->stmt_had_session)
+					enable_timeout_at(STATEMENT_TIMEOUT, st->stmt_session_fin);
+			}
+			else
+				fired = true;
 		}
 		st->stmt_armed = false;
 	}
@@ -153,4 +166,7 @@ dbgate_limits_restore(DbgateLimitState *st, bool is_error)
 		st->guc_nestlevel = 0;
 	}
 	st->applied = false;
+
+	if (fired)
+		CHECK_FOR_INTERRUPTS();
 }
