@@ -184,13 +184,15 @@ sub send
 	my ($self, $sql) = @_;
 	my $psql = $self->{psql};
 	$sql .= ';' unless $sql =~ /;\s*\z/;
+	# taken before psql can see the statement, so that sent_at to done_at
+	# is never shorter than the statement took in the server
+	$self->{sent_at} = time;
 	$psql->{stdin} .= "$sql\n";
 	$psql->{run}->pump_nb;
-	$self->{sent_at} = time;
 	return;
 }
 
-# sent_at: when the last send() happened (seconds, fractional).
+# sent_at: when the last send() started (seconds, fractional).
 sub sent_at { return $_[0]->{sent_at}; }
 
 # result() -> (STDOUT, STDERR, SQLSTATE) of everything sent since the last

@@ -15,7 +15,7 @@ my $node = dbgate_node('persist', conf => "restart_after_crash = on\n");
 
 my $budgets_sql =
   q{SELECT budget, max_active, max_queued, queue_timeout, statement_timeout,
-	lock_timeout, fair, roles FROM dbgate.budgets};
+	lock_timeout, fair, array(SELECT unnest(roles) ORDER BY 1) FROM dbgate.budgets};
 
 $node->safe_psql(
 	'postgres', q{
@@ -45,10 +45,25 @@ $node->safe_psql(
 	COMMIT;
 });
 
+# Assignments are kept by role: a renamed role keeps its budget, a dropped
+# role loses it (in the same transaction; a rolled-back DROP ROLE keeps it).
+$node->safe_psql(
+	'postgres', q{
+	CREATE ROLE p_carol LOGIN;
+	CREATE ROLE p_dave LOGIN;
+	SELECT dbgate.assign_role('p_carol', 'p_two');
+	SELECT dbgate.assign_role('p_dave', 'p_two');
+	ALTER ROLE p_carol RENAME TO p_carol2;
+	DROP ROLE p_dave;
+	BEGIN;
+	DROP ROLE p_bob;
+	ROLLBACK;
+});
+
 my $expected = join("\n",
 	'p_one|1|2|00:00:05|00:01:00|00:00:02|t|{p_alice}',
 	'p_three|2|0|00:00:00|00:00:00|00:00:00|t|{}',
-	'p_two|3|0|00:00:00|00:00:00|00:00:00|f|{p_bob}');
+	'p_two|3|0|00:00:00|00:00:00|00:00:00|f|{p_bob,p_carol2}');
 is($node->safe_psql('postgres', $budgets_sql),
 	$expected, 'committed changes are in place, rolled-back ones are not');
 
@@ -152,6 +167,22 @@ $node->restart;
 $expected =~ s/^p_three.*\n//m;
 is($node->safe_psql('postgres', $budgets_sql),
 	$expected, 'a change committed after the crash survives a restart');
+
+# A lowered dbgate.max_budgets loads only what fits, with a warning; the
+# state file is left alone, so raising it again brings everything back.
+$node->append_conf('postgresql.conf', "dbgate.max_budgets = 1\n");
+my $offset = -s $node->logfile;
+$node->restart;
+ok( $node->log_contains(
+		qr/WARNING:.*"dbgate\.state" has 2 budgets but dbgate\.max_budgets is 1/,
+		$offset),
+	'lowered dbgate.max_budgets: warning at start');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM dbgate.budgets'),
+	'1', 'lowered dbgate.max_budgets: one budget loaded');
+$node->append_conf('postgresql.conf', "dbgate.max_budgets = 64\n");
+$node->restart;
+is($node->safe_psql('postgres', $budgets_sql),
+	$expected, 'raised dbgate.max_budgets again: everything is back');
 
 $node->stop;
 done_testing();

@@ -74,10 +74,10 @@ my $s2 = DbgateTest::Session->new($node, user => 'q_user');
 $s2->send(q{SELECT 'second'});
 poll_ok($node, state_of($s2), 'queued:1',
 	'second statement is queued at position 1');
-is( $node->safe_psql(
-		'postgres',
-		'SELECT wait_event_type, wait_event, state FROM pg_stat_activity WHERE pid = '
-		  . $s2->pid),
+poll_ok(
+	$node,
+	'SELECT wait_event_type, wait_event, state FROM pg_stat_activity WHERE pid = '
+	  . $s2->pid,
 	'Extension|Extension|active',
 	'pg_stat_activity shows the queued backend waiting on Extension');
 

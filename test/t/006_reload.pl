@@ -121,6 +121,54 @@ counters_are(
 	'enabled again: counters');
 is(backends_of($node, 'r_budget'), '', 'dbgate.backends is empty at the end');
 
+# ---------------------------------------------------------------------------
+# Budget changes need no reload: raising max_active admits a waiter at
+# once, lowering it interrupts nothing, dropping the budget admits the rest.
+
+$node->safe_psql(
+	'postgres', q{
+	SELECT dbgate.create_budget('r_change', 1, 5);
+	SELECT dbgate.assign_role('r_user', 'r_change');
+});
+$locker->query('SELECT pg_advisory_lock(3)');
+for my $i (0 .. 2)
+{
+	$s[$i]->send('SELECT pg_advisory_xact_lock_shared(3)');
+	poll_ok(
+		$node,
+		'SELECT state FROM dbgate.backends WHERE pid = ' . $s[$i]->pid,
+		$i == 0 ? 'active' : 'queued',
+		"change: statement $i is " . ($i == 0 ? 'active' : 'queued'));
+}
+$node->safe_psql('postgres', q{SELECT dbgate.alter_budget('r_change', max_active => 2)});
+poll_ok($node, waiting_on_lock($s[0], $s[1]), '2',
+	'change: raising max_active admits the head of the queue at once');
+counters_are(
+	$node, 'r_change',
+	{ active => 2, queued => 1, admitted => 2, admitted_after_wait => 1 },
+	'change: counters after raising max_active');
+$node->safe_psql('postgres', q{SELECT dbgate.alter_budget('r_change', max_active => 1)});
+is(backends_of($node, 'r_change'),
+	join(',', $s[0]->pid . ':active:-', $s[1]->pid . ':active:-', $s[2]->pid . ':queued:1'),
+	'change: lowering max_active interrupts no running statement');
+$node->safe_psql('postgres', q{SELECT dbgate.drop_budget('r_change', force => true)});
+poll_ok($node, waiting_on_lock(@s[0 .. 2]), '3',
+	'change: dropping the budget admits its queued statement');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM dbgate.backends'),
+	'0', 'change: nothing of the dropped budget is left in dbgate.backends');
+$locker->query('SELECT pg_advisory_unlock(3)');
+for my $i (0 .. 2)
+{
+	(undef, $err) = $s[$i]->result;
+	is($err, '', "change: statement $i finished");
+}
+is($node->safe_psql('postgres', 'SELECT budget FROM dbgate.status'),
+	'r_budget', 'change: only r_budget is left');
+counters_are(
+	$node, 'r_budget',
+	{ admitted => 6, admitted_after_wait => 4, peak_active => 1, peak_queued => 3 },
+	'change: other budgets are untouched');
+
 $_->quit for (@s, $extra, $idle, $locker);
 $node->safe_psql('postgres', 'ALTER SYSTEM RESET dbgate.enabled');
 $node->stop;

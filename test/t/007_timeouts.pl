@@ -134,6 +134,39 @@ $s->query('ROLLBACK');
 is(show($s, 'statement_timeout') . '/' . show($s, 'lock_timeout'),
 	'0/0', 'after ROLLBACK: session values');
 
+# The session's own changes made inside a gated statement are the
+# session's: set_config() for the session lasts, set_config() for the
+# transaction lasts until the transaction ends (the budget's lock_timeout,
+# 300ms, is not what stays behind either way).
+($out, $err) = $s->query(q{SELECT set_config('lock_timeout', '5s', false)});
+is("$out|$err", '5s|', 'set_config(lock_timeout, 5s) in a gated statement');
+is(show($s, 'lock_timeout'), '5s', 'SHOW lock_timeout after it: 5s');
+$s->query('RESET lock_timeout');
+($out, $err) = $s->query(
+	q{BEGIN; SELECT set_config('lock_timeout', '100ms', true);});
+is("$out|$err", '100ms|', 'set_config(lock_timeout, 100ms, is_local) in a gated statement');
+is(show($s, 'lock_timeout'), '100ms',
+	'SHOW lock_timeout later in the transaction: the transaction\'s 100ms');
+# LOCK TABLE is not gated: it waits under the session's own settings.
+($out, $err, $state, $secs) = timed($s,
+	q{SET LOCAL statement_timeout = '3s'; LOCK TABLE t_other IN ACCESS SHARE MODE;});
+is($state, '55P03',
+	'an ungated LOCK TABLE later in the transaction times out after the transaction\'s 100ms');
+$s->query('ROLLBACK');
+is(show($s, 'lock_timeout'), '0', 'after ROLLBACK: session value 0');
+# ... also when the transaction's value is the budget's own value
+($out, $err) = $s->query(
+	q{BEGIN; SELECT set_config('lock_timeout', '300ms', true);});
+is("$out|$err", '300ms|', 'set_config(lock_timeout, 300ms = the budget\'s, is_local)');
+is(show($s, 'lock_timeout'), '300ms',
+	'SHOW lock_timeout later in the transaction: the transaction\'s 300ms');
+$s->query('ROLLBACK');
+$s->send(q{BEGIN; SELECT set_config('search_path', 'pg_catalog', true);});
+$s->result;
+is(show($s, 'search_path'), 'pg_catalog',
+	'other parameters set for the transaction in a gated statement last');
+$s->query('ROLLBACK');
+
 # ---------------------------------------------------------------------------
 # Extended protocol (pgbench -M extended / prepared).  pgbench ends a client
 # at its first error, so SHOW after an error is checked above with psql;
@@ -218,6 +251,57 @@ like($e, qr/canceling statement due to statement timeout/,
 ok($t < 10, "-M extended: session statement_timeout smaller than the budget's wins ($t s)");
 $node->safe_psql('postgres',
 	q{SELECT dbgate.alter_budget('t_budget', statement_timeout => '500ms')});
+# SHOW after an error with the extended protocol, in the same session:
+# DBD::Pg sends statements with parameters as Parse/Bind/Execute.
+SKIP:
+{
+	skip 'DBD::Pg is not installed', 9
+	  unless eval { require DBI; require DBD::Pg; 1 };
+	my $log_offset = -s $node->logfile;
+	my $dbh = DBI->connect(
+		'dbi:Pg:dbname=postgres;host=' . $node->host . ';port=' . $node->port,
+		't_user', '', { RaiseError => 0, PrintError => 0, AutoCommit => 1 });
+	$dbh->do(q{SET statement_timeout = '20s'});
+	$dbh->do(q{SET lock_timeout = '20s'});
+	my $show = sub {
+		my ($guc) = @_;
+		return ($dbh->selectrow_array("SHOW $guc"))[0] // 'error: ' . $dbh->errstr;
+	};
+
+	my $sth = $dbh->prepare('SELECT pg_sleep($1)');
+	my $t0 = time;
+	$sth->execute(30);
+	my $t = time - $t0;
+	is($dbh->state, '57014', "extended protocol: budget statement_timeout: 57014 ($t s)");
+	is($show->('statement_timeout'), '20s',
+		'extended protocol: SHOW statement_timeout after the error: 20s');
+
+	$sth = $dbh->prepare('UPDATE t_rows SET v = v + $1 WHERE id = 1');
+	$sth->execute(1);
+	is($dbh->state, '55P03', 'extended protocol: budget lock_timeout: 55P03');
+	is($show->('lock_timeout'), '20s',
+		'extended protocol: SHOW lock_timeout after the error: 20s');
+
+	# in a transaction, the error caught by a savepoint
+	$dbh->begin_work;
+	$dbh->do('SAVEPOINT a');
+	$sth->execute(1);
+	is($dbh->state, '55P03', 'extended protocol, in a savepoint: 55P03');
+	$dbh->do('ROLLBACK TO SAVEPOINT a');
+	is($show->('lock_timeout') . '/' . $show->('statement_timeout'),
+		'20s/20s', 'extended protocol: session values after ROLLBACK TO SAVEPOINT');
+	$sth = $dbh->prepare('SELECT $1::int + 1');
+	$sth->execute(41);
+	is(($sth->fetchrow_array)[0], '42', 'extended protocol: the transaction goes on');
+	$dbh->commit;
+	$dbh->disconnect;
+	ok($node->log_contains(qr/execute [^:]+: SELECT pg_sleep\(\$1\)/, $log_offset),
+		'the statements went through the extended protocol');
+	is($node->safe_psql('postgres',
+			q{SELECT active || ':' || queued FROM dbgate.status WHERE budget = 't_budget'}),
+		'0:0', 'extended protocol: no slot left behind');
+}
+
 $locker->query('ROLLBACK');
 
 # ---------------------------------------------------------------------------
@@ -230,8 +314,11 @@ $node->safe_psql(
 });
 $locker->query('SELECT pg_advisory_lock(1)');
 
+# Starts a statement that holds the slot (without the budget's
+# statement_timeout), then sets the budget's statement_timeout to AFTER.
 sub start_holder
 {
+	my ($after) = @_;
 	my $h = DbgateTest::Session->new($node, user => 't_user');
 	$h->query(q{SET statement_timeout = 0});
 	$node->safe_psql('postgres',
@@ -242,7 +329,7 @@ sub start_holder
 			'SELECT state FROM dbgate.backends WHERE pid = ' . $h->pid, 'active'),
 		'holder has the slot');
 	$node->safe_psql('postgres',
-		q{SELECT dbgate.alter_budget('t_queue', statement_timeout => '1s')});
+		"SELECT dbgate.alter_budget('t_queue', statement_timeout => '$after')");
 	return $h;
 }
 
@@ -257,7 +344,7 @@ sub queued
 }
 
 # The session's statement_timeout cancels a queued statement.
-my $h = start_holder();
+my $h = start_holder('1s');
 $s->query(q{SET statement_timeout = '300ms'});
 $s->send('SELECT 1');
 ($out, $err, $state) = $s->result;
@@ -271,17 +358,20 @@ counters_are(
 	{ active => 1, admitted => 1, canceled_waiting => 1 },
 	'canceled by the session\'s statement_timeout: counted in canceled_waiting');
 
-# The session's statement_timeout includes the queue wait: 2 s in all,
-# about 1.2 s queued plus 1.5 s running is too long.
-$s->query(q{SET statement_timeout = '2s'});
-$s->send('SELECT pg_sleep(1.5)');
+# The session's statement_timeout includes the queue wait: 3 s in all,
+# about 1.2 s queued plus 2.5 s running is too long (the budget has no
+# statement_timeout here).
+$node->safe_psql('postgres',
+	q{SELECT dbgate.alter_budget('t_queue', statement_timeout => '0')});
+$s->query(q{SET statement_timeout = '3s'});
+$s->send('SELECT pg_sleep(2.5)');
 queued($s);
 usleep(1_200_000);
 $locker->query('SELECT pg_advisory_unlock(1)');
 ($out, $err, $state) = $s->result;
 $secs = $s->done_at - $s->sent_at;
 is($state, '57014', 'session statement_timeout counts the queue wait: 57014');
-ok($secs >= 2 && $secs < 10, "canceled 2 s after the statement started ($secs s)");
+ok($secs >= 3 && $secs < 10, "canceled 3 s after the statement started ($secs s)");
 $h->result;
 counters_are(
 	$node, 't_queue',
@@ -291,7 +381,7 @@ counters_are(
 # The budget's statement_timeout (1 s) counts from admission: about 1.2 s
 # queued plus 0.5 s running is fine.
 $locker->query('SELECT pg_advisory_lock(1)');
-$h = start_holder();
+$h = start_holder('1s');
 $s->query('RESET statement_timeout');
 $s->send('SELECT pg_sleep(0.5)');
 queued($s);

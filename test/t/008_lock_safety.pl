@@ -202,6 +202,61 @@ counters_are(
 	'control: counters at the end');
 is(backends_of($node, 'ls_budget'), '', 'control: dbgate.backends is empty');
 
+# ---------------------------------------------------------------------------
+# Across budgets: T1 (budget A) waits for A's slot, held by S, which waits
+# for U's row lock; U (budget B) waits for B's slot, held by V, which waits
+# for T1's row lock.  Each queued statement waits for a slot that only its
+# own transaction can free; one of them must be admitted as a lock holder
+# (queue_timeout bounds the test if neither is).
+
+$node->safe_psql(
+	'postgres', q{
+	SELECT dbgate.reset_stats('ls_budget');
+	SELECT dbgate.create_budget('ls_other', 1, 5, queue_timeout => '5s');
+	SELECT dbgate.alter_budget('ls_budget', queue_timeout => '5s');
+	CREATE ROLE ls_other_user LOGIN;
+	GRANT SELECT, UPDATE ON ls_rows TO ls_other_user;
+	SELECT dbgate.assign_role('ls_other_user', 'ls_other');
+});
+my $u = DbgateTest::Session->new($node, user => 'ls_other_user', name => 'u');
+my $v = DbgateTest::Session->new($node, user => 'ls_other_user', name => 'v');
+$t1->query('BEGIN; UPDATE ls_rows SET v = v + 1 WHERE id = 1;');
+$u->query('BEGIN; UPDATE ls_rows SET v = v + 1 WHERE id = 2;');
+$v->send('UPDATE ls_rows SET v = v + 10 WHERE id = 1');
+waits_for_lock($v, 'across budgets: V holds B\'s slot and waits for T1');
+$t2->send('UPDATE ls_rows SET v = v + 10 WHERE id = 2');
+waits_for_lock($t2, 'across budgets: S holds A\'s slot and waits for U');
+$t1->send('SELECT 1');
+$u->send('SELECT 2');
+my $both = q{FROM dbgate.status WHERE budget IN ('ls_budget', 'ls_other')};
+$node->poll_query_until('postgres',
+	"SELECT sum(admitted_lock_holder) + sum(rejected_timeout) > 0 $both");
+# (both may be, if they look at the same moment)
+is( $node->safe_psql(
+		'postgres',
+		"SELECT sum(admitted_lock_holder) BETWEEN 1 AND 2, sum(rejected_timeout) $both"),
+	't|0',
+	'across budgets: a queued statement admitted as a lock holder, no queue timeout');
+
+# The one admitted first ends its transaction; then the other one runs.
+my ($first, $second) =
+  $node->safe_psql('postgres', 'SELECT count(*) FROM dbgate.backends WHERE pid = ' . $t1->pid)
+  eq '0' ? ($t1, $u) : ($u, $t1);
+my ($out1, $err1, $state1) = $first->result;
+is($err1, '', 'across budgets: the statement admitted as a lock holder ran');
+$first->query('ROLLBACK');
+my ($out2, $err2, $state2) = $second->result;
+is($err2, '', 'across budgets: the other statement ran after that');
+$second->query('ROLLBACK');
+for my $x ($t2, $v)
+{
+	my (undef, $e) = $x->result;
+	is($e, '', 'across budgets: ' . $x->name . ' finished');
+}
+is($node->safe_psql('postgres', 'SELECT count(*) FROM dbgate.backends'),
+	'0', 'across budgets: dbgate.backends is empty at the end');
+$_->quit for ($u, $v);
+
 $_->quit for ($t1, $t2, $su);
 $node->stop;
 done_testing();
