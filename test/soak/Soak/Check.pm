@@ -1,0 +1,311 @@
+# Soak::Check - checks of the soak test's monitor samples and server log.
+#
+# check_samples() reads monitor.samples (see Soak::Monitor) and applies, to
+# every sample, the invariants that hold at each instant:
+#
+#   - 0 <= active <= max_active and 0 <= queued <= max_queued, with two
+#     excuses for active: statements admitted before the latest lowering of
+#     max_active (dbgate.backends rows whose state_since is earlier) and
+#     lock-holder admissions (admitted_lock_holder grew within the last
+#     lh_window seconds); and one for queued: statements queued before the
+#     latest lowering of max_queued.  The same bounds apply to the rows of
+#     dbgate.backends per budget.
+#   - counters never decrease while stats_reset stays the same;
+#   - limits never show a value that was only set in a rolled-back
+#     transaction;
+#   - a fair budget never has a free slot while statements wait; no budget
+#     has one for longer than starve_limit seconds (a lost wake-up);
+#   - a waiter's queue position never grows;
+#   - dbgate.backends rows: one per pid, state 'active' (no queue position)
+#     or 'queued' (positions 1..n within a budget), a role that is assigned
+#     to that budget, and no row older than a limit (a stuck waiter or a
+#     leaked slot).
+#
+# scan_log() looks for crashes other than the deliberate ones.
+package Soak::Check;
+
+use strict;
+use warnings;
+
+use Exporter 'import';
+use JSON::PP ();
+
+use Soak::Monitor;
+
+our @EXPORT_OK = qw(check_samples scan_log);
+
+my %S = %Soak::Monitor::S;
+my %B = %Soak::Monitor::B;
+my @COUNTERS = qw(admitted admitted_after_wait rejected_full rejected_timeout
+  canceled_waiting admitted_lock_holder);
+
+# check_samples(file => F, lowerings => { budget => { max_active => [[t0, t1],
+#   ...], max_queued => [...] } }, role_budget => { role => budget },
+#   budgets => { budget => 1 }, may_vanish => { budget => 1 },
+#   sentinels => { budget => { column => value } }, queued_age => { budget =>
+#   seconds }, max_age => seconds, lh_window => seconds, fair => { budget =>
+#   1 }, starve_limit => seconds)
+# may_vanish: budgets that are dropped and created during the run, whose
+# backends rows may appear in a sample whose status rows miss the budget.
+# Returns a hash: samples, violations (list, the first 30), nviolations,
+# max_active / max_queued (seen per budget), max_gap (seconds between
+# samples), lh_excused / lowering_excused (samples where an excuse was used).
+sub check_samples
+{
+	my (%p) = @_;
+	my $json = JSON::PP->new;
+	my %r = (
+		samples => 0,
+		violations => [],
+		nviolations => 0,
+		max_active => {},
+		max_queued => {},
+		max_gap => 0,
+		lh_excused => 0,
+		lowering_excused => 0);
+	my $viol = sub {
+		my ($t, $msg) = @_;
+		$r{nviolations}++;
+		push @{ $r{violations} }, sprintf('%.3f %s', $t, $msg)
+		  if @{ $r{violations} } < 30;
+	};
+	my %prev;       # "budget@stats_reset" -> previous status row
+	my %qpos;       # "pid@since" -> last queue position seen
+	my %starved;    # budget -> time since when a slot is free while others wait
+	my %lh_hist;    # same key -> [[t, admitted_lock_holder], ...]
+	my $prev_t;
+
+	open(my $fh, '<', $p{file}) or die "$p{file}: $!";
+	while (my $line = <$fh>)
+	{
+		chomp $line;
+		my ($t, $sj, $bj) = split /\t/, $line;
+		next unless defined $bj;
+		my $status = $json->decode($sj);
+		my $backends = $json->decode($bj);
+		$r{samples}++;
+		$r{max_gap} = $t - $prev_t
+		  if defined $prev_t && $t - $prev_t > $r{max_gap};
+		$prev_t = $t;
+
+		# backends rows by budget, and checks of single rows
+		my (%rows, %pids);
+		for my $b (@$backends)
+		{
+			my ($pid, $role, $budget, $state, $since, $pos) =
+			  @$b[ @B{qw(pid role budget state since position)} ];
+			$viol->($t, "pid $pid has two rows in dbgate.backends")
+			  if $pids{$pid}++;
+			my $want = $p{role_budget}{$role};
+			$viol->($t, "backend $pid of role $role in budget $budget")
+			  unless defined $want && $want eq $budget;
+			if ($state eq 'active')
+			{
+				$viol->($t, "active backend $pid has queue position $pos")
+				  if defined $pos;
+			}
+			elsif ($state eq 'queued')
+			{
+				$viol->($t, "queued backend $pid has no queue position")
+				  unless defined $pos;
+				my $limit = $p{queued_age}{$budget} // $p{max_age};
+				$viol->($t,
+					sprintf('backend %d queued in %s for %.1f s', $pid, $budget, $t - $since))
+				  if $t - $since > $limit;
+			}
+			else
+			{
+				$viol->($t, "backend $pid in state '$state'");
+			}
+			$viol->($t,
+				sprintf('backend %d %s in %s for %.1f s', $pid, $state, $budget, $t - $since))
+			  if $state eq 'active' && $t - $since > $p{max_age};
+			push @{ $rows{$budget}{$state} }, $b;
+		}
+		# a waiter never loses places in its queue
+		my %qpos_now;
+		for my $budget (keys %rows)
+		{
+			for my $b (@{ $rows{$budget}{queued} // [] })
+			{
+				my $k = "$b->[$B{pid}]\@$b->[$B{since}]";
+				my $pos = $b->[ $B{position} ] // 0;
+				$viol->($t,
+					"backend $b->[$B{pid}] moved back in the queue of $budget from position $qpos{$k} to $pos"
+				) if defined $qpos{$k} && $pos > $qpos{$k};
+				$qpos_now{$k} = $pos;
+			}
+		}
+		%qpos = %qpos_now;
+
+		for my $budget (keys %rows)
+		{
+			my @pos = sort { $a <=> $b }
+			  map { $_->[ $B{position} ] // 0 } @{ $rows{$budget}{queued} // [] };
+			for my $i (0 .. $#pos)
+			{
+				if ($pos[$i] != $i + 1)
+				{
+					$viol->($t, "queue positions of $budget are @pos");
+					last;
+				}
+			}
+		}
+
+		my %seen_budget;
+		for my $s (@$status)
+		{
+			my %v = map { $_ => $s->[ $S{$_} ] } keys %S;
+			my $budget = $v{budget};
+			$seen_budget{$budget} = 1;
+			my $key = "$budget\@$v{stats_reset}";
+
+			if (!$p{budgets}{$budget})
+			{
+				$viol->($t, "unknown budget $budget in dbgate.status");
+				next;
+			}
+			for my $col (keys %{ $p{sentinels}{$budget} // {} })
+			{
+				$viol->($t,
+					"$budget.$col = $v{$col}: a value set only in a rolled-back transaction"
+				) if $v{$col} == $p{sentinels}{$budget}{$col};
+			}
+			$viol->($t, "$budget: active $v{active} or queued $v{queued} negative")
+			  if $v{active} < 0 || $v{queued} < 0;
+
+			# counters only grow until reset
+			if (my $pr = $prev{$key})
+			{
+				for my $c (@COUNTERS, qw(peak_active peak_queued))
+				{
+					$viol->($t, "$budget.$c went down from $pr->{$c} to $v{$c}")
+					  if $v{$c} < $pr->{$c};
+				}
+			}
+			$prev{$key} = \%v;
+
+			# lock-holder admissions within the window
+			my $h = $lh_hist{$key} //= [];
+			push @$h, [ $t, $v{admitted_lock_holder} ];
+			shift @$h while @$h > 1 && $h->[1][0] < $t - $p{lh_window};
+			my $lh = $v{admitted_lock_holder} - $h->[0][1];
+			# the window may reach back before the first sample of this key
+			$lh = $v{admitted_lock_holder} if $h->[0][0] >= $t - $p{lh_window};
+
+			my $ga = grandfathered($p{lowerings}{$budget}{max_active}, $t,
+				$rows{$budget}{active});
+			my $gq = grandfathered($p{lowerings}{$budget}{max_queued}, $t,
+				$rows{$budget}{queued});
+
+			$r{max_active}{$budget} = $v{active}
+			  if $v{active} > ($r{max_active}{$budget} // -1);
+			$r{max_queued}{$budget} = $v{queued}
+			  if $v{queued} > ($r{max_queued}{$budget} // -1);
+
+			# A fair budget hands a released slot straight to the head of
+			# its queue: nobody waits while a slot is free.  A non-fair one
+			# wakes the head, which takes the slot at once.
+			if ($v{queued} > 0 && $v{active} < $v{max_active})
+			{
+				$viol->($t,
+					"$budget (fair): queued $v{queued} while active $v{active} < max_active $v{max_active}"
+				) if $p{fair}{$budget};
+				$starved{$budget} //= $t;
+				$viol->($t,
+					sprintf('%s: a slot has been free for %.1f s while %d statement(s) wait',
+						$budget, $t - $starved{$budget}, $v{queued}))
+				  if $t - $starved{$budget} > $p{starve_limit};
+			}
+			else
+			{
+				delete $starved{$budget};
+			}
+
+			my $nact = scalar @{ $rows{$budget}{active} // [] };
+			my $nque = scalar @{ $rows{$budget}{queued} // [] };
+			for my $c ([ 'active', $v{active} ], [ 'active rows', $nact ])
+			{
+				my ($what, $n) = @$c;
+				next if $n <= $v{max_active};
+				if ($n <= $v{max_active} + $ga + $lh)
+				{
+					$r{lh_excused}++ if $n > $v{max_active} + $ga;
+					$r{lowering_excused}++ if $n <= $v{max_active} + $ga;
+					next;
+				}
+				$viol->($t,
+					"$budget: $what $n > max_active $v{max_active} "
+					  . "(admitted before a lowering: $ga, recent lock-holder admissions: $lh)"
+				);
+			}
+			for my $c ([ 'queued', $v{queued} ], [ 'queued rows', $nque ])
+			{
+				my ($what, $n) = @$c;
+				next if $n <= $v{max_queued};
+				if ($n <= $v{max_queued} + $gq)
+				{
+					$r{lowering_excused}++;
+					next;
+				}
+				$viol->($t,
+					"$budget: $what $n > max_queued $v{max_queued} "
+					  . "(queued before a lowering: $gq)");
+			}
+		}
+		for my $budget (keys %rows)
+		{
+			$viol->($t, "dbgate.backends rows for budget $budget, which dbgate.status does not show")
+			  unless $seen_budget{$budget} || $p{may_vanish}{$budget};
+		}
+	}
+	close $fh;
+	return \%r;
+}
+
+# Rows admitted (or queued) before the latest lowering that may already be
+# in effect at time t.  A lowering is [t_before, t_after]: the commit
+# happened in between.
+sub grandfathered
+{
+	my ($lowerings, $t, $rows) = @_;
+	return 0 unless $lowerings && $rows;
+	my $latest;
+	for my $l (@$lowerings)
+	{
+		$latest = $l->[1] if $l->[0] <= $t;
+	}
+	return 0 unless defined $latest;
+	return scalar grep { $_->[ $B{since} ] < $latest } @$rows;
+}
+
+# scan_log(file => F, killed => [pids]) -> (problems, deliberate kills seen)
+sub scan_log
+{
+	my (%p) = @_;
+	my %killed = map { $_ => 1 } @{ $p{killed} };
+	my @problems;
+	my $seen = 0;
+	open(my $fh, '<', $p{file}) or return ([ "cannot read $p{file}: $!" ], 0);
+	while (my $line = <$fh>)
+	{
+		chomp $line;
+		if ($line =~ /\(PID (\d+)\) was terminated by signal (\d+)/)
+		{
+			if ($killed{$1} && $2 == 9) { $seen++; next; }
+			push @problems, $line;
+			next;
+		}
+		# a parallel worker ends with an error when its leader is
+		# canceled or terminated
+		next
+		  if $line =~
+		  /background worker "parallel worker" \(PID \d+\) exited with exit code 1$/;
+		push @problems, $line
+		  if $line =~ /PANIC|TRAP:|[Aa]ssert|terminated by signal|exited with exit code|WARNING:.*dbgate|dbgate\.state\.corrupt/;
+	}
+	close $fh;
+	return (\@problems, $seen);
+}
+
+1;

@@ -1,0 +1,885 @@
+# Soak::Client - one client session of the soak test.
+#
+# A client is a forked process that logs in as one role and runs a random
+# mix of operations until the run directory's "stop" file appears, then
+# writes what it observed to client-<id>.stats and exits.
+#
+# Bookkeeping.  For the roles of the budgets whose counters are checked
+# exactly, every statement that needs a slot is accounted under the
+# connection's epoch by what the client saw of it:
+#
+#   adm_lo   certainly admitted: it succeeded, or failed in a way that only
+#            an executing statement can (division by zero, lock timeout,
+#            deadlock, a statement timeout that cannot fire in the queue)
+#   amb      maybe admitted, maybe left the queue (canceled_waiting), maybe
+#            neither: canceled, terminated, disconnected, or a statement
+#            timeout that may have fired while it waited
+#   full     53300 "is full"          (rejected_full)
+#   qto      53300 "timed out waiting" (rejected_timeout)
+#   lost_unconf  statements whose result never arrived and that were not
+#            seen queued or active first: a rejection of one of them could
+#            have been counted without the client seeing it
+#
+# A DO block or procedure reports each of its gated statements with
+# RAISE NOTICE 'soak_step' (plain RAISE runs no executor, so it takes no
+# slot); statements that run while the backend already holds a slot (an open
+# cursor) are never admitted, queued or rejected.
+package Soak::Client;
+
+use strict;
+use warnings;
+
+use DBI;
+use DBD::Pg qw(:async);
+use Socket ();
+use Time::HiRes qw(time sleep);
+
+use Soak::Common qw(read_epoch flag_set dsn classify_error error_parts);
+
+# A statement running this long means a lost wake-up or a stuck queue: no
+# operation of the workload can take more than a few seconds.
+use constant HANG_SECONDS => 60;
+use constant HOT_ROWS => 4;
+
+# Operation mix by role class.
+my %COMMON = (
+	sleep => 24,
+	cpu => 10,
+	error => 8,
+	hot => 12,
+	savepoint => 8,
+	cursor => 8,
+	do_block => 7,
+	procedure => 5,
+	prepared => 5,
+	explain => 3,
+	nested => 3,
+	ctas => 2,
+	parallel => 2,
+	set_role => 2);
+my %MIX = (
+	a => {%COMMON},
+	b => { %COMMON, amb_timeout => 4, disconnect => 4 },
+	c => { %COMMON, amb_timeout => 4, disconnect => 4 },
+	free => { %COMMON, amb_timeout => 4, disconnect => 2 });
+
+# new(id, role, class, budget, checked, qt_ms, session_st_ms, host, port,
+#     dir, seed, superuser)
+sub new
+{
+	my ($class, %p) = @_;
+	my $self = bless {%p}, $class;
+	$self->{dbh} = undef;
+	$self->{side} = undef;
+	$self->{epoch} = -1;
+	$self->{acct} = {};
+	$self->{tot} = {};
+	$self->{errors} = {};
+	$self->{ops} = {};
+	$self->{fails} = [];
+	$self->{nfails} = 0;
+	$self->{seq} = 0;
+	my @ops = sort keys %{ $MIX{ $p{class} } };
+	$self->{mix} = [ map { [ $_, $MIX{ $p{class} }{$_} ] } @ops ];
+	return $self;
+}
+
+sub fail
+{
+	my ($self, $msg) = @_;
+	$self->{nfails}++;
+	push @{ $self->{fails} }, $msg if @{ $self->{fails} } < 20;
+	return;
+}
+
+sub stopping { my ($self) = @_; return flag_set($self->{dir}, 'stop'); }
+
+# ---------------------------------------------------------------------
+# Main loop
+
+sub run
+{
+	my ($self) = @_;
+	srand($self->{seed});
+	local $SIG{__WARN__} = sub {
+		my ($w) = @_;
+		if ($w =~ /soak_step/) { $self->{notices}++; }
+		elsif ($w =~ /^(NOTICE|WARNING|INFO):/) { }
+		else { print STDERR "client $self->{id}: $w"; }
+	};
+	while (!$self->stopping)
+	{
+		if (!$self->{dbh})
+		{
+			$self->connect or next;
+		}
+		my $op = $self->pick_op;
+		$self->{ops}{$op}++;
+		$self->{rejected} = 0;
+		my $m = "op_$op";
+		$self->$m();
+		$self->check_session_settings
+		  if !$self->{lost} && $self->{dbh} && rand() < 0.1;
+		$self->drop_conn if $self->{lost};
+		sleep(rand(0.03) + ($self->{rejected} ? rand(0.15) : 0));
+	}
+	$self->drop_conn;
+	$self->drop_side;
+	$self->write_stats;
+	return;
+}
+
+sub pick_op
+{
+	my ($self) = @_;
+	my $total = 0;
+	$total += $_->[1] for @{ $self->{mix} };
+	my $r = rand($total);
+	for my $e (@{ $self->{mix} })
+	{
+		return $e->[0] if ($r -= $e->[1]) < 0;
+	}
+	return $self->{mix}[-1][0];
+}
+
+# Connect when an epoch is running, and make sure it still runs once
+# connected (a connection made after a crash but before the counters were
+# reset belongs to no epoch and is dropped unused).
+sub connect
+{
+	my ($self) = @_;
+	while (!$self->stopping)
+	{
+		my ($e, $state) = read_epoch($self->{dir});
+		if ($state ne 'running')
+		{
+			sleep 0.05;
+			next;
+		}
+		my $dbh = DBI->connect(
+			dsn($self->{host}, $self->{port}),
+			$self->{role}, '',
+			{
+				AutoCommit => 1,
+				RaiseError => 0,
+				PrintError => 0,
+				PrintWarn => 1,
+				AutoInactiveDestroy => 1
+			});
+		if (!$dbh)
+		{
+			sleep 0.1;
+			next;
+		}
+		my $ok = $dbh->do("SET application_name = 'soak-$self->{id}'");
+		$ok &&= $dbh->do("SET statement_timeout = '$self->{session_st_ms}ms'");
+		my ($e2, $state2) = read_epoch($self->{dir});
+		if (!$ok || $e2 != $e || $state2 ne 'running')
+		{
+			$dbh->disconnect;
+			sleep 0.05;
+			next;
+		}
+		$self->drop_side if $self->{side_epoch} && $self->{side_epoch} != $e;
+		$self->{dbh} = $dbh;
+		$self->{epoch} = $e;
+		$self->{st_ms} = $self->{session_st_ms};
+		$self->{lost} = 0;
+		$self->{tot}{connects}++;
+		return 1;
+	}
+	return 0;
+}
+
+# Close the connection; after a shutdown() of the socket or a lost
+# connection the pending result is collected first, so that DBD::Pg does not
+# send a cancel request on our behalf.
+sub drop_conn
+{
+	my ($self) = @_;
+	my $dbh = $self->{dbh} or return;
+	$self->{dbh} = undef;
+	$self->{sth} = {};
+	if ($dbh->{pg_async_status})
+	{
+		my $t0 = time;
+		while (!$dbh->pg_ready && time - $t0 < 5) { sleep 0.01 }
+		$dbh->pg_result;
+	}
+	$dbh->disconnect;
+	return;
+}
+
+# A superuser connection (never gated) to look at our own backend.
+sub side
+{
+	my ($self) = @_;
+	return $self->{side} if $self->{side};
+	my $dbh = DBI->connect(
+		dsn($self->{host}, $self->{port}),
+		$self->{superuser}, '',
+		{ AutoCommit => 1, RaiseError => 0, PrintError => 0, AutoInactiveDestroy => 1 })
+	  or return undef;
+	$self->{side} = $dbh;
+	$self->{side_epoch} = $self->{epoch};
+	return $dbh;
+}
+
+sub drop_side
+{
+	my ($self) = @_;
+	my $dbh = $self->{side} or return;
+	$self->{side} = undef;
+	$dbh->disconnect;
+	return;
+}
+
+# ---------------------------------------------------------------------
+# Running and accounting statements
+
+# start(SQL, params => [...]) sends a statement; returns an outcome hash,
+# with done => 1 if sending failed already.
+sub start
+{
+	my ($self, $sql, %opt) = @_;
+	my $dbh = $self->{dbh};
+	my $o = { sql => $sql };
+	$self->{notices} = 0;
+	$self->{tot}{statements}++;
+	my $rv;
+	if ($opt{params})
+	{
+		my $sth = $self->{sth}{$sql} //=
+		  $dbh->prepare($sql, { pg_async => PG_ASYNC });
+		$rv = $sth->execute(@{ $opt{params} }) if $sth;
+	}
+	else
+	{
+		$rv = $dbh->do($sql, { pg_async => PG_ASYNC });
+	}
+	if (!defined $rv)
+	{
+		$self->collect_error($o);
+		$o->{done} = 1;
+	}
+	return $o;
+}
+
+# finish(OUTCOME): wait for the result of a started statement.
+sub finish
+{
+	my ($self, $o) = @_;
+	return $o if $o->{done};
+	my $dbh = $self->{dbh};
+	my $t0 = time;
+	my $hung = 0;
+	while (!$dbh->pg_ready)
+	{
+		if (!$hung && time - $t0 > HANG_SECONDS)
+		{
+			$self->fail(
+				sprintf("statement still running after %d s (epoch %d): %s",
+					HANG_SECONDS, $self->{epoch}, $o->{sql}));
+			$hung = 1;
+		}
+		my $rin = '';
+		vec($rin, $dbh->{pg_socket}, 1) = 1;
+		select($rin, undef, undef, 0.05);
+	}
+	my $res = $dbh->pg_result;
+	if (defined $res) { $o->{ok} = 1; }
+	else { $self->collect_error($o); }
+	$o->{notices} = $self->{notices};
+	$o->{done} = 1;
+	return $o;
+}
+
+sub collect_error
+{
+	my ($self, $o) = @_;
+	my $dbh = $self->{dbh};
+	$o->{state} = $dbh->state // '';
+	$o->{errstr} = $dbh->errstr // '';
+	($o->{msg}, $o->{detail}) = error_parts($o->{errstr});
+	$o->{notices} = $self->{notices};
+	return;
+}
+
+# sql(SQL, MODE, %opt): run one statement and account for it; returns true
+# if it succeeded.  MODE says what the statement asks of the gate:
+#   one    needs a slot (the backend holds none)
+#   held   runs while the backend holds a slot: never queued or rejected
+#   none   not gated (utility statements, plain EXPLAIN)
+#   multi  a DO block or CALL: its statements are gated one at a time
+sub sql
+{
+	my ($self, $sql, $mode, %opt) = @_;
+	return 0 if $self->{lost} || !$self->{dbh};
+	my $o = $self->finish($self->start($sql, %opt));
+	$self->account($o, $mode, %opt);
+	$self->{last} = $o;
+	return $o->{ok} ? 1 : 0;
+}
+
+sub account
+{
+	my ($self, $o, $mode, %opt) = @_;
+	my $kind = $o->{ok} ? 'ok' : classify_error($o->{state}, $o->{errstr});
+	$o->{kind} = $kind;
+	$self->{tot}{"outcome_$kind"}++;
+	$self->{errors}{ $o->{state} }++ if !$o->{ok} && $o->{state} ne '';
+	$self->{lost} = 1 if $kind eq 'lost';
+	$self->{rejected} = 1 if $kind eq 'full' || $kind eq 'qto';
+
+	$self->check_rejection($o, $mode) if $kind eq 'full' || $kind eq 'qto';
+	$self->fail("unexpected error ($o->{state}) for: $o->{sql}: $o->{msg}")
+	  if $kind eq 'other';
+	$self->fail("statement in a failed transaction: $o->{sql}")
+	  if $kind eq 'aborted';
+
+	return unless $self->{checked};
+	my $acc = $self->{acct}{ $self->{epoch} }{ $self->{budget} } //= {};
+	my $single = 1;
+	if ($mode eq 'multi')
+	{
+		$acc->{adm_lo} += $o->{notices};
+		return if $kind eq 'ok';
+		$single = 0;
+	}
+	elsif ($mode ne 'one')
+	{
+		return;
+	}
+	$acc->{attempts}++;
+	if ($kind eq 'ok' || $kind eq 'exec') { $acc->{adm_lo}++; }
+	elsif ($kind eq 'full') { $acc->{full}++; }
+	elsif ($kind eq 'qto') { $acc->{qto}++; }
+	elsif ($kind eq 'st')
+	{
+		# The budget's statement_timeout runs from admission.  The
+		# session's runs from the start of the statement and can fire in
+		# the queue, unless the queue timeout ends every wait well before.
+		my $st = $self->{st_ms};
+		my $qt = $self->{qt_ms};
+		if ($st == 0 || ($single && $qt > 0 && $st >= $qt + 1000))
+		{
+			$acc->{adm_lo}++;
+		}
+		else { $acc->{amb}++; }
+	}
+	elsif ($kind eq 'parse') { }
+	else
+	{
+		# cancel, lost, other
+		$acc->{amb}++;
+		$acc->{lost_unconf}++ if $kind ne 'cancel' && !$opt{seen};
+	}
+	return;
+}
+
+# A rejection must name our budget, never hit a statement that needs no
+# slot, and carry a DETAIL that fits it.
+sub check_rejection
+{
+	my ($self, $o, $mode) = @_;
+	my $b = $self->{budget};
+	if (!defined $b)
+	{
+		$self->fail("ungated role $self->{role} was rejected: $o->{msg}");
+		return;
+	}
+	$self->fail("rejection names another budget than $b: $o->{msg}")
+	  unless $o->{msg} =~ /"\Q$b\E"/;
+	$self->fail("a statement that needs no slot ($mode) was rejected: "
+		  . "$o->{sql}: $o->{msg}")
+	  if $mode eq 'held' || $mode eq 'none';
+	if ($o->{kind} eq 'full')
+	{
+		if ($o->{detail} =~
+			/^(\d+) of (\d+) statements are active and (\d+) of (\d+) queue places are taken\.$/
+		  )
+		{
+			my ($a, $ma, $q, $mq) = ($1, $2, $3, $4);
+			$self->fail("full although the queue has room: $o->{detail}")
+			  if $q < $mq;
+			$self->fail("rolled-back limit in effect: $o->{detail}")
+			  if $ma == 9 || $mq == 9;
+		}
+		else
+		{
+			$self->fail("unexpected DETAIL of a full rejection: $o->{detail}");
+		}
+	}
+	else
+	{
+		if ($o->{detail} =~
+			/^Waited (\d+) ms in the queue; the queue timeout is (\d+) ms\.$/)
+		{
+			my ($w, $t) = ($1, $2);
+			$self->fail("queue timeout after $w ms, before its $t ms")
+			  if $w < $t;
+			$self->fail("queue timeout of $t ms, expected $self->{qt_ms} ms")
+			  if $self->{checked} && $t != $self->{qt_ms};
+		}
+		else
+		{
+			$self->fail("unexpected DETAIL of a queue timeout: $o->{detail}");
+		}
+	}
+	return;
+}
+
+# Nothing the gate applied leaks into the session.
+sub check_session_settings
+{
+	my ($self) = @_;
+	my $dbh = $self->{dbh};
+	my ($st) = $dbh->selectrow_array('SHOW statement_timeout');
+	my ($lt) = $dbh->selectrow_array('SHOW lock_timeout');
+	return unless defined $st && defined $lt;
+	$self->fail("SHOW statement_timeout is $st, the session set "
+		  . "$self->{st_ms} ms")
+	  if to_ms($st) != $self->{st_ms};
+	$self->fail("SHOW lock_timeout is $lt, the session has 0")
+	  if to_ms($lt) != 0;
+	return;
+}
+
+sub to_ms
+{
+	my ($v) = @_;
+	my %unit = (ms => 1, s => 1000, min => 60000, h => 3600000, '' => 1);
+	return $v =~ /^(\d+)(ms|s|min|h|)$/ ? $1 * $unit{$2} : -1;
+}
+
+# End a transaction that failed (unless the connection is gone).
+sub abort_txn
+{
+	my ($self) = @_;
+	$self->sql('ROLLBACK', 'none') unless $self->{lost};
+	return;
+}
+
+sub rand_sleep
+{
+	my $r = rand();
+	return sprintf('%.3f', rand(0.02)) if $r < 0.6;
+	return sprintf('%.3f', 0.02 + rand(0.28)) if $r < 0.9;
+	return sprintf('%.3f', 0.3 + rand(2.0));
+}
+
+sub short_sleep { return sprintf('%.3f', rand(0.03)); }
+
+# ---------------------------------------------------------------------
+# Operations
+
+sub op_sleep
+{
+	my ($self) = @_;
+	my $s = rand_sleep();
+	if (rand() < 0.5) { $self->sql("SELECT pg_sleep($s)", 'one'); }
+	else
+	{
+		# extended protocol, server-side prepared
+		$self->sql('SELECT pg_sleep($1)', 'one', params => [$s]);
+	}
+	return;
+}
+
+sub op_cpu
+{
+	my ($self) = @_;
+	my $n = 1000 + int(rand(300000));
+	if (rand() < 0.5)
+	{
+		$self->sql(
+			"SELECT count(*) FROM generate_series(1, $n) g WHERE g % 7 = 3",
+			'one');
+	}
+	else
+	{
+		$self->sql(
+			'SELECT count(*) FROM generate_series(1, $1::int) g WHERE g % 7 = 3',
+			'one', params => [$n]);
+	}
+	return;
+}
+
+sub op_error
+{
+	my ($self) = @_;
+	my $r = rand();
+	if ($r < 0.4)
+	{
+		# division by zero at run time (random() is not folded)
+		$self->sql('SELECT 1 / (random() * 0)::int', 'one');
+	}
+	elsif ($r < 0.6)
+	{
+		$self->sql('SELECT soak_fail()', 'one');
+	}
+	elsif ($r < 0.8)
+	{
+		$self->sql('SELEC 1', 'one');
+	}
+	else
+	{
+		$self->sql('SELECT no_such_column FROM soak_hot', 'one');
+	}
+	return;
+}
+
+# Row locks on a small hot table, with lock_timeout; a transaction that
+# holds a row lock and then queues for its next statement is what the
+# lock-holder admission is for.
+sub op_hot
+{
+	my ($self) = @_;
+	my $lt = 20 + int(rand(600));
+	my $k = 1 + int(rand(HOT_ROWS));
+	$self->sql('BEGIN', 'none') or return;
+	$self->sql("SET LOCAL lock_timeout = '${lt}ms'", 'none')
+	  or return $self->abort_txn;
+	$self->sql("UPDATE soak_hot SET v = v + 1 WHERE id = $k", 'one')
+	  or return $self->abort_txn;
+	if (rand() < 0.3)
+	{
+		my $k2 = 1 + int(rand(HOT_ROWS));
+		my $nowait = rand() < 0.3 ? ' NOWAIT' : '';
+		$self->sql("SELECT v FROM soak_hot WHERE id = $k2 FOR UPDATE$nowait",
+			'one')
+		  or return $self->abort_txn;
+	}
+	my $s = rand() < 0.7 ? short_sleep() : rand_sleep();
+	$self->sql("SELECT pg_sleep($s)", 'one') or return $self->abort_txn;
+	if (rand() < 0.2) { $self->sql('ROLLBACK', 'none'); }
+	else { $self->sql('COMMIT', 'none'); }
+	return;
+}
+
+sub op_savepoint
+{
+	my ($self) = @_;
+	$self->sql('BEGIN', 'none') or return;
+	$self->sql('SELECT pg_sleep(' . short_sleep() . ')', 'one')
+	  or return $self->abort_txn;
+	$self->sql('SAVEPOINT s1', 'none') or return $self->abort_txn;
+	my $r = rand();
+	my $inner =
+		$r < 0.3 ? 'SELECT 1 / (random() * 0)::int'
+	  : $r < 0.4 ? 'SELEC 2'
+	  :            'SELECT pg_sleep(' . rand_sleep() . ')';
+	my $ok = $self->sql($inner, 'one');
+	return if $self->{lost};
+	if (!$ok || rand() < 0.5)
+	{
+		# also undoes a queue wait that was canceled or timed out
+		$self->sql('ROLLBACK TO SAVEPOINT s1', 'none') or return $self->abort_txn;
+	}
+	else
+	{
+		$self->sql('RELEASE SAVEPOINT s1', 'none') or return $self->abort_txn;
+	}
+	$self->sql('SELECT count(*) FROM soak_hot', 'one') or return $self->abort_txn;
+	$self->sql('COMMIT', 'none');
+	return;
+}
+
+# Cursors keep the slot until they are closed, rolled back or the
+# transaction ends; statements in between never queue.
+sub op_cursor
+{
+	my ($self) = @_;
+	my $n = 1000 + int(rand(20000));
+	$self->sql('BEGIN', 'none') or return;
+	if (rand() < 0.35)
+	{
+		# declared in a subtransaction that is rolled back
+		$self->sql('SAVEPOINT s1', 'none') or return $self->abort_txn;
+		my $ok = $self->sql(
+			"DECLARE c1 CURSOR FOR SELECT g FROM generate_series(1, $n) g",
+			'one');
+		return if $self->{lost};
+		$ok &&= $self->sql('FETCH 100 FROM c1', 'held');
+		return if $self->{lost};
+		$self->sql('ROLLBACK TO SAVEPOINT s1', 'none') or return $self->abort_txn;
+		# the slot went with the subtransaction
+		$self->sql('SELECT pg_sleep(' . short_sleep() . ')', 'one')
+		  or return $self->abort_txn;
+		$self->sql('COMMIT', 'none');
+		return;
+	}
+	$self->sql("DECLARE c1 CURSOR FOR SELECT g FROM generate_series(1, $n) g",
+		'one')
+	  or return $self->abort_txn;
+	$self->sql('FETCH 100 FROM c1', 'held') or return $self->abort_txn;
+	$self->sql('SELECT pg_sleep(' . short_sleep() . ')', 'held')
+	  or return $self->abort_txn;
+	my $r = rand();
+	if ($r < 0.3)
+	{
+		$self->sql('CLOSE c1', 'none') or return $self->abort_txn;
+		$self->sql('SELECT count(*) FROM soak_hot', 'one')
+		  or return $self->abort_txn;
+	}
+	elsif ($r < 0.55)
+	{
+		# a second cursor inside a subtransaction that fails
+		$self->sql('SAVEPOINT s2', 'none') or return $self->abort_txn;
+		my $ok = $self->sql('DECLARE c2 CURSOR FOR SELECT 1 / (random() * 0)::int',
+			'held');
+		$ok &&= $self->sql('FETCH 1 FROM c2', 'held');
+		return if $self->{lost};
+		$self->sql('ROLLBACK TO SAVEPOINT s2', 'none') or return $self->abort_txn;
+		$self->sql('FETCH 10 FROM c1', 'held') or return $self->abort_txn;
+	}
+	elsif ($r < 0.65 && $self->{class} ne 'a')
+	{
+		# go away while holding the slot: backend exit returns it
+		$self->{tot}{disconnect_holding}++;
+		$self->shut_socket;
+		$self->{lost} = 1;
+		return;
+	}
+	else
+	{
+		# left open until the transaction ends
+		$self->sql('SELECT count(*) FROM soak_hot', 'held')
+		  or return $self->abort_txn;
+	}
+	if (rand() < 0.3) { $self->sql('ROLLBACK', 'none'); }
+	else { $self->sql('COMMIT', 'none'); }
+	return;
+}
+
+sub op_do_block
+{
+	my ($self) = @_;
+	my $k = 1 + int(rand(4));
+	my $body = '';
+	for my $i (1 .. $k)
+	{
+		if (rand() < 0.2)
+		{
+			# admitted, fails, caught: the subtransaction abort returns the slot
+			$body .= 'BEGIN PERFORM 1 / (random() * 0)::int; '
+			  . 'EXCEPTION WHEN division_by_zero THEN NULL; END; ';
+		}
+		else
+		{
+			$body .= 'PERFORM pg_sleep(' . short_sleep() . '); ';
+		}
+		$body .= "RAISE NOTICE 'soak_step'; ";
+		$body .= 'COMMIT; ' if rand() < 0.5;
+	}
+	$body .= 'PERFORM 1 / (random() * 0)::int; ' if rand() < 0.2;
+	$self->sql("DO \$\$BEGIN $body END\$\$", 'multi');
+	return;
+}
+
+sub op_procedure
+{
+	my ($self) = @_;
+	my $k = 1 + int(rand(4));
+	my $ms = int(rand(40));
+	my $fail = rand() < 0.2 ? 'true' : 'false';
+	$self->sql("CALL soak_proc($k, $ms, $fail)", 'multi');
+	return;
+}
+
+sub op_prepared
+{
+	my ($self) = @_;
+	my $name = 'soak_p' . ++$self->{seq};
+	$self->sql("PREPARE $name(int) AS SELECT count(*) FROM generate_series(1, \$1)",
+		'none')
+	  or return;
+	for (1 .. 1 + int(rand(3)))
+	{
+		my $n = 1 + int(rand(50000));
+		$self->sql("EXECUTE $name($n)", 'one');
+		return if $self->{lost};
+	}
+	$self->sql("DEALLOCATE $name", 'none');
+	return;
+}
+
+sub op_explain
+{
+	my ($self) = @_;
+	$self->sql('EXPLAIN SELECT * FROM soak_hot WHERE id = 1', 'none');
+	$self->sql('EXPLAIN (ANALYZE, COSTS OFF) SELECT pg_sleep(' . short_sleep() . ')',
+		'one');
+	return;
+}
+
+# Queries run by a function inside an admitted statement never queue; a
+# SECURITY DEFINER function does not change the budget.
+sub op_nested
+{
+	my ($self) = @_;
+	if (rand() < 0.7)
+	{
+		$self->sql('SELECT soak_nested(' . (1 + int(rand(5))) . ')', 'one');
+	}
+	else
+	{
+		$self->sql('SELECT soak_secdef()', 'one');
+	}
+	return;
+}
+
+# The budget is the session user's: SET ROLE to the ungated role changes
+# nothing.
+sub op_set_role
+{
+	my ($self) = @_;
+	$self->sql('SET ROLE soak_free', 'none') or return;
+	$self->sql('SELECT pg_sleep(' . short_sleep() . ')', 'one');
+	$self->sql('RESET ROLE', 'none');
+	return;
+}
+
+# Parallel workers work under their leader's slot.
+sub op_parallel
+{
+	my ($self) = @_;
+	my $n = 1000 + int(rand(100000));
+	$self->sql('BEGIN', 'none') or return;
+	$self->sql('SET LOCAL force_parallel_mode = on', 'none')
+	  or return $self->abort_txn;
+	$self->sql("SELECT count(*) FROM soak_hot, generate_series(1, $n) g", 'one')
+	  or return $self->abort_txn;
+	$self->sql('COMMIT', 'none');
+	return;
+}
+
+sub op_ctas
+{
+	my ($self) = @_;
+	$self->sql('BEGIN', 'none') or return;
+	$self->sql(
+		'CREATE TEMP TABLE soak_t ON COMMIT DROP AS '
+		  . 'SELECT g FROM generate_series(1, 500) g',
+		'one'
+	) or return $self->abort_txn;
+	$self->sql('SELECT count(*) FROM soak_t', 'one') or return $self->abort_txn;
+	$self->sql('COMMIT', 'none');
+	return;
+}
+
+# A short session statement_timeout that may fire while queued.
+sub op_amb_timeout
+{
+	my ($self) = @_;
+	my $st = 50 + int(rand(250));
+	$self->sql("SET statement_timeout = '${st}ms'", 'none') or return;
+	$self->{st_ms} = $st;
+	$self->sql('SELECT pg_sleep(' . sprintf('%.3f', 0.03 + rand(0.3)) . ')',
+		'one');
+	return if $self->{lost};
+	$self->sql("SET statement_timeout = '$self->{session_st_ms}ms'", 'none');
+	$self->{st_ms} = $self->{session_st_ms} unless $self->{lost};
+	return;
+}
+
+# Disconnect while the statement waits in the queue (or runs).  Our own
+# backend's state comes from dbgate.backends through a side connection; a
+# statement seen queued or active can no longer be rejected as full.
+sub op_disconnect
+{
+	my ($self) = @_;
+	my $o = $self->start('SELECT pg_sleep(' . sprintf('%.3f', 0.2 + rand(0.4)) . ')');
+	if ($o->{done})
+	{
+		$self->account($o, 'one');
+		return;
+	}
+	my $dbh = $self->{dbh};
+	my $pid = $dbh->{pg_pid};
+	my $side = defined $self->{budget} ? $self->side : undef;
+	my $seen = '';
+	my $t0 = time;
+	my $wait = rand(0.3);
+	while (time - $t0 < 0.5)
+	{
+		last if $dbh->pg_ready;
+		if ($side)
+		{
+			my $r = $side->selectrow_arrayref(
+				"SELECT state FROM dbgate.backends WHERE pid = $pid");
+			if (!$r && $side->err) { $self->drop_side; $side = undef; }
+			$seen = $r ? $r->[0] : '';
+			last if $seen eq 'queued' || ($seen eq 'active' && time - $t0 > $wait);
+		}
+		else
+		{
+			last if time - $t0 > $wait;
+		}
+		sleep 0.005;
+	}
+	if ($dbh->pg_ready || ($side && $seen eq ''))
+	{
+		$self->finish($o);
+		$self->account($o, 'one');
+		return;
+	}
+	$self->{tot}{ 'disconnect_' . ($seen || 'running') }++;
+	$self->shut_socket;
+	$self->finish($o);
+	if ($seen eq 'active')
+	{
+		# admitted for certain: count it as a success
+		$self->account({ %$o, ok => 1 }, 'one');
+	}
+	else
+	{
+		$self->account($o, 'one', seen => ($seen eq 'queued'));
+	}
+	$self->{lost} = 1;
+	return;
+}
+
+# Both directions of our socket: the server sees the client go away.
+sub shut_socket
+{
+	my ($self) = @_;
+	my $fd = $self->{dbh}{pg_socket};
+	if (open(my $fh, '+<&=', $fd))
+	{
+		shutdown($fh, 2);
+	}
+	return;
+}
+
+# ---------------------------------------------------------------------
+
+sub write_stats
+{
+	my ($self) = @_;
+	my $f = "$self->{dir}/client-$self->{id}.stats";
+	open(my $fh, '>', "$f.tmp") or die "$f.tmp: $!";
+	for my $e (sort { $a <=> $b } keys %{ $self->{acct} })
+	{
+		for my $b (sort keys %{ $self->{acct}{$e} })
+		{
+			my $h = $self->{acct}{$e}{$b};
+			print $fh "acct\t$e\t$b\t$_\t$h->{$_}\n" for sort keys %$h;
+		}
+	}
+	print $fh "tot\t$self->{class}\t$_\t$self->{tot}{$_}\n"
+	  for sort keys %{ $self->{tot} };
+	print $fh "err\t$_\t$self->{errors}{$_}\n" for sort keys %{ $self->{errors} };
+	print $fh "op\t$_\t$self->{ops}{$_}\n" for sort keys %{ $self->{ops} };
+	print $fh "nfail\t$self->{nfails}\n";
+	for my $m (@{ $self->{fails} })
+	{
+		(my $one = $m) =~ s/\s+/ /g;
+		print $fh "fail\tclient $self->{id} ($self->{role}): $one\n";
+	}
+	close $fh or die "$f.tmp: $!";
+	rename("$f.tmp", $f) or die "$f: $!";
+	return;
+}
+
+1;

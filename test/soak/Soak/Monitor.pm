@@ -1,0 +1,101 @@
+# Soak::Monitor - samples dbgate.status and dbgate.backends.
+#
+# A forked process with a superuser connection (never gated) that takes one
+# sample every INTERVAL seconds until the run directory's "stop-monitor"
+# file appears, and appends it to monitor.samples as one line:
+#
+#   <server time> TAB <status rows as JSON> TAB <backends rows as JSON>
+#
+# Both views are read by one statement: each view is consistent per budget
+# (read under that budget's lock), the two are a few microseconds apart.
+# Through a crash restart the monitor reconnects; Soak::Check tells the
+# epochs apart by stats_reset.
+package Soak::Monitor;
+
+use strict;
+use warnings;
+
+use DBI;
+use IO::Handle;
+use Time::HiRes qw(time sleep);
+
+use Soak::Common qw(flag_set dsn);
+
+my $SAMPLE_SQL = <<'SQL';
+SELECT extract(epoch FROM clock_timestamp()),
+       (SELECT coalesce(json_agg(json_build_array(
+                 budget, max_active, active, max_queued, queued,
+                 admitted, admitted_after_wait, rejected_full,
+                 rejected_timeout, canceled_waiting, admitted_lock_holder,
+                 peak_active, peak_queued, extract(epoch FROM stats_reset))),
+               '[]')
+          FROM dbgate.status),
+       (SELECT coalesce(json_agg(json_build_array(
+                 pid, role, budget, state, extract(epoch FROM state_since),
+                 queue_position)), '[]')
+          FROM dbgate.backends)
+SQL
+
+# Column positions in a status sample, used by Soak::Check.
+our %S = (
+	budget => 0,
+	max_active => 1,
+	active => 2,
+	max_queued => 3,
+	queued => 4,
+	admitted => 5,
+	admitted_after_wait => 6,
+	rejected_full => 7,
+	rejected_timeout => 8,
+	canceled_waiting => 9,
+	admitted_lock_holder => 10,
+	peak_active => 11,
+	peak_queued => 12,
+	stats_reset => 13);
+our %B = (
+	pid => 0,
+	role => 1,
+	budget => 2,
+	state => 3,
+	since => 4,
+	position => 5);
+
+sub run
+{
+	my (%p) = @_;
+	my $dir = $p{dir};
+	my $interval = $p{interval} // 0.025;
+	open(my $out, '>>', "$dir/monitor.samples") or die "monitor.samples: $!";
+	$out->autoflush(1);
+	my $dbh;
+	my $errors = 0;
+	while (!flag_set($dir, 'stop-monitor'))
+	{
+		my $t0 = time;
+		$dbh //= DBI->connect(dsn($p{host}, $p{port}), $p{superuser}, '',
+			{ AutoCommit => 1, RaiseError => 0, PrintError => 0 });
+		if (!$dbh)
+		{
+			sleep 0.1;
+			next;
+		}
+		my $row = $dbh->selectrow_arrayref($SAMPLE_SQL);
+		if (!$row)
+		{
+			# server restarting after a crash: connect again
+			$errors++;
+			$dbh->disconnect;
+			$dbh = undef;
+			sleep 0.1;
+			next;
+		}
+		print $out join("\t", @$row), "\n";
+		my $left = $interval - (time - $t0);
+		sleep $left if $left > 0;
+	}
+	$dbh->disconnect if $dbh;
+	close $out;
+	return;
+}
+
+1;
