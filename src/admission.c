@@ -74,6 +74,7 @@
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
+#include "storage/procarray.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
@@ -330,30 +331,45 @@ take_slot(int idx, uint32 incarnation, TimestampTz since,
 }
 
 /*
- * Is any backend that holds a slot of budget idx waiting, directly or
- * through a chain of lock waits, for a heavyweight lock that this backend
- * holds?  Then waiting for a slot could wait for ourselves.
+ * Lock-holder check: the waits-for graph that PostgreSQL's deadlock detector
+ * cannot see.
  *
- * Costs nothing unless a slot holder of the budget waits for a lock; runs
- * only in a backend that has been queued for deadlock_timeout.
+ * Nodes are backends (pids).  Edges: a backend waiting for a heavyweight
+ * lock waits for the backends pg_blocking_pids() names; a backend queued in
+ * a budget waits for the slot holders of that budget.  If a path leads from
+ * our own queue wait back to us, waiting would be waiting for ourselves.
+ * Only slot holders that wait for a lock can continue a path (one that is
+ * running will return its slot), which keeps the search tiny; it is bounded
+ * anyway.  Runs only in a backend that has been queued for deadlock_timeout.
  */
-static bool
-blocks_slot_holder(int idx, uint32 incarnation)
+#define LOCK_CHECK_MAX_NODES 256
+
+typedef struct WaitGraph
+{
+	int			pids[LOCK_CHECK_MAX_NODES];
+	int			n;
+} WaitGraph;
+
+static void
+graph_add(WaitGraph *g, int pid)
+{
+	int			k;
+
+	for (k = 0; k < g->n; k++)
+	{
+		if (g->pids[k] == pid)
+			return;
+	}
+	if (g->n < LOCK_CHECK_MAX_NODES)
+		g->pids[g->n++] = pid;
+}
+
+/* Add the slot holders of budget idx that wait for a heavyweight lock. */
+static void
+graph_add_lock_waiting_holders(WaitGraph *g, int idx, uint32 incarnation)
 {
 	DbgateShared *sh = dbgate_shared;
-	MemoryContext cxt,
-				old;
-	int		   *pids;
-	int			npids = 0;
-	int			maxpids = 64;
-	int			next = 0;
-	bool		found = false;
 	int			i;
-
-	cxt = AllocSetContextCreate(CurrentMemoryContext, "dbgate lock check",
-								ALLOCSET_SMALL_SIZES);
-	old = MemoryContextSwitchTo(cxt);
-	pids = palloc(sizeof(int) * maxpids);
 
 	LWLockAcquire(dbgate_budget_lock(idx), LW_SHARED);
 	for (i = 0; i < sh->max_procs; i++)
@@ -366,30 +382,76 @@ blocks_slot_holder(int idx, uint32 incarnation)
 		/* unlocked read: only a hint whether the holder waits at all */
 		if (DBGATE_PROC_BY_NUMBER(i)->waitLock == NULL)
 			continue;
-		if (npids == maxpids)
-			break;
-		pids[npids++] = p->pid;
+		graph_add(g, p->pid);
 	}
 	LWLockRelease(dbgate_budget_lock(idx));
+}
 
-	/* breadth-first through pg_blocking_pids(), bounded */
-	while (next < npids && !found)
+/* If pid is queued in a budget, add that budget's waiting slot holders. */
+static void
+graph_follow_queue(WaitGraph *g, int pid)
+{
+	PGPROC	   *proc = BackendPidGetProc(pid);
+	DbgateProc *p;
+	int			procno;
+	int			idx;
+	uint32		incarnation;
+	bool		queued;
+
+	if (proc == NULL)
+		return;
+	procno = DBGATE_PROCNO_OF(proc);
+	if (procno < 0 || procno >= dbgate_shared->max_procs)
+		return;
+	p = proc_entry(procno);
+	idx = p->budget;			/* unlocked read, checked below */
+	if (idx < 0 || idx >= dbgate_shared->max_budgets)
+		return;
+	LWLockAcquire(dbgate_budget_lock(idx), LW_SHARED);
+	queued = (p->pid == pid && p->budget == idx &&
+			  p->state == DBGATE_PROC_QUEUED && !p->granted && !p->released);
+	incarnation = p->incarnation;
+	LWLockRelease(dbgate_budget_lock(idx));
+	if (queued)
+		graph_add_lock_waiting_holders(g, idx, incarnation);
+}
+
+static bool
+blocks_slot_holder(int idx, uint32 incarnation)
+{
+	MemoryContext cxt,
+				old;
+	WaitGraph  *g;
+	int			next = 0;
+	bool		found = false;
+
+	cxt = AllocSetContextCreate(CurrentMemoryContext, "dbgate lock check",
+								ALLOCSET_SMALL_SIZES);
+	old = MemoryContextSwitchTo(cxt);
+	g = palloc(sizeof(WaitGraph));
+	g->n = 0;
+
+	/* our own queue wait: the waiting slot holders of our budget */
+	graph_add_lock_waiting_holders(g, idx, incarnation);
+
+	/* breadth-first, bounded */
+	while (next < g->n && !found)
 	{
+		int			pid = g->pids[next++];
 		ArrayType  *arr;
 		Datum	   *elems;
 		bool	   *nulls;
 		int			nelems;
 		int			j;
 
+		/* lock waits */
 		arr = DatumGetArrayTypeP(DirectFunctionCall1(pg_blocking_pids,
-													 Int32GetDatum(pids[next++])));
+													 Int32GetDatum(pid)));
 		deconstruct_array(arr, INT4OID, sizeof(int32), true, TYPALIGN_INT,
 						  &elems, &nulls, &nelems);
-		for (j = 0; j < nelems && !found; j++)
+		for (j = 0; j < nelems; j++)
 		{
 			int			blocker;
-			int			k;
-			bool		seen = false;
 
 			if (nulls[j])
 				continue;
@@ -399,17 +461,12 @@ blocks_slot_holder(int idx, uint32 incarnation)
 				found = true;
 				break;
 			}
-			for (k = 0; k < npids; k++)
-			{
-				if (pids[k] == blocker)
-				{
-					seen = true;
-					break;
-				}
-			}
-			if (!seen && npids < maxpids)
-				pids[npids++] = blocker;
+			graph_add(g, blocker);
 		}
+
+		/* queue waits in other budgets */
+		if (!found)
+			graph_follow_queue(g, pid);
 	}
 
 	MemoryContextSwitchTo(old);

@@ -19,6 +19,8 @@
 #include "postmaster/bgworker.h"
 #include "replication/walsender.h"
 #include "storage/proc.h"
+#include "utils/guc.h"
+#include "utils/guc_tables.h"
 #include "utils/wait_event.h"
 
 #if PG_VERSION_NUM < 150000
@@ -79,6 +81,26 @@ dbgate_is_client_backend(void)
 	if (am_walsender)
 		return false;
 	return true;
+}
+
+/* The GUC record of a built-in parameter (find_option() is exported in 16+). */
+static inline struct config_generic *
+dbgate_find_guc(const char *name)
+{
+#if PG_VERSION_NUM >= 160000
+	return find_option(name, false, true, ERROR);
+#else
+	struct config_generic **vars = get_guc_variables();
+	int			n = GetNumConfigOptions();
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		if (strcmp(vars[i]->name, name) == 0)
+			return vars[i];
+	}
+	return NULL;
+#endif
 }
 
 #endif							/* DBGATE_COMPAT_H */

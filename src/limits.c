@@ -31,7 +31,10 @@
  *	  SET survives it (GUC turns the saved entry into a SET), and a SET LOCAL
  *	  (say set_config(..., true) in a query), which the popped level would
  *	  undo, is applied again at transaction level when the level is popped,
- *	  so that it lasts until the end of the transaction as usual.
+ *	  so that it lasts until the end of the transaction as usual.  The gate
+ *	  applies its value with context PGC_SUSET, which a gated (non-superuser)
+ *	  role's own SET cannot have: the GUC record's scontext tells whether the
+ *	  statement set lock_timeout, even to the very value the gate applied.
  *
  *-------------------------------------------------------------------------
  */
@@ -88,7 +91,7 @@ dbgate_limits_apply(DbgateLimitState *st, TimestampTz admitted_at,
 		snprintf(buf, sizeof(buf), "%d", lock_timeout_ms);
 		st->guc_nestlevel = NewGUCNestLevel();
 		st->lock_ms = lock_timeout_ms;
-		(void) set_config_option("lock_timeout", buf, PGC_USERSET,
+		(void) set_config_option("lock_timeout", buf, PGC_SUSET,
 								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
 								 false);
 	}
@@ -144,16 +147,23 @@ dbgate_limits_restore(DbgateLimitState *st, bool is_error)
 	{
 		if (!is_error)
 		{
+			static struct config_generic *rec = NULL;
 			int			inside = LockTimeout;
+			bool		touched;
+
+			if (rec == NULL)
+				rec = dbgate_find_guc("lock_timeout");
+			touched = (inside != st->lock_ms ||
+					   (rec != NULL && rec->scontext != PGC_SUSET));
 
 			AtEOXact_GUC(true, st->guc_nestlevel);
 
 			/*
-			 * The statement changed lock_timeout, and popping our level lost
-			 * it: that was a SET LOCAL (a SET would have survived).  Apply it
+			 * The statement set lock_timeout, and popping our level lost it:
+			 * that was a SET LOCAL (a SET would have survived).  Apply it
 			 * again for the rest of the transaction.
 			 */
-			if (inside != st->lock_ms && LockTimeout != inside)
+			if (touched && LockTimeout != inside)
 			{
 				char		buf[32];
 
