@@ -109,6 +109,8 @@ my @SESSIONS = (
 	[ soak_c2 => 'c', 3 ],
 	[ soak_free => 'free', 4 ]);
 my %QT_MS = (soak_a => 400, soak_b => 0);
+# soak_c's statement_timeout is 0 or 2 s (see create_c_sql)
+my %BUDGET_ST_MS = (soak_a => 0, soak_b => 1500, soak_c => 2000);
 my %SESSION_ST_MS = (a => 2000, b => 0, c => 3000, free => 3000);
 my %SENTINEL = (soak_a => { max_active => 9 }, soak_b => { max_queued => 9 });
 
@@ -143,6 +145,13 @@ BEGIN
   END LOOP;
   RETURN s;
 END$$;
+CREATE FUNCTION soak_trig() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM count(*) FROM soak_hot;
+  RETURN NULL;
+END$$;
+CREATE TRIGGER soak_hot_after AFTER UPDATE ON soak_hot
+  FOR EACH ROW EXECUTE FUNCTION soak_trig();
 CREATE FUNCTION soak_secdef() RETURNS bigint LANGUAGE sql SECURITY DEFINER
   AS $$SELECT count(*) FROM soak_hot$$;
 CREATE PROCEDURE soak_proc(k int, ms int, fail bool) LANGUAGE plpgsql AS $$
@@ -228,6 +237,7 @@ for my $s (@SESSIONS)
 			budget => $ROLE_BUDGET{$role},
 			checked => ($class eq 'a' || $class eq 'b') ? 1 : 0,
 			qt_ms => $QT_MS{ $ROLE_BUDGET{$role} // '' } // 0,
+			budget_st_ms => $BUDGET_ST_MS{ $ROLE_BUDGET{$role} // '' } // 0,
 			session_st_ms => $SESSION_ST_MS{$class},
 			host => $host,
 			port => $port,

@@ -56,15 +56,19 @@ my %COMMON = (
 	nested => 3,
 	ctas => 2,
 	parallel => 2,
-	set_role => 2);
+	set_role => 2,
+	copy => 2,
+	hold_cursor => 2);
 my %MIX = (
 	a => {%COMMON},
 	b => { %COMMON, amb_timeout => 4, disconnect => 4 },
 	c => { %COMMON, amb_timeout => 4, disconnect => 4 },
 	free => { %COMMON, amb_timeout => 4, disconnect => 2 });
 
-# new(id, role, class, budget, checked, qt_ms, session_st_ms, host, port,
-#     dir, seed, superuser)
+# new(id, role, class, budget, checked, qt_ms, budget_st_ms, session_st_ms,
+#     host, port, dir, seed, superuser)
+#   budget_st_ms: the budget's statement_timeout, or the smallest non-zero
+#   one it can have (a lower bound for check_timeout)
 sub new
 {
 	my ($class, %p) = @_;
@@ -243,7 +247,7 @@ sub start
 {
 	my ($self, $sql, %opt) = @_;
 	my $dbh = $self->{dbh};
-	my $o = { sql => $sql };
+	my $o = { sql => $sql, t0 => time };
 	$self->{notices} = 0;
 	$self->{tot}{statements}++;
 	my $rv;
@@ -287,6 +291,7 @@ sub finish
 		select($rin, undef, undef, 0.05);
 	}
 	my $res = $dbh->pg_result;
+	$o->{elapsed_ms} = (time - $o->{t0}) * 1000;
 	if (defined $res) { $o->{ok} = 1; }
 	else { $self->collect_error($o); }
 	$o->{notices} = $self->{notices};
@@ -336,6 +341,7 @@ sub account
 	  if $kind eq 'other';
 	$self->fail("statement in a failed transaction: $o->{sql}")
 	  if $kind eq 'aborted';
+	$self->check_timeout($o, $mode) if $kind eq 'st' && $mode ne 'held';
 
 	return unless $self->{checked};
 	my $acc = $self->{acct}{ $self->{epoch} }{ $self->{budget} } //= {};
@@ -429,6 +435,32 @@ sub check_rejection
 	return;
 }
 
+# A statement timeout cannot fire before the shortest timeout that applies
+# has run out: the session's counts from the start of the statement, the
+# budget's from admission, and only while an executor runs (so never for a
+# utility statement).  An earlier one is a timer the gate left armed.  (A
+# statement run while the backend holds a slot counts from the admission
+# of the slot: not checked.)
+sub check_timeout
+{
+	my ($self, $o, $mode) = @_;
+	my @t;
+	push @t, $self->{st_ms} if $self->{st_ms} > 0;
+	push @t, $self->{budget_st_ms}
+	  if $mode ne 'none' && ($self->{budget_st_ms} // 0) > 0;
+	if (!@t)
+	{
+		$self->fail("statement timeout although none applies: $o->{sql}");
+		return;
+	}
+	my ($min) = sort { $a <=> $b } @t;
+	$self->fail(
+		sprintf('statement timeout after %.0f ms, the shortest timeout is %d ms: %s',
+			$o->{elapsed_ms}, $min, $o->{sql}))
+	  if defined $o->{elapsed_ms} && $o->{elapsed_ms} < $min - 20;
+	return;
+}
+
 # Nothing the gate applied leaks into the session.
 sub check_session_settings
 {
@@ -450,6 +482,20 @@ sub to_ms
 	my ($v) = @_;
 	my %unit = (ms => 1, s => 1000, min => 60000, h => 3600000, '' => 1);
 	return $v =~ /^(\d+)(ms|s|min|h|)$/ ? $1 * $unit{$2} : -1;
+}
+
+# Run a utility statement that must take effect; a cancel meant for the
+# statement before may hit it, so try again.  Returns true on success.
+sub retry
+{
+	my ($self, $sql) = @_;
+	for (1 .. 3)
+	{
+		return 0 if $self->{lost};
+		return 1 if $self->sql($sql, 'none');
+		$self->{tot}{retries}++;
+	}
+	return 0;
 }
 
 # End a transaction that failed (unless the connection is gone).
@@ -736,7 +782,7 @@ sub op_set_role
 	my ($self) = @_;
 	$self->sql('SET ROLE soak_free', 'none') or return;
 	$self->sql('SELECT pg_sleep(' . short_sleep() . ')', 'one');
-	$self->sql('RESET ROLE', 'none');
+	$self->retry('RESET ROLE');
 	return;
 }
 
@@ -768,6 +814,52 @@ sub op_ctas
 	return;
 }
 
+# COPY (query) TO STDOUT takes a slot (DBD::Pg runs COPY synchronously).
+sub op_copy
+{
+	my ($self) = @_;
+	return if $self->{lost} || !$self->{dbh};
+	my $dbh = $self->{dbh};
+	my $n = 1 + int(rand(2000));
+	my $sql = "COPY (SELECT g FROM generate_series(1, $n) g) TO STDOUT";
+	my $o = { sql => $sql, t0 => time };
+	$self->{notices} = 0;
+	$self->{tot}{statements}++;
+	if (defined $dbh->do($sql))
+	{
+		my $line;
+		my $rows = 0;
+		$rows++ while $dbh->pg_getcopydata($line) >= 0;
+		if (($dbh->state // '') eq '') { $o->{ok} = 1; }
+		else { $self->collect_error($o); }
+		$self->fail("COPY returned $rows rows instead of $n")
+		  if $o->{ok} && $rows != $n;
+	}
+	else
+	{
+		$self->collect_error($o);
+	}
+	$o->{elapsed_ms} = (time - $o->{t0}) * 1000;
+	$self->account($o, 'one');
+	return;
+}
+
+# A cursor WITH HOLD is run to completion at commit: reading it later runs
+# no executor and takes no slot.
+sub op_hold_cursor
+{
+	my ($self) = @_;
+	my $n = 1 + int(rand(5000));
+	$self->sql("DECLARE soak_h CURSOR WITH HOLD FOR SELECT g FROM generate_series(1, $n) g",
+		'one')
+	  or return;
+	$self->sql('FETCH 10 FROM soak_h', 'none');
+	$self->sql('SELECT pg_sleep(' . short_sleep() . ')', 'one') if rand() < 0.5;
+	$self->sql('FETCH ALL FROM soak_h', 'none') if rand() < 0.5;
+	$self->sql('CLOSE soak_h', 'none');
+	return;
+}
+
 # A short session statement_timeout that may fire while queued.
 sub op_amb_timeout
 {
@@ -777,9 +869,8 @@ sub op_amb_timeout
 	$self->{st_ms} = $st;
 	$self->sql('SELECT pg_sleep(' . sprintf('%.3f', 0.03 + rand(0.3)) . ')',
 		'one');
-	return if $self->{lost};
-	$self->sql("SET statement_timeout = '$self->{session_st_ms}ms'", 'none');
-	$self->{st_ms} = $self->{session_st_ms} unless $self->{lost};
+	$self->{st_ms} = $self->{session_st_ms}
+	  if $self->retry("SET statement_timeout = '$self->{session_st_ms}ms'");
 	return;
 }
 
