@@ -176,6 +176,7 @@ PORT_GATE=5442
 PORT_BOUNCER=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 CLUSTERS=()
 BOUNCER_PID=
+BOUNCER_TICKS=0
 BG_PIDS=()
 
 cleanup() {
@@ -313,6 +314,7 @@ bouncer_start() { # pool size
 
 bouncer_stop() {
 	[ -n "$BOUNCER_PID" ] || return 0
+	BOUNCER_TICKS=$((BOUNCER_TICKS + $(python3 "$HERE/stats.py" ticks "$BOUNCER_PID")))
 	kill -INT "$BOUNCER_PID" 2>/dev/null || true
 	local i
 	for i in $(seq 100); do
@@ -403,15 +405,35 @@ gate_stats() { # budget
 	fi
 }
 
-CSV_HEADER="scenario,group,contender,n,rep,clients,tps,processed,p50_us,p99_us,mean_us,aux_tps,admitted,admitted_after_wait,wait_time_total_ms,wait_time_max_ms,peak_active,peak_queued,rejected_full,rejected_timeout,status,note"
+# CPU used by other processes while a point ran, in % of the machine: all
+# CPU time spent (/proc/stat) minus that of the benchmark's own processes
+# (this shell's children, both postmasters with their backends, PgBouncer).
+cpu_probe() {
+	local pidfiles=() c
+	for c in "${CLUSTERS[@]}"; do pidfiles+=("$WORK/$c/postmaster.pid"); done
+	python3 "$HERE/stats.py" cpu $$ "$BOUNCER_TICKS" "${pidfiles[@]}"
+}
+cpu_begin() {
+	read -r CPU_BUSY0 CPU_OURS0 < <(cpu_probe)
+	CPU_T0=$(date +%s%N)
+}
+cpu_end() {
+	local busy ours t1
+	read -r busy ours < <(cpu_probe)
+	t1=$(date +%s%N)
+	R_OTHER=$(awk -v b=$((busy - CPU_BUSY0)) -v o=$((ours - CPU_OURS0)) -v ns=$((t1 - CPU_T0)) \
+		-v hz="$CLK_TCK" -v n="$NPROC" 'BEGIN { v = 100 * (b - o) / (ns / 1e9 * hz * n); if (v < 0) v = 0; printf "%.0f", v }')
+}
+
+CSV_HEADER="scenario,group,contender,n,rep,clients,tps,processed,p50_us,p99_us,mean_us,aux_tps,admitted,admitted_after_wait,wait_time_total_ms,wait_time_max_ms,peak_active,peak_queued,rejected_full,rejected_timeout,other_cpu_pct,status,note"
 record() { # scenario group contender n rep clients
 	local note=${R_NOTE//,/;}
 	note=${note//\"/\'}
-	echo "$1,$2,$3,$4,$5,$6,${R_TPS},${R_PROC},${R_P50},${R_P99},${R_MEAN},${R_AUX:-},${G_ADM:-},${G_AWAIT:-},${G_WTOT:-},${G_WMAX:-},${G_PEAK:-},${G_PEAKQ:-},${G_RFULL:-},${G_RTMO:-},$R_STATUS,$note" >>"$OUT/runs.csv"
+	echo "$1,$2,$3,$4,$5,$6,${R_TPS},${R_PROC},${R_P50},${R_P99},${R_MEAN},${R_AUX:-},${G_ADM:-},${G_AWAIT:-},${G_WTOT:-},${G_WMAX:-},${G_PEAK:-},${G_PEAKQ:-},${G_RFULL:-},${G_RTMO:-},${R_OTHER:-},$R_STATUS,$note" >>"$OUT/runs.csv"
 	local lat=
 	[ -n "$R_P99" ] && lat=$(awk -v a="$R_P50" -v b="$R_P99" 'BEGIN { printf " p50 %.2f ms p99 %.2f ms", a / 1000, b / 1000 }')
-	log "  $1 ${2:+$2 }$3${4:+ ($4)} rep $5: $(printf '%.0f' "${R_TPS:-0}") tps$lat${R_AUX:+ (reporting $(printf '%.1f' "$R_AUX") tps)} $R_STATUS${R_NOTE:+ — $R_NOTE}"
-	R_AUX= G_ADM= G_AWAIT= G_WTOT= G_WMAX= G_PEAK= G_PEAKQ= G_RFULL= G_RTMO= G_CANC= G_ACT= G_QUE= G_MAX=
+	log "  $1 ${2:+$2 }$3${4:+ ($4)} rep $5: $(printf '%.0f' "${R_TPS:-0}") tps$lat${R_AUX:+ (reporting $(printf '%.1f' "$R_AUX") tps)}${R_OTHER:+, other processes ${R_OTHER}% CPU} $R_STATUS${R_NOTE:+ — $R_NOTE}"
+	R_AUX= R_OTHER= G_ADM= G_AWAIT= G_WTOT= G_WMAX= G_PEAK= G_PEAKQ= G_RFULL= G_RTMO= G_CANC= G_ACT= G_QUE= G_MAX=
 }
 
 # measure SCENARIO GROUP CONTENDER N REP TARGET USER CLIENTS LOG BUDGET -- PGBENCH-ARGS
@@ -427,9 +449,11 @@ measure() {
 	esac
 	if [ -n "$budget" ]; then sql_gate "SELECT dbgate.reset_stats('$budget')" >/dev/null; fi
 	local tag="$scn${grp:+-$grp}-$con${n:+-$n}-r$rep"
+	cpu_begin
 	run_pgbench "$tag" "$port" "$user" "$clients" "$DUR" "$logit" "$@"
 	if [ "$target" = bouncer ]; then bouncer_stop; fi
 	wait_idle "$server_port" || R_NOTE="${R_NOTE:+$R_NOTE; }backends still connected 15 s after the run; terminated"
+	cpu_end
 	if [ -n "$budget" ]; then gate_stats "$budget"; fi
 	record "$scn" "$grp" "$con" "$n" "$rep" "$clients"
 }
@@ -536,6 +560,7 @@ scenario_overhead() {
 bulkhead_point() {
 	local con=$1 rep=$2 port=$PORT_PLAIN budget= fpid=
 	if [ "$con" = flood-gated ]; then port=$PORT_GATE budget=reporting; fi
+	cpu_begin
 	if [ "$con" != alone ]; then
 		if [ -n "$budget" ]; then sql_gate "SELECT dbgate.reset_stats('$budget')" >/dev/null; fi
 		timeout -k 5 $((DUR + 70)) "$PGBIN/pgbench" -n -h "$WORK" -p "$port" -U reporting \
@@ -557,6 +582,7 @@ bulkhead_point() {
 		fi
 	fi
 	wait_idle "$port" || R_NOTE="${R_NOTE:+$R_NOTE; }backends still connected 15 s after the run; terminated"
+	cpu_end
 	if [ -n "$budget" ]; then
 		local proc=$R_PROC
 		R_PROC=  # pgbench counted the interactive transactions, the budget admitted the flood's
@@ -640,6 +666,7 @@ scenario_handoff() {
 # main
 
 NPROC=$(nproc)
+CLK_TCK=$(getconf CLK_TCK)
 START=$(date +%s)
 setup_clusters
 calibrate

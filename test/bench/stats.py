@@ -3,6 +3,10 @@
 
   stats.py lat FILE...        per-transaction pgbench logs (-l) -> "n p50 p99 mean"
                               (latencies in microseconds; nearest-rank percentiles)
+  stats.py cpu SHELL_PID EXTRA PIDFILE...
+                              "busy_ticks our_ticks": CPU time of the whole machine
+                              and of the benchmark's own processes
+  stats.py ticks PID          utime + stime of one process
   stats.py summary OUTDIR     OUTDIR/runs.csv + OUTDIR/meta.txt -> summary.md,
                               summary.csv and the gnuplot data files; prints the
                               markdown to stdout
@@ -53,6 +57,60 @@ def cmd_lat(paths):
     print("%d %d %d %.1f %d" % (len(lat), percentile(lat, 0.50),
                                 percentile(lat, 0.99),
                                 sum(lat) / len(lat), failed))
+
+
+# ----------------------------------------------------------------------------
+# CPU used by other processes on the machine (a noise indicator)
+
+def proc_ticks(pid, children_too=False):
+    """utime + stime (+ cutime + cstime) of a process, in clock ticks."""
+    try:
+        with open("/proc/%s/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0, None
+    # fields[0] is field 3 (state): utime = 14, stime = 15, cutime = 16,
+    # cstime = 17, ppid = 4
+    t = int(fields[11]) + int(fields[12])
+    if children_too:
+        t += int(fields[13]) + int(fields[14])
+    return t, int(fields[1])
+
+
+def cmd_cpu(args):
+    """cpu SHELL_PID EXTRA_TICKS PIDFILE... -> "busy_ticks our_ticks".
+
+    busy: all CPU time spent on the machine (/proc/stat); ours: the calling
+    shell with every child it has reaped (pgbench, psql), each postmaster
+    named by a pid file with its reaped children (backends) and live ones,
+    plus EXTRA_TICKS (PgBouncer processes already gone)."""
+    with open("/proc/stat") as f:
+        cpu = [int(x) for x in f.readline().split()[1:]]
+    # user nice system idle iowait irq softirq steal (guest time is already
+    # part of user and nice)
+    busy = sum(cpu[:8]) - cpu[3] - cpu[4]
+    shell, extra = args[0], int(args[1])
+    ours = proc_ticks(shell, True)[0] + extra
+    masters = set()
+    for pf in args[2:]:
+        try:
+            with open(pf) as f:
+                pm = f.readline().strip()
+        except OSError:
+            continue
+        masters.add(int(pm))
+        ours += proc_ticks(pm, True)[0]
+    if masters:
+        for d in os.listdir("/proc"):
+            if d.isdigit():
+                t, ppid = proc_ticks(d)
+                if ppid in masters:
+                    ours += t
+    print("%d %d" % (busy, ours))
+
+
+def cmd_ticks(args):
+    print(proc_ticks(args[0])[0])
 
 
 # ----------------------------------------------------------------------------
@@ -168,6 +226,15 @@ def anomaly_rows(runs):
     return out
 
 
+def other_cpu_line(runs, scenario):
+    vals = [fnum(r.get("other_cpu_pct")) for r in runs.select(scenario, ok_only=False)]
+    vals = [v for v in vals if v is not None]
+    if not vals:
+        return []
+    return ["Other processes on the machine used %.0f %% (median; max %.0f %%) of its CPU "
+            "while these points ran." % (statistics.median(vals), max(vals)), ""]
+
+
 def summarize(outdir):
     runs = Runs(os.path.join(outdir, "runs.csv"))
     meta = read_meta(outdir)
@@ -181,8 +248,11 @@ def summarize(outdir):
         md.append("- %s: %s" % (k, v))
     md.append("")
     md.append("Figures are medians over the repetitions; a ratio is the median of "
-              "per-repetition ratios (contenders alternate within each repetition). "
-              "Latencies are per statement, from pgbench's per-transaction logs.")
+              "per-repetition ratios (each repetition runs every contender of the "
+              "scenario, forwards in odd and backwards in even repetitions). "
+              "Latencies are per statement, from pgbench's per-transaction logs. "
+              "'gate:' columns come from dbgate.status (reset before each run); "
+              "peak_active is the highest over the repetitions.")
     md.append("")
 
     def flat_row(scn, grp, con, n, col, val):
@@ -209,6 +279,7 @@ def summarize(outdir):
         md.append("notloaded: no shared_preload_libraries; unassigned: dbgate loaded, "
                   "role in no budget; budget: role in a budget that never fills.")
         md.append("")
+        md += other_cpu_line(runs, "overhead")
 
     # -- 2. bulkhead ----------------------------------------------------------
     if runs.contenders("bulkhead"):
@@ -239,6 +310,7 @@ def summarize(outdir):
                   "the ungated server; (c) flood-gated: reporting budget max_active = 1, "
                   "interactive not gated.")
         md.append("")
+        md += other_cpu_line(runs, "bulkhead")
         flat_row("bulkhead", "", "ratio", "", "p99_c_over_a", r_ca)
         flat_row("bulkhead", "", "ratio", "", "p99_b_over_c", r_bc)
         targets.append(("bulkhead p99 (c) <= 4 x p99 (a)", fmt(r_ca, 2),
@@ -264,6 +336,7 @@ def summarize(outdir):
         clients = (runs.select("saturation") or [{"clients": "?"}])[0]["clients"]
         md.append("## 3. Saturation (%s clients)" % clients)
         md.append("")
+        md += other_cpu_line(runs, "saturation")
         for grp in groups:
             md.append("### %s" % {"S": "pgbench -S (one primary-key lookup)",
                                   "1ms": "~1 ms query (range sum over pgbench_accounts)"
@@ -281,9 +354,11 @@ def summarize(outdir):
                 rt = runs.ratio("saturation", grp, con, "tps", "ungated", n)
                 rp = runs.ratio("saturation", grp, con, "p99_us", "ungated", n)
                 wait = waited_mean_us(runs, "saturation", grp, con, n)
+                wfrac = waited_fraction(runs, "saturation", grp, con, n)
+                peak = max_of(runs, "saturation", grp, con, n, "peak_active")
                 rows.append([con, n or "-", fmt(tps), fmt(rt, 2), fmt(ms(p50), 2),
-                             fmt(ms(p99), 2), fmt(rp, 2), fmt(wait),
-                             str(runs.reps("saturation", grp, con, n))])
+                             fmt(ms(p99), 2), fmt(rp, 2), fmt(wfrac, 2), fmt(wait),
+                             fmt(peak), str(runs.reps("saturation", grp, con, n))])
                 for col, v in (("tps", tps), ("p50_us", p50), ("p99_us", p99),
                                ("tps_ratio", rt), ("p99_ratio", rp),
                                ("mean_wait_us", wait)):
@@ -294,8 +369,8 @@ def summarize(outdir):
                     if tps is not None and (kind not in best or tps > best[kind][1]):
                         best[kind] = (n, tps, p99, rt, rp)
             md += table(["contender", "max_active / pool", "TPS", "TPS vs ungated",
-                         "p50 ms", "p99 ms", "p99 vs ungated",
-                         "mean wait us (gate)", "reps"], rows)
+                         "p50 ms", "p99 ms", "p99 vs ungated", "gate: waited fraction",
+                         "gate: mean wait us", "gate: peak_active", "reps"], rows)
             md.append("")
             for kind in ("fair", "nonfair", "pgbouncer"):
                 if kind in best:
@@ -366,6 +441,7 @@ def summarize(outdir):
                   "latency of one ungated client (the cost of running SELECT 1 without "
                   "waiting).")
         md.append("")
+        md += other_cpu_line(runs, "handoff")
 
     # -- targets and anomalies ------------------------------------------------
     if targets:
@@ -398,13 +474,20 @@ def summarize(outdir):
 
 
 def waited_mean_us(runs, scn, grp, con, n):
+    """Mean wait of the statements that waited (0 when none did)."""
     vals = []
     for r in runs.select(scn, grp, con, n):
         aw = fnum(r["admitted_after_wait"])
         tot = fnum(r["wait_time_total_ms"])
-        if aw and tot is not None:
-            vals.append(tot * 1000.0 / aw)
+        if aw is not None and tot is not None:
+            vals.append(tot * 1000.0 / aw if aw else 0.0)
     return med(vals)
+
+
+def max_of(runs, scn, grp, con, n, col):
+    vals = [fnum(r[col]) for r in runs.select(scn, grp, con, n)]
+    vals = [v for v in vals if v is not None]
+    return max(vals) if vals else None
 
 
 def waited_fraction(runs, scn, grp, con, n):
@@ -420,6 +503,12 @@ def waited_fraction(runs, scn, grp, con, n):
 def main(argv):
     if len(argv) >= 2 and argv[1] == "lat":
         cmd_lat(argv[2:])
+        return 0
+    if len(argv) >= 4 and argv[1] == "cpu":
+        cmd_cpu(argv[2:])
+        return 0
+    if len(argv) == 3 and argv[1] == "ticks":
+        cmd_ticks(argv[2:])
         return 0
     if len(argv) == 3 and argv[1] == "summary":
         return summarize(argv[2])

@@ -36,7 +36,7 @@ fail() { echo "bench smoke FAILED: $*"; exit 1; }
 
 # One row per point: overhead 6, bulkhead 3, saturation 2 x (1 + 2 + 1), handoff 5.
 rows=$(tail -n +2 "$out/runs.csv" | wc -l)
-okrows=$(tail -n +2 "$out/runs.csv" | awk -F, '$21 == "ok" && $7 + 0 > 0' | wc -l)
+okrows=$(tail -n +2 "$out/runs.csv" | awk -F, '$22 == "ok" && $7 + 0 > 0' | wc -l)
 [ "$rows" = 22 ] || fail "runs.csv has $rows rows, expected 22"
 [ "$okrows" = 22 ] || fail "only $okrows of 22 runs completed with a throughput"
 latrows=$(tail -n +2 "$out/runs.csv" | awk -F, '$1 != "overhead" && $10 + 0 > 0' | wc -l)
