@@ -256,6 +256,7 @@ my $nclients = $id;
 my @admin_fails;
 my %faults;         # kind -> count
 my %lowerings;      # budget -> field -> [[t_before, t_after], ...]
+my %changes;        # budget -> field -> [[t_before, t_after, new value], ...]
 my @killed;         # pids killed with SIGKILL
 my %epoch_max;      # epoch -> budget -> field -> highest value in effect
 my @epoch_status;   # epoch -> status rows just before the crash
@@ -409,6 +410,7 @@ sub alter
 	return unless $ok;
 	$cfg{$budget}{$field} = $value;
 	push @{ $lowerings{$budget}{$field} }, [ $t0, $t1 ] if $value < $old;
+	push @{ $changes{$budget}{$field} }, [ $t0, $t1, $value ];
 	$faults{ 'alter ' . ($value < $old ? 'down' : 'up') }++;
 	event($t0, "alter $budget $field $old -> $value");
 	note_max();
@@ -460,8 +462,11 @@ sub churn_c
 	if (!$c_exists)
 	{
 		my ($sql, $c) = create_c_sql();
+		my $t0 = time;
 		if (adm("BEGIN; $sql COMMIT;"))
 		{
+			push @{ $changes{soak_c}{$_} }, [ $t0, time, $c->{$_} ]
+			  for qw(max_active max_queued);
 			$cfg{soak_c} = $c;
 			$c_exists = 1;
 			%c_roles = (soak_c1 => 1, soak_c2 => 1);
@@ -492,6 +497,7 @@ sub churn_c
 			{
 				push @{ $lowerings{soak_c}{$f} }, [ $t0, time ]
 				  if $c->{$f} < $cfg{soak_c}{$f};
+				push @{ $changes{soak_c}{$f} }, [ $t0, time, $c->{$f} ];
 			}
 			$cfg{soak_c} = $c;
 			%c_roles = (soak_c1 => 1, soak_c2 => 1);
@@ -548,6 +554,36 @@ sub rolled_back_change
 	  . ($after // 'NULL') . ", committed $cfg{$budget}{$field}"
 	  unless defined $after && $after == $cfg{$budget}{$field};
 	fault('rolled-back change');
+	return;
+}
+
+# dbgate.enabled off for a moment: queued statements go on ungated.  Not in
+# the last epoch, whose counters are compared with the clients' view (a
+# statement that runs ungated is not admitted).
+sub gate_off_and_on
+{
+	return if $epoch >= $ncrashes;
+	my $t0 = time;
+	write_gate($t0, 9999999999);
+	adm('ALTER SYSTEM SET dbgate.enabled = off') or return;
+	adm('SELECT pg_reload_conf()');
+	sleep(0.2 + rand(0.4));
+	adm('ALTER SYSTEM RESET dbgate.enabled');
+	adm('SELECT pg_reload_conf()');
+	# until every backend has reloaded, some still run ungated
+	write_gate($t0, time + 0.5);
+	fault('dbgate.enabled off and on');
+	return;
+}
+
+# tell the clients when the gate was off (see Soak::Client::gate_toggled)
+sub write_gate
+{
+	my ($off, $on) = @_;
+	open(my $fh, '>', "$dir/gate.tmp") or die "gate.tmp: $!";
+	printf $fh "%.6f %.6f\n", $off, $on;
+	close $fh;
+	rename("$dir/gate.tmp", "$dir/gate") or die "gate: $!";
 	return;
 }
 
@@ -677,6 +713,7 @@ while (time < $t_end)
 	elsif ($r < 0.58) { alter_ab(); }
 	elsif ($r < 0.68) { churn_c(); }
 	elsif ($r < 0.71) { rolled_back_change(); }
+	elsif ($r < 0.73) { gate_off_and_on(); }
 	if ($r >= 0.44 && $r < 0.71 && rand() < 0.2)
 	{
 		push @admin_fails, config_problems();
@@ -832,6 +869,7 @@ my %lowering_times;
 my $mon = check_samples(
 	file => "$dir/monitor.samples",
 	lowerings => \%lowerings,
+	changes => \%changes,
 	role_budget => \%ROLE_BUDGET,
 	budgets => { map { $_ => 1 } @BUDGETS },
 	may_vanish => { soak_c => 1 },

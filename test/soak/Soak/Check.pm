@@ -40,7 +40,9 @@ my @COUNTERS = qw(admitted admitted_after_wait rejected_full rejected_timeout
   canceled_waiting admitted_lock_holder);
 
 # check_samples(file => F, lowerings => { budget => { max_active => [[t0, t1],
-#   ...], max_queued => [...] } }, role_budget => { role => budget },
+#   ...], max_queued => [...] } }, changes => { budget => { max_active =>
+#   [[t0, t1, new value], ...], max_queued => [...] } } (every committed
+#   change, committed between t0 and t1), role_budget => { role => budget },
 #   budgets => { budget => 1 }, may_vanish => { budget => 1 },
 #   sentinels => { budget => { column => value } }, queued_age => { budget =>
 #   seconds }, max_age => seconds, lh_window => seconds, fair => { budget =>
@@ -222,34 +224,48 @@ sub check_samples
 				delete $starved{$budget};
 			}
 
+			# dbgate.backends is read a moment after dbgate.status: a
+			# limit raised in between already applies to its rows
+			my %lim;
+			for my $f (qw(max_active max_queued))
+			{
+				$lim{$f} = $v{$f};
+				for my $c (@{ $p{changes}{$budget}{$f} // [] })
+				{
+					$lim{$f} = $c->[2]
+					  if $c->[0] <= $t + 0.1 && $c->[1] >= $t && $c->[2] > $lim{$f};
+				}
+			}
 			my $nact = scalar @{ $rows{$budget}{active} // [] };
 			my $nque = scalar @{ $rows{$budget}{queued} // [] };
-			for my $c ([ 'active', $v{active} ], [ 'active rows', $nact ])
+			for my $c ([ 'active', $v{active}, $v{max_active} ],
+				[ 'active rows', $nact, $lim{max_active} ])
 			{
-				my ($what, $n) = @$c;
-				next if $n <= $v{max_active};
-				if ($n <= $v{max_active} + $ga + $lh)
+				my ($what, $n, $max) = @$c;
+				next if $n <= $max;
+				if ($n <= $max + $ga + $lh)
 				{
-					$r{lh_excused}++ if $n > $v{max_active} + $ga;
-					$r{lowering_excused}++ if $n <= $v{max_active} + $ga;
+					$r{lh_excused}++ if $n > $max + $ga;
+					$r{lowering_excused}++ if $n <= $max + $ga;
 					next;
 				}
 				$viol->($t,
-					"$budget: $what $n > max_active $v{max_active} "
+					"$budget: $what $n > max_active $max "
 					  . "(admitted before a lowering: $ga, recent lock-holder admissions: $lh)"
 				);
 			}
-			for my $c ([ 'queued', $v{queued} ], [ 'queued rows', $nque ])
+			for my $c ([ 'queued', $v{queued}, $v{max_queued} ],
+				[ 'queued rows', $nque, $lim{max_queued} ])
 			{
-				my ($what, $n) = @$c;
-				next if $n <= $v{max_queued};
-				if ($n <= $v{max_queued} + $gq)
+				my ($what, $n, $max) = @$c;
+				next if $n <= $max;
+				if ($n <= $max + $gq)
 				{
 					$r{lowering_excused}++;
 					next;
 				}
 				$viol->($t,
-					"$budget: $what $n > max_queued $v{max_queued} "
+					"$budget: $what $n > max_queued $max "
 					  . "(queued before a lowering: $gq)");
 			}
 		}
