@@ -145,6 +145,15 @@ BEGIN
   END LOOP;
   RETURN s;
 END$$;
+CREATE PROCEDURE soak_loop(k int) LANGUAGE plpgsql AS $$
+DECLARE r record;
+BEGIN
+  FOR r IN SELECT g FROM generate_series(1, k) g LOOP
+    PERFORM pg_sleep(0.002);
+    RAISE NOTICE 'soak_step';
+    COMMIT;
+  END LOOP;
+END$$;
 CREATE FUNCTION soak_trig() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   PERFORM count(*) FROM soak_hot;
@@ -191,13 +200,35 @@ my $epoch = 0;
 my @epoch_start = (time);
 write_epoch($dir, $epoch, 'running');
 
+# If the test dies early, stop the children (they also stop on their own
+# when this process is gone).
+my $main_pid = $$;
+my @children;
+
+END
+{
+	if ($$ == $main_pid && @children)
+	{
+		for my $f (qw(stop stop-monitor))
+		{
+			my $fh;
+			close $fh if open($fh, '>', "$dir/$f");
+		}
+		kill 'TERM', @children;
+	}
+}
+
 # Children never return into the test: no TAP output, no END blocks.
 sub spawn
 {
 	my ($name, $code) = @_;
 	my $pid = fork();
 	die "fork: $!" unless defined $pid;
-	return $pid if $pid;
+	if ($pid)
+	{
+		push @children, $pid;
+		return $pid;
+	}
 	my $ok = eval { $code->(); 1 };
 	if (!$ok)
 	{
@@ -775,6 +806,7 @@ ok($drained{ok}, 'every budget drains to active = 0, queued = 0, and dbgate.back
 open(my $monfh, '>', "$dir/stop-monitor") or die "stop-monitor: $!";
 close $monfh;
 waitpid($monitor_pid, 0);
+@children = ();
 
 my $final = status_rows($admin);
 my @final_config = config_problems();
