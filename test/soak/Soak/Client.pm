@@ -399,11 +399,13 @@ sub check_rejection
 	  unless $o->{msg} =~ /"\Q$b\E"/;
 	if ($mode eq 'held' || $mode eq 'none')
 	{
-		# dbgate.enabled was turned off and on while the operation ran:
-		# the slot it seems to hold may never have been taken
-		if ($mode eq 'held' && $self->gate_toggled)
+		# The slot the operation seems to hold may never have been taken:
+		# dbgate.enabled was off for a moment, or (the roles of soak_c) the
+		# role had no budget, or the budget did not exist, when the
+		# operation began.
+		if ($mode eq 'held' && ($self->{class} eq 'c' || $self->gate_toggled))
 		{
-			$self->{tot}{held_rejected_gate_toggled}++;
+			$self->{tot}{held_rejected_excused}++;
 		}
 		else
 		{
