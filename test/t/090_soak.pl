@@ -16,6 +16,7 @@
 #           300 ms                                       roles soak_b1, soak_b2
 #   soak_c  dropped, re-created, altered, its roles unassigned and assigned
 #           again all the time                           roles soak_c1, soak_c2
+#           (soak_c2 has dbgate.default_budget = 'soak_c' as well)
 #   soak_free is never gated.
 # max_active and max_queued of soak_a and soak_b go up and down under load.
 #
@@ -184,6 +185,8 @@ $setup .= "CREATE ROLE $_->[0] LOGIN;\n" for @SESSIONS;
 $setup .= "SELECT dbgate.assign_role('$_', '$ROLE_BUDGET{$_}');\n"
   for sort keys %ROLE_BUDGET;
 $setup .= "GRANT soak_free TO $_;\n" for sort keys %ROLE_BUDGET;
+# unassigned, soak_c2 falls back to its default budget (while soak_c exists)
+$setup .= "ALTER ROLE soak_c2 SET dbgate.default_budget = 'soak_c';\n";
 $setup .= "SELECT dbgate.reset_stats();\n";
 $node->safe_psql('postgres', $setup);
 
