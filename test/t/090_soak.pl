@@ -1,13 +1,17 @@
 # Soak test with fault injection.
 #
-# About 30 client sessions in six roles and three budgets (plus an ungated
-# role) run a random mix of short and long statements, errors, savepoints,
-# cursors, DO blocks and procedures that commit, prepared statements, row
-# lock conflicts and timeouts, while this script cancels and terminates
-# random active and queued backends, changes, drops and re-creates budgets,
-# and once (or more, in long runs) kills a backend with SIGKILL so that the
-# server goes through a crash restart.  A monitor samples dbgate.status and
-# dbgate.backends every 25 ms.  The clients are in test/soak/Soak/.
+# 32 client sessions in six roles and three budgets (plus an ungated role)
+# run a random mix of short and long statements, errors, savepoints,
+# cursors (also WITH HOLD), DO blocks and procedures that commit, prepared
+# statements and the extended protocol, COPY, parallel queries, triggers,
+# SET ROLE, row lock conflicts and timeouts; some disconnect while queued.
+# Meanwhile this script cancels and terminates random active and queued
+# backends, raises and lowers limits, drops and re-creates a budget,
+# unassigns and assigns roles, turns dbgate.enabled off for a moment (not in
+# the last epoch), and once (or more, in long runs) kills a backend with
+# SIGKILL so that the server goes through a crash restart.  A monitor
+# samples dbgate.status and dbgate.backends every 25 ms.  The clients,
+# the monitor and the checks are in test/soak/Soak/.
 #
 # Budgets:
 #   soak_a  B = 2, Q = 3, fair, queue_timeout 400 ms   roles soak_a1, soak_a2
@@ -200,7 +204,6 @@ my $dir = "$PostgreSQL::Test::Utils::tmp_check/soak";
 rmtree($dir);
 mkdir $dir or die "$dir: $!";
 my $epoch = 0;
-my @epoch_start = (time);
 write_epoch($dir, $epoch, 'running');
 
 # If the test dies early, stop the children (they also stop on their own
@@ -720,7 +723,6 @@ sub crash
 
 	adm('SELECT dbgate.reset_stats()');
 	$epoch++;
-	$epoch_start[$epoch] = time;
 	note_max();
 	write_epoch($dir, $epoch, 'running');
 	event($t_kill, "epoch $epoch running");
@@ -900,7 +902,6 @@ for my $b (qw(soak_a soak_b))
 # ---------------------------------------------------------------------
 # Monitor samples
 
-my %lowering_times;
 my $mon = check_samples(
 	file => "$dir/monitor.samples",
 	lowerings => \%lowerings,
