@@ -83,6 +83,13 @@ dbgate_is_client_backend(void)
 	return true;
 }
 
+/* Infinite intervals exist from 17 on. */
+#if PG_VERSION_NUM >= 170000
+#define DBGATE_INTERVAL_IS_FINITE(iv)	(!INTERVAL_NOT_FINITE(iv))
+#else
+#define DBGATE_INTERVAL_IS_FINITE(iv)	true
+#endif
+
 /* The GUC record of a built-in parameter (find_option() is exported in 16+). */
 static inline struct config_generic *
 dbgate_find_guc(const char *name)

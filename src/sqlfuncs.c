@@ -128,12 +128,10 @@ duration_arg(FunctionCallInfo fcinfo, int argno, const char *argname)
 
 	require_arg(fcinfo, argno, argname);
 	iv = PG_GETARG_INTERVAL_P(argno);
-#ifdef INTERVAL_NOT_FINITE
-	if (INTERVAL_NOT_FINITE(iv))
+	if (!DBGATE_INTERVAL_IS_FINITE(iv))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("%s must be finite", argname)));
-#endif
 	ms = (double) iv->time / 1000.0 +
 		((double) iv->day + (double) iv->month * DAYS_PER_MONTH) *
 		((double) SECS_PER_DAY * 1000.0);
