@@ -267,6 +267,7 @@ def summarize(outdir):
             tps = runs.median("overhead", grp, con, "tps")
             ratio = runs.ratio("overhead", grp, con, "tps", "notloaded")
             rows.append([grp, con, fmt(tps), fmt(ratio, 3),
+                         fmt(runs.median("overhead", grp, con, "other_cpu_pct")),
                          str(runs.reps("overhead", grp, con))])
             flat_row("overhead", grp, con, n, "tps", tps)
             flat_row("overhead", grp, con, n, "tps_ratio", ratio)
@@ -274,7 +275,8 @@ def summarize(outdir):
                 targets.append(("overhead %s/%s TPS >= 0.98 x not loaded" % (grp, con),
                                 fmt(ratio, 3),
                                 verdict(ratio, ratio is not None and ratio >= 0.98)))
-        md += table(["protocol", "server", "TPS", "vs not loaded", "reps"], rows)
+        md += table(["protocol", "server", "TPS", "vs not loaded", "other CPU %",
+                     "reps"], rows)
         md.append("")
         md.append("notloaded: no shared_preload_libraries; unassigned: dbgate loaded, "
                   "role in no budget; budget: role in a budget that never fills.")
@@ -294,12 +296,13 @@ def summarize(outdir):
             aux = runs.median("bulkhead", grp, con, "aux_tps")
             rows.append([con, fmt(tps), fmt(ms(p50), 3), fmt(ms(p99), 3),
                          fmt(aux, 1) if con != "alone" else "-",
+                         fmt(runs.median("bulkhead", grp, con, "other_cpu_pct")),
                          str(runs.reps("bulkhead", grp, con))])
             for col, v in (("tps", tps), ("p50_us", p50), ("p99_us", p99),
                            ("reporting_tps", aux)):
                 flat_row("bulkhead", grp, con, n, col, v)
         md += table(["case", "interactive TPS", "p50 ms", "p99 ms",
-                     "reporting TPS", "reps"], rows)
+                     "reporting TPS", "other CPU %", "reps"], rows)
         md.append("")
         r_ca = runs.ratio("bulkhead", "", "flood-gated", "p99_us", "alone")
         r_bc = runs.ratio("bulkhead", "", "flood-ungated", "p99_us", "flood-gated")
@@ -356,9 +359,10 @@ def summarize(outdir):
                 wait = waited_mean_us(runs, "saturation", grp, con, n)
                 wfrac = waited_fraction(runs, "saturation", grp, con, n)
                 peak = max_of(runs, "saturation", grp, con, n, "peak_active")
+                other = runs.median("saturation", grp, con, "other_cpu_pct", n)
                 rows.append([con, n or "-", fmt(tps), fmt(rt, 2), fmt(ms(p50), 2),
                              fmt(ms(p99), 2), fmt(rp, 2), fmt(wfrac, 2), fmt(wait),
-                             fmt(peak), str(runs.reps("saturation", grp, con, n))])
+                             fmt(peak), fmt(other), str(runs.reps("saturation", grp, con, n))])
                 for col, v in (("tps", tps), ("p50_us", p50), ("p99_us", p99),
                                ("tps_ratio", rt), ("p99_ratio", rp),
                                ("mean_wait_us", wait)):
@@ -367,21 +371,29 @@ def summarize(outdir):
                 if n:
                     series.setdefault(kind, {})[int(n)] = (tps, p99)
                     if tps is not None and (kind not in best or tps > best[kind][1]):
-                        best[kind] = (n, tps, p99, rt, rp)
+                        best[kind] = (n, tps, p99, rt, rp, wfrac)
             md += table(["contender", "max_active / pool", "TPS", "TPS vs ungated",
                          "p50 ms", "p99 ms", "p99 vs ungated", "gate: waited fraction",
-                         "gate: mean wait us", "gate: peak_active", "reps"], rows)
+                         "gate: mean wait us", "gate: peak_active", "other CPU %",
+                         "reps"], rows)
             md.append("")
             for kind in ("fair", "nonfair", "pgbouncer"):
                 if kind in best:
-                    n, tps, p99, rt, rp = best[kind]
-                    md.append("- best %s: %s at %s (TPS x%s, p99 x%s vs ungated)"
-                              % (kind, fmt(tps), n, fmt(rt, 2), fmt(rp, 2)))
+                    n, tps, p99, rt, rp, wfrac = best[kind]
+                    idle = ("; fewer than 0.5 %% of the statements waited for a slot "
+                            "at this max_active, so the gate hardly acted: the "
+                            "difference from ungated is mostly noise plus the "
+                            "per-statement cost" % ()
+                            if kind != "pgbouncer" and wfrac is not None and wfrac < 0.005
+                            else "")
+                    md.append("- best %s: %s at %s (TPS x%s, p99 x%s vs ungated%s)"
+                              % (kind, fmt(tps), n, fmt(rt, 2), fmt(rp, 2), idle))
                     if kind != "pgbouncer":
                         ok = (rt is not None and rp is not None and rt >= 1.0 and rp < 1.0)
                         targets.append(("saturation %s, best %s (max_active %s): "
                                         "TPS >= 1.0 x ungated and lower p99" % (grp, kind, n),
-                                        "TPS x%s, p99 x%s" % (fmt(rt, 2), fmt(rp, 2)),
+                                        "TPS x%s, p99 x%s%s" % (fmt(rt, 2), fmt(rp, 2),
+                                                               " (gate hardly queued)" if idle else ""),
                                         verdict(rt, ok)))
             md.append("")
             sizes = sorted({n for s in series.values() for n in s})
@@ -418,6 +430,7 @@ def summarize(outdir):
             clients = (runs.select("handoff", grp, con, n) or [{"clients": "?"}])[0]["clients"]
             rows.append([con, clients, fmt(tps), fmt(frac, 2), fmt(p50), fmt(p99),
                          fmt(wait), fmt(wfrac, 2), fmt(d50), fmt(d99),
+                         fmt(runs.median("handoff", grp, con, "other_cpu_pct", n)),
                          str(runs.reps("handoff", grp, con, n))])
             for col, v in (("tps", tps), ("tps_vs_one_client", frac), ("p50_us", p50),
                            ("p99_us", p99), ("gate_mean_wait_us", wait),
@@ -431,7 +444,7 @@ def summarize(outdir):
         md += table(["contender", "clients", "TPS", "vs 1 ungated client",
                      "latency p50 us", "latency p99 us", "gate: mean wait us",
                      "gate: waited fraction", "est. wait p50 us", "est. wait p99 us",
-                     "reps"], rows)
+                     "other CPU %", "reps"], rows)
         md.append("")
         md.append("Wait-to-run: 'gate: mean wait' is exact and server-side "
                   "(dbgate.status wait_time_total / admitted_after_wait, counters reset "
