@@ -74,6 +74,7 @@ sub check_samples
 	my %prev;       # "budget@stats_reset" -> previous status row
 	my %qpos;       # "pid@since" -> last queue position seen
 	my %starved;    # budget -> time since when a slot is free while others wait
+	my %prev_rows;  # budget -> state -> rows of the previous sample
 	my %lh_hist;    # same key -> [[t, admitted_lock_holder], ...]
 	my $prev_t;
 
@@ -195,10 +196,13 @@ sub check_samples
 			# the window may reach back before the first sample of this key
 			$lh = $v{admitted_lock_holder} if $h->[0][0] >= $t - $p{lh_window};
 
+			# dbgate.backends is read a moment after dbgate.status: a row
+			# that counted in the status may be gone from it, so rows of
+			# the previous sample count too
 			my $ga = grandfathered($p{lowerings}{$budget}{max_active}, $t,
-				$rows{$budget}{active});
+				[ @{ $rows{$budget}{active} // [] }, @{ $prev_rows{$budget}{active} // [] } ]);
 			my $gq = grandfathered($p{lowerings}{$budget}{max_queued}, $t,
-				$rows{$budget}{queued});
+				[ @{ $rows{$budget}{queued} // [] }, @{ $prev_rows{$budget}{queued} // [] } ]);
 
 			$r{max_active}{$budget} = $v{active}
 			  if $v{active} > ($r{max_active}{$budget} // -1);
@@ -274,6 +278,7 @@ sub check_samples
 			$viol->($t, "dbgate.backends rows for budget $budget, which dbgate.status does not show")
 			  unless $seen_budget{$budget} || $p{may_vanish}{$budget};
 		}
+		%prev_rows = %rows;
 	}
 	close $fh;
 	return \%r;
@@ -292,7 +297,9 @@ sub grandfathered
 		$latest = $l->[1] if $l->[0] <= $t;
 	}
 	return 0 unless defined $latest;
-	return scalar grep { $_->[ $B{since} ] < $latest } @$rows;
+	my %seen;
+	return scalar grep { $_->[ $B{since} ] < $latest && !$seen{"$_->[$B{pid}]\@$_->[$B{since}]"}++ }
+	  @$rows;
 }
 
 # scan_log(file => F, killed => [pids]) -> (problems, deliberate kills seen)

@@ -121,6 +121,7 @@ sub run
 		$self->{ops}{$op}++;
 		$self->{rejected} = 0;
 		$self->{op_t0} = time;
+		$self->{op} = $op;
 		my $m = "op_$op";
 		$self->$m();
 		$self->check_session_settings
@@ -190,6 +191,7 @@ sub connect
 		$self->{epoch} = $e;
 		$self->{st_ms} = $self->{session_st_ms};
 		$self->{lost} = 0;
+		$self->{late_timeout_possible} = 0;
 		$self->{tot}{connects}++;
 		return 1;
 	}
@@ -282,10 +284,16 @@ sub finish
 	{
 		if (!$hung && time - $t0 > HANG_SECONDS)
 		{
-			$self->fail(
-				sprintf("statement still running after %d s (epoch %d): %s",
-					HANG_SECONDS, $self->{epoch}, $o->{sql}));
+			my $msg = sprintf("statement still running after %d s (epoch %d, pid %d): %s",
+				HANG_SECONDS, $self->{epoch}, $dbh->{pg_pid}, $o->{sql});
+			$self->fail($msg);
+			print STDERR "client $self->{id}: $msg\n";
 			$hung = 1;
+		}
+		if ($hung && $self->stopping)
+		{
+			# give up, so that what was seen gets written
+			$self->shut_socket;
 		}
 		my $rin = '';
 		vec($rin, $dbh->{pg_socket}, 1) = 1;
@@ -324,6 +332,9 @@ sub sql
 	my $o = $self->finish($self->start($sql, %opt));
 	$self->account($o, $mode, %opt);
 	$self->{last} = $o;
+	# a failed COMMIT may leave the transaction open and failed
+	$self->sql('ROLLBACK', 'none')
+	  if !$o->{ok} && !$self->{lost} && $sql eq 'COMMIT';
 	return $o->{ok} ? 1 : 0;
 }
 
@@ -332,6 +343,10 @@ sub account
 	my ($self, $o, $mode, %opt) = @_;
 	my $kind = $o->{ok} ? 'ok' : classify_error($o->{state}, $o->{errstr});
 	$o->{kind} = $kind;
+	my $late = $self->{late_timeout_possible};
+	my $h = $self->{history} //= [];
+	push @$h, sprintf('%s [%s, %.0f ms]', $o->{sql}, $kind, $o->{elapsed_ms} // -1);
+	shift @$h while @$h > 8;
 	$self->{tot}{"outcome_$kind"}++;
 	$self->{errors}{ $o->{state} }++ if !$o->{ok} && $o->{state} ne '';
 	$self->{lost} = 1 if $kind eq 'lost';
@@ -342,7 +357,12 @@ sub account
 	  if $kind eq 'other';
 	$self->fail("statement in a failed transaction: $o->{sql}")
 	  if $kind eq 'aborted';
-	$self->check_timeout($o, $mode) if $kind eq 'st' && $mode ne 'held';
+	$self->check_timeout($o, $mode, $late) if $kind eq 'st' && $mode ne 'held';
+	# Did a timeout that applies to this statement run out as it ended?
+	# PostgreSQL then reports it in the next statement of the session.
+	my $min = min_timeout($self->{st_ms}, $mode ne 'none' ? $self->{budget_st_ms} : 0);
+	$self->{late_timeout_possible} = $mode eq 'held'
+	  || (defined $min && ($o->{elapsed_ms} // 0) >= $min - 50);
 
 	return unless $self->{checked};
 	my $acc = $self->{acct}{ $self->{epoch} }{ $self->{budget} } //= {};
@@ -368,7 +388,13 @@ sub account
 		# the queue, unless the queue timeout ends every wait well before.
 		my $st = $self->{st_ms};
 		my $qt = $self->{qt_ms};
-		if ($st == 0 || ($single && $qt > 0 && $st >= $qt + 1000))
+		if ($late)
+		{
+			# maybe the previous statement's, reported here: it may have
+			# hit this one anywhere, in the queue too
+			$acc->{amb}++;
+		}
+		elsif ($st == 0 || ($single && $qt > 0 && $st >= $qt + 1000))
 		{
 			$acc->{adm_lo}++;
 		}
@@ -452,25 +478,31 @@ sub check_rejection
 # A statement timeout cannot fire before the shortest timeout that applies
 # has run out: the session's counts from the start of the statement, the
 # budget's from admission, and only while an executor runs (so never for a
-# utility statement).  An earlier one is a timer the gate left armed.  (A
-# statement run while the backend holds a slot counts from the admission
-# of the slot: not checked.)
+# utility statement).  An earlier one is a timer the gate left armed.  Not
+# checked: a statement run while the backend holds a slot (the deadline
+# counts from the slot's admission), and the statement after one that ran
+# as long as a timeout (a timeout that expires as a statement ends is
+# reported by the next one, PostgreSQL's own behaviour, seen after parallel
+# queries).
 sub check_timeout
 {
-	my ($self, $o, $mode) = @_;
-	my @t;
-	push @t, $self->{st_ms} if $self->{st_ms} > 0;
-	push @t, $self->{budget_st_ms}
-	  if $mode ne 'none' && ($self->{budget_st_ms} // 0) > 0;
-	if (!@t)
+	my ($self, $o, $mode, $late) = @_;
+	if ($late)
+	{
+		$self->{tot}{late_timeout}++;
+		return;
+	}
+	my $min = min_timeout($self->{st_ms}, $mode ne 'none' ? $self->{budget_st_ms} : 0);
+	if (!defined $min)
 	{
 		$self->fail("statement timeout although none applies: $o->{sql}");
 		return;
 	}
-	my ($min) = sort { $a <=> $b } @t;
 	$self->fail(
-		sprintf('statement timeout after %.0f ms, the shortest timeout is %d ms: %s',
-			$o->{elapsed_ms}, $min, $o->{sql}))
+		sprintf('statement timeout after %.0f ms, the shortest timeout is %d ms: %s '
+			  . '(operation %s, statements before: %s)',
+			$o->{elapsed_ms}, $min, $o->{sql}, $self->{op},
+			join(' / ', @{ $self->{history} }[ 0 .. $#{ $self->{history} } - 1 ])))
 	  if defined $o->{elapsed_ms} && $o->{elapsed_ms} < $min - 20;
 	return;
 }
@@ -484,6 +516,13 @@ sub gate_toggled
 	my ($off, $on) = split ' ', (<$fh> // '');
 	close $fh;
 	return defined $on && $on + 2 >= $self->{op_t0};
+}
+
+# the smallest of the non-zero timeouts given, or undef
+sub min_timeout
+{
+	my @t = sort { $a <=> $b } grep { defined $_ && $_ > 0 } @_;
+	return $t[0];
 }
 
 # Nothing the gate applied leaks into the session.
