@@ -3,7 +3,7 @@
 # side with an ungated server and PgBouncer, in one run.
 #
 # Usage (as root, from anywhere; as another user only with --no-install):
-#   test/bench/run.sh                      # all scenarios, ~12 s per point, 3 reps
+#   test/bench/run.sh                      # all scenarios, ~12 s per point, 3 reps (~35 min)
 #   test/bench/run.sh --quick              # 3 s per point, 1 rep (smoke)
 #   test/bench/run.sh --scenario bulkhead,handoff --reps 5 --out /tmp/res
 #
@@ -36,7 +36,9 @@
 # shared_preload_libraries = 'dbgate' (the second is a file copy of the first,
 # so both hold the same pgbench data).  PgBouncer (transaction pooling, loopback
 # and a unix socket) is started in front of "plain" for the points that need
-# it.  Everything is stopped and removed on exit, also on failure or Ctrl-C.
+# it.  Each repetition runs all contenders of a scenario back to back,
+# forwards in odd and backwards in even repetitions.  Everything is stopped
+# and removed on exit, also on failure or Ctrl-C.
 #
 # Output: OUT/summary.md (also printed), OUT/summary.csv (medians and
 # ratios), OUT/runs.csv (one row per run and repetition), OUT/bulkhead.png,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Smoke of the benchmark tooling (test/bench/run.sh): every scenario once,
-# tiny (scale 1, 2 s per point, one max_active / pool size), against the dbgate
+# tiny (scale 1, 1 s per point, one max_active / pool size), against the dbgate
 # that test/check.sh has just installed.  Passes when the tooling works: all
 # runs complete without errors, the gate's counters are consistent, and the
 # tables and plots are written.  Performance targets are never asserted here.
@@ -29,7 +29,7 @@ trap '[ -z "$own_work" ] || rm -rf "$work"' EXIT
 out=$work/out
 
 rc=0
-TMPDIR=$work bash "$SRC/test/bench/run.sh" --quick --no-install --scale 1 --duration 2 \
+TMPDIR=$work bash "$SRC/test/bench/run.sh" --quick --no-install --scale 1 --duration 1 \
 	--max-active 2 --range-width 500 --out "$out" || rc=$?
 fail() { echo "bench smoke FAILED: $*"; exit 1; }
 [ $rc -eq 0 ] || fail "run.sh exited with status $rc"
