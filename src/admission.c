@@ -98,7 +98,9 @@ typedef struct SlotRef
 
 static SlotRef inline_refs[INLINE_REFS];
 static SlotRef *refs = inline_refs;
-static int	nrefs = 0;
+int			dbgate_nrefs = 0;	/* see dbgate.h */
+bool		dbgate_slot_has_limits = false; /* the held slot's budget has
+											 * timeouts */
 static int	maxrefs = INLINE_REFS;
 static int	running_refs = 0;	/* refs with run_subid set */
 
@@ -130,17 +132,18 @@ static void backend_exit(int code, Datum arg);
 static void release_slot(void);
 static void leave_queue_abnormally(void);
 
-/*
- * Link/unlink helpers.  Caller must hold the budget's lock exclusively.
- */
 static inline DbgateProc *
 proc_entry(int procno)
 {
 	return &dbgate_shared->procs[procno];
 }
 
+/*
+ * The queue list.  Caller must hold the budget's lock exclusively and change
+ * the 'queued' count of the state word along with the list.
+ */
 static void
-queue_append(DbgateBudget *b, int procno)
+list_append(DbgateBudget *b, int procno)
 {
 	DbgateProc *p = proc_entry(procno);
 
@@ -151,13 +154,10 @@ queue_append(DbgateBudget *b, int procno)
 	else
 		b->queue_head = procno;
 	b->queue_tail = procno;
-	b->queued++;
-	if (b->queued > b->peak_queued)
-		b->peak_queued = b->queued;
 }
 
 static void
-queue_unlink(DbgateBudget *b, int procno)
+list_unlink(DbgateBudget *b, int procno)
 {
 	DbgateProc *p = proc_entry(procno);
 
@@ -170,15 +170,66 @@ queue_unlink(DbgateBudget *b, int procno)
 	else
 		b->queue_tail = p->prev;
 	p->prev = p->next = -1;
-	b->queued--;
 }
 
 static inline void
-count_active(DbgateBudget *b)
+note_peak_active(DbgateBudget *b, uint32 active)
 {
-	b->active++;
-	if (b->active > b->peak_active)
-		b->peak_active = b->active;
+	uint32		peak = pg_atomic_read_u32(&b->peak_active);
+
+	while (active > peak &&
+		   !pg_atomic_compare_exchange_u32(&b->peak_active, &peak, active))
+		;
+}
+
+/*
+ * Leave the queue: unlink and count one fewer queued.  Caller must hold the
+ * budget's lock exclusively; procno must be in the queue.
+ */
+static void
+queue_remove(DbgateBudget *b, int procno)
+{
+	list_unlink(b, procno);
+	pg_atomic_fetch_sub_u64(&b->state, DBGATE_ST_ONE_QUEUED);
+}
+
+/*
+ * Move the queued procno to 'active' if a slot is free (or unconditionally
+ * when 'beyond_limit').  Caller must hold the budget's lock exclusively.
+ * Returns whether it moved.  The compare-and-swap is needed because a
+ * non-fair budget's slots are also taken and returned without the lock.
+ */
+static bool
+queue_promote(DbgateBudget *b, int procno, bool beyond_limit)
+{
+	uint64		old = pg_atomic_read_u64(&b->state);
+
+	for (;;)
+	{
+		if (!beyond_limit &&
+			dbgate_st_active(old) >= (uint32) b->conf.max_active)
+			return false;
+		if (pg_atomic_compare_exchange_u64(&b->state, &old,
+										   old + DBGATE_ST_ONE_ACTIVE -
+										   DBGATE_ST_ONE_QUEUED))
+			break;
+	}
+	list_unlink(b, procno);
+	note_peak_active(b, dbgate_st_active(old) + 1);
+	return true;
+}
+
+/*
+ * Is a slot free and somebody queued, so that a non-fair budget should wake
+ * its head?  Caller holds the budget's lock.
+ */
+static inline bool
+free_slot_and_waiter(DbgateBudget *b)
+{
+	uint64		st = pg_atomic_read_u64(&b->state);
+
+	return b->queue_head >= 0 &&
+		dbgate_st_active(st) < (uint32) b->conf.max_active;
 }
 
 static inline uint64
@@ -199,15 +250,15 @@ dbgate_grant_waiters(DbgateBudget *b, int idx)
 	bool		any = false;
 	TimestampTz now = GetCurrentTimestamp();
 
-	while (b->queue_head >= 0 && b->active < b->conf.max_active)
+	while (b->queue_head >= 0)
 	{
 		int			head = b->queue_head;
 		DbgateProc *p = proc_entry(head);
 
-		queue_unlink(b, head);
+		if (!queue_promote(b, head, false))
+			break;
 		p->granted = true;
 		p->state_since = now;
-		count_active(b);
 		SetLatch(&DBGATE_PROC_BY_NUMBER(head)->procLatch);
 		any = true;
 	}
@@ -263,14 +314,14 @@ dbgate_holds_slot(void)
 static void
 ensure_ref_space(void)
 {
-	if (nrefs < maxrefs)
+	if (dbgate_nrefs < maxrefs)
 		return;
 	if (refs == inline_refs)
 	{
 		SlotRef    *n = MemoryContextAlloc(TopMemoryContext,
 										   sizeof(SlotRef) * maxrefs * 2);
 
-		memcpy(n, inline_refs, sizeof(SlotRef) * nrefs);
+		memcpy(n, inline_refs, sizeof(SlotRef) * dbgate_nrefs);
 		refs = n;
 	}
 	else
@@ -282,7 +333,7 @@ ensure_ref_space(void)
 static inline void
 add_ref(QueryDesc *qd)
 {
-	SlotRef    *r = &refs[nrefs++];
+	SlotRef    *r = &refs[dbgate_nrefs++];
 
 	r->qd = qd;
 	r->create_subid = GetCurrentSubTransactionId();
@@ -295,7 +346,7 @@ find_ref(QueryDesc *qd)
 	int			i;
 
 	/* newest first: executor runs mostly end in LIFO order */
-	for (i = nrefs - 1; i >= 0; i--)
+	for (i = dbgate_nrefs - 1; i >= 0; i--)
 	{
 		if (refs[i].qd == qd)
 			return i;
@@ -308,7 +359,7 @@ remove_ref(int i)
 {
 	if (refs[i].run_subid != InvalidSubTransactionId)
 		running_refs--;
-	refs[i] = refs[--nrefs];
+	refs[i] = refs[--dbgate_nrefs];
 }
 
 /* ----------
@@ -328,6 +379,7 @@ take_slot(int idx, uint32 incarnation, TimestampTz since,
 	slot_admitted_at = since;
 	slot_statement_timeout_ms = statement_timeout_ms;
 	slot_lock_timeout_ms = lock_timeout_ms;
+	dbgate_slot_has_limits = (statement_timeout_ms > 0 || lock_timeout_ms > 0);
 }
 
 /*
@@ -573,15 +625,13 @@ wait_loop(int idx, uint32 incarnation, TimestampTz enqueued,
 			}
 			else if (!dbgate_enabled)
 			{
-				queue_unlink(b, my_procno);
+				queue_remove(b, my_procno);
 				outcome = WAIT_UNGATED;
 				done = true;
 			}
 			else if (!b->conf.fair && b->queue_head == my_procno &&
-					 b->active < b->conf.max_active)
+					 queue_promote(b, my_procno, false))
 			{
-				queue_unlink(b, my_procno);
-				count_active(b);
 				my_proc->state_since = now;
 				outcome = WAIT_GRANTED;
 				done = true;
@@ -592,13 +642,12 @@ wait_loop(int idx, uint32 incarnation, TimestampTz enqueued,
 				int			waited = (int) ((now - enqueued) / 1000);
 				int			limit = b->conf.queue_timeout_ms;
 
-				queue_unlink(b, my_procno);
+				queue_remove(b, my_procno);
 				b->rejected_timeout++;
 				my_proc->state = DBGATE_PROC_IDLE;
 				my_proc->budget = -1;
 				/* a free slot of a non-fair budget goes to the next head */
-				if (!b->conf.fair && b->queue_head >= 0 &&
-					b->active < b->conf.max_active)
+				if (!b->conf.fair && free_slot_and_waiter(b))
 					wake = b->queue_head;
 				strlcpy(name, b->conf.name, NAMEDATALEN);
 				LWLockRelease(lock);
@@ -621,7 +670,7 @@ wait_loop(int idx, uint32 incarnation, TimestampTz enqueued,
 
 				if (same)
 				{
-					b->admitted++;
+					pg_atomic_fetch_add_u64(&b->admitted, 1);
 					b->admitted_after_wait++;
 					b->wait_time_total_us += waited;
 					if (waited > b->wait_time_max_us)
@@ -635,8 +684,7 @@ wait_loop(int idx, uint32 incarnation, TimestampTz enqueued,
 							  same ? b->conf.statement_timeout_ms : 0,
 							  same ? b->conf.lock_timeout_ms : 0);
 					/* non-fair: pass a remaining free slot on */
-					if (same && !b->conf.fair && b->queue_head >= 0 &&
-						b->active < b->conf.max_active)
+					if (same && !b->conf.fair && free_slot_and_waiter(b))
 						wake = b->queue_head;
 				}
 				else
@@ -669,8 +717,7 @@ wait_loop(int idx, uint32 incarnation, TimestampTz enqueued,
 					if (!my_proc->granted && !my_proc->released)
 					{
 						now = GetCurrentTimestamp();
-						queue_unlink(b, my_procno);
-						count_active(b);
+						(void) queue_promote(b, my_procno, true);
 						b->admitted_lock_holder++;
 						my_proc->state_since = now;
 						my_proc->granted = true;
@@ -716,6 +763,45 @@ wait_in_queue(int idx, uint32 incarnation, TimestampTz enqueued,
 }
 
 /*
+ * Return a slot of budget b whose state word carries 'tag', under the
+ * budget's lock: hand it to the head of the queue (fair: 'active' stays as
+ * it is), or free it and name the head to wake (non-fair).  A budget over
+ * its limit (just lowered, or a lock holder admitted beyond it) only frees.
+ * Returns the proc number to wake, or -1.
+ */
+static int
+return_slot_locked(DbgateBudget *b, uint32 tag, TimestampTz now)
+{
+	uint64		old = pg_atomic_read_u64(&b->state);
+
+	for (;;)
+	{
+		bool		hand_off;
+
+		if (dbgate_st_tag(old) != tag)
+			return -1;			/* dropped meanwhile */
+		hand_off = (dbgate_st_queued(old) > 0 &&
+					dbgate_st_active(old) <= (uint32) b->conf.max_active);
+		if (hand_off && b->conf.fair)
+		{
+			int			head = b->queue_head;
+
+			/* nothing else changes the word of a fair budget with waiters */
+			if (!pg_atomic_compare_exchange_u64(&b->state, &old,
+												old - DBGATE_ST_ONE_QUEUED))
+				continue;
+			list_unlink(b, head);
+			proc_entry(head)->granted = true;
+			proc_entry(head)->state_since = now;
+			return head;
+		}
+		if (pg_atomic_compare_exchange_u64(&b->state, &old,
+										   old - DBGATE_ST_ONE_ACTIVE))
+			return hand_off ? b->queue_head : -1;
+	}
+}
+
+/*
  * Leave the queue because of an error or exit while waiting.  If a slot
  * was granted to us in the meantime, pass it on like a release.
  */
@@ -743,30 +829,13 @@ leave_queue_abnormally(void)
 			/* the slot is counted in 'active': hand it on */
 			my_proc->granted = false;
 			if (same)
-			{
-				if (b->queue_head >= 0 && b->active <= b->conf.max_active)
-				{
-					int			head = b->queue_head;
-
-					if (b->conf.fair)
-					{
-						queue_unlink(b, head);
-						proc_entry(head)->granted = true;
-						proc_entry(head)->state_since = GetCurrentTimestamp();
-					}
-					else
-						b->active--;
-					wake = head;
-				}
-				else
-					b->active--;
-			}
+				wake = return_slot_locked(b, dbgate_tag_of(queue_incarnation),
+										  GetCurrentTimestamp());
 		}
 		else if (!my_proc->released && same)
 		{
-			queue_unlink(b, my_procno);
-			if (!b->conf.fair && b->queue_head >= 0 &&
-				b->active < b->conf.max_active)
+			queue_remove(b, my_procno);
+			if (!b->conf.fair && free_slot_and_waiter(b))
 				wake = b->queue_head;
 		}
 		if (same)
@@ -782,9 +851,27 @@ leave_queue_abnormally(void)
 }
 
 /*
+ * Fill in our shared entry for budget idx; the state is set by the caller.
+ */
+static inline void
+describe_me(int idx, uint32 incarnation, TimestampTz now)
+{
+	my_proc->budget = idx;
+	my_proc->incarnation = incarnation;
+	my_proc->roleid = GetSessionUserId();
+	my_proc->state_since = now;
+	my_proc->granted = false;
+	my_proc->released = false;
+}
+
+/*
  * Try to take a slot of budget idx for the executor run that is starting.
  * Returns true when this backend now holds a slot, false when the run goes
  * ungated.  Throws 53300 when the budget is full.
+ *
+ * Fast path, without the lock: a free slot (and, for a fair budget, nobody
+ * queued) is taken by one compare-and-swap of the state word.  Otherwise
+ * the decision is taken again under the budget lock, where the queue is.
  */
 static bool
 admit(int idx, uint32 incarnation)
@@ -793,9 +880,30 @@ admit(int idx, uint32 incarnation)
 	DbgateBudget *b = &sh->budgets[idx];
 	LWLock	   *lock = dbgate_budget_lock(idx);
 	TimestampTz now = GetCurrentTimestamp();
+	uint32		tag = dbgate_tag_of(incarnation);
+	int32		max_active = b->conf.max_active;
+	bool		fair = b->conf.fair;
 	int			queue_timeout_ms;
-	int			stmt_ms;
-	int			lock_ms;
+	uint64		old;
+
+	old = pg_atomic_read_u64(&b->state);
+	while (dbgate_st_tag(old) == tag &&
+		   dbgate_st_active(old) < (uint32) max_active &&
+		   (!fair || dbgate_st_queued(old) == 0))
+	{
+		if (pg_atomic_compare_exchange_u64(&b->state, &old,
+										   old + DBGATE_ST_ONE_ACTIVE))
+		{
+			note_peak_active(b, dbgate_st_active(old) + 1);
+			pg_atomic_fetch_add_u64(&b->admitted, 1);
+			describe_me(idx, incarnation, now);
+			pg_write_barrier();
+			my_proc->state = DBGATE_PROC_ACTIVE;
+			take_slot(idx, incarnation, now, b->conf.statement_timeout_ms,
+					  b->conf.lock_timeout_ms);
+			return true;
+		}
+	}
 
 	LWLockAcquire(lock, LW_EXCLUSIVE);
 	if (unlikely(!b->in_use || b->incarnation != incarnation))
@@ -806,49 +914,63 @@ admit(int idx, uint32 incarnation)
 		return false;
 	}
 
-	my_proc->budget = idx;
-	my_proc->incarnation = incarnation;
-	my_proc->roleid = GetSessionUserId();
-	my_proc->state_since = now;
-	my_proc->granted = false;
-	my_proc->released = false;
-
-	if (b->active < b->conf.max_active && (b->queued == 0 || !b->conf.fair))
+	describe_me(idx, incarnation, now);
+	old = pg_atomic_read_u64(&b->state);
+	for (;;)
 	{
-		/* the common case: a free slot */
-		count_active(b);
-		b->admitted++;
-		my_proc->state = DBGATE_PROC_ACTIVE;
-		stmt_ms = b->conf.statement_timeout_ms;
-		lock_ms = b->conf.lock_timeout_ms;
-		LWLockRelease(lock);
-		take_slot(idx, incarnation, now, stmt_ms, lock_ms);
-		return true;
+		uint32		active = dbgate_st_active(old);
+		uint32		queued = dbgate_st_queued(old);
+
+		if (active < (uint32) b->conf.max_active &&
+			(queued == 0 || !b->conf.fair))
+		{
+			/* a slot came free */
+			if (!pg_atomic_compare_exchange_u64(&b->state, &old,
+												old + DBGATE_ST_ONE_ACTIVE))
+				continue;
+			note_peak_active(b, active + 1);
+			pg_atomic_fetch_add_u64(&b->admitted, 1);
+			my_proc->state = DBGATE_PROC_ACTIVE;
+			LWLockRelease(lock);
+			take_slot(idx, incarnation, now, b->conf.statement_timeout_ms,
+					  b->conf.lock_timeout_ms);
+			return true;
+		}
+
+		if (queued >= (uint32) b->conf.max_queued)
+		{
+			char		name[NAMEDATALEN];
+			int			max_active_now = b->conf.max_active;
+			int			max_queued = b->conf.max_queued;
+
+			b->rejected_full++;
+			my_proc->budget = -1;
+			strlcpy(name, b->conf.name, NAMEDATALEN);
+			LWLockRelease(lock);
+			ereport(ERROR,
+					(errcode(ERRCODE_TOO_MANY_CONNECTIONS),
+					 errmsg("budget \"%s\" is full", name),
+					 errdetail("%d of %d statements are active and %d of %d queue places are taken.",
+							   (int) active, max_active_now, (int) queued,
+							   max_queued),
+					 errhint("Retry later, or raise max_active or max_queued with dbgate.alter_budget().")));
+		}
+
+		/*
+		 * Join the tail of the queue.  The swap fails if a slot was returned
+		 * meanwhile (then we look again); once it succeeds, whoever returns
+		 * a slot sees us queued and comes for the lock we hold.
+		 */
+		if (pg_atomic_compare_exchange_u64(&b->state, &old,
+										   old + DBGATE_ST_ONE_QUEUED))
+		{
+			if ((int32) queued + 1 > b->peak_queued)
+				b->peak_queued = queued + 1;
+			break;
+		}
 	}
-
-	if (b->queued >= b->conf.max_queued)
-	{
-		char		name[NAMEDATALEN];
-		int			active = b->active;
-		int			max_active = b->conf.max_active;
-		int			queued = b->queued;
-		int			max_queued = b->conf.max_queued;
-
-		b->rejected_full++;
-		my_proc->budget = -1;
-		strlcpy(name, b->conf.name, NAMEDATALEN);
-		LWLockRelease(lock);
-		ereport(ERROR,
-				(errcode(ERRCODE_TOO_MANY_CONNECTIONS),
-				 errmsg("budget \"%s\" is full", name),
-				 errdetail("%d of %d statements are active and %d of %d queue places are taken.",
-						   active, max_active, queued, max_queued),
-				 errhint("Retry later, or raise max_active or max_queued with dbgate.alter_budget().")));
-	}
-
-	/* join the tail of the queue */
 	my_proc->state = DBGATE_PROC_QUEUED;
-	queue_append(b, my_procno);
+	list_append(b, my_procno);
 	queue_timeout_ms = b->conf.queue_timeout_ms;
 	LWLockRelease(lock);
 
@@ -856,16 +978,18 @@ admit(int idx, uint32 incarnation)
 }
 
 /*
- * Return the slot this backend holds: hand it to the head of the queue
- * (fair), or free it and wake the head (non-fair).
+ * Return the slot this backend holds.  Fast path, without the lock: nobody
+ * is queued, one compare-and-swap.  Otherwise under the budget lock, see
+ * return_slot_locked().
  */
 static void
 release_slot(void)
 {
 	int			idx = slot_budget;
 	DbgateBudget *b;
-	LWLock	   *lock;
 	TimestampTz now;
+	uint32		tag;
+	uint64		old;
 	int			wake = -1;
 
 	if (idx < 0)
@@ -874,34 +998,37 @@ release_slot(void)
 	slot_budget = -1;
 
 	b = &dbgate_shared->budgets[idx];
-	lock = dbgate_budget_lock(idx);
+	tag = dbgate_tag_of(slot_incarnation);
 	now = GetCurrentTimestamp();
 
-	LWLockAcquire(lock, LW_EXCLUSIVE);
-	if (likely(b->in_use && b->incarnation == slot_incarnation))
-	{
-		b->active_time_total_us += elapsed_us(slot_admitted_at, now);
-		if (b->queue_head >= 0 && b->active <= b->conf.max_active)
-		{
-			int			head = b->queue_head;
-
-			if (b->conf.fair)
-			{
-				/* direct hand-off: 'active' stays as it is */
-				queue_unlink(b, head);
-				proc_entry(head)->granted = true;
-				proc_entry(head)->state_since = now;
-			}
-			else
-				b->active--;
-			wake = head;
-		}
-		else
-			b->active--;
-	}
 	my_proc->state = DBGATE_PROC_IDLE;
 	my_proc->budget = -1;
-	LWLockRelease(lock);
+
+	old = pg_atomic_read_u64(&b->state);
+	for (;;)
+	{
+		if (dbgate_st_tag(old) != tag)
+			return;				/* the budget was dropped */
+		if (dbgate_st_queued(old) != 0)
+			break;
+		if (pg_atomic_compare_exchange_u64(&b->state, &old,
+										   old - DBGATE_ST_ONE_ACTIVE))
+		{
+			pg_atomic_fetch_add_u64(&b->active_time_total_us,
+									elapsed_us(slot_admitted_at, now));
+			return;
+		}
+	}
+
+	/* somebody is queued */
+	LWLockAcquire(dbgate_budget_lock(idx), LW_EXCLUSIVE);
+	if (b->in_use && b->incarnation == slot_incarnation)
+	{
+		pg_atomic_fetch_add_u64(&b->active_time_total_us,
+								elapsed_us(slot_admitted_at, now));
+		wake = return_slot_locked(b, tag, now);
+	}
+	LWLockRelease(dbgate_budget_lock(idx));
 
 	if (wake >= 0)
 		SetLatch(&DBGATE_PROC_BY_NUMBER(wake)->procLatch);
@@ -969,11 +1096,30 @@ dbgate_run_begin(QueryDesc *queryDesc, DbgateLimitState *st)
 
 	st->tracked = false;
 	st->applied = false;
-	if (likely(nrefs == 0))
+	if (likely(dbgate_nrefs == 0))
 		return false;
 	i = find_ref(queryDesc);
 	if (i < 0 || refs[i].run_subid != InvalidSubTransactionId)
 		return false;
+
+	if (!dbgate_slot_has_limits)
+	{
+		SubTransactionId sub = GetCurrentSubTransactionId();
+
+		/*
+		 * Without limits to apply, a run only needs marking when it could
+		 * die in a subtransaction other than the one it was started in (a
+		 * FETCH inside a savepoint): an abort of its own subtransaction
+		 * drops the reference anyway.
+		 */
+		if (refs[i].create_subid != sub)
+		{
+			refs[i].run_subid = sub;
+			running_refs++;
+			st->tracked = true;
+		}
+		return false;
+	}
 
 	outermost = (running_refs == 0);
 	refs[i].run_subid = GetCurrentSubTransactionId();
@@ -1022,13 +1168,13 @@ dbgate_executor_end(QueryDesc *queryDesc)
 {
 	int			i;
 
-	if (likely(nrefs == 0))
+	if (likely(dbgate_nrefs == 0))
 		return;
 	i = find_ref(queryDesc);
 	if (i < 0)
 		return;
 	remove_ref(i);
-	if (nrefs == 0)
+	if (dbgate_nrefs == 0)
 		release_slot();
 }
 
@@ -1040,16 +1186,16 @@ dbgate_admission_subxact_abort(SubTransactionId mySubid)
 {
 	int			i;
 
-	if (nrefs == 0)
+	if (dbgate_nrefs == 0)
 		return;
-	for (i = nrefs - 1; i >= 0; i--)
+	for (i = dbgate_nrefs - 1; i >= 0; i--)
 	{
 		if (refs[i].create_subid >= mySubid ||
 			(refs[i].run_subid != InvalidSubTransactionId &&
 			 refs[i].run_subid >= mySubid))
 			remove_ref(i);
 	}
-	if (nrefs == 0)
+	if (dbgate_nrefs == 0)
 		release_slot();
 }
 
@@ -1060,7 +1206,9 @@ dbgate_admission_subxact_abort(SubTransactionId mySubid)
 void
 dbgate_admission_xact_end(void)
 {
-	nrefs = 0;
+	if (likely(dbgate_nrefs == 0 && slot_budget < 0 && refs == inline_refs))
+		return;
+	dbgate_nrefs = 0;
 	running_refs = 0;
 	if (refs != inline_refs)
 	{
@@ -1078,7 +1226,7 @@ static void
 backend_exit(int code, Datum arg)
 {
 	leave_queue_abnormally();
-	nrefs = 0;
+	dbgate_nrefs = 0;
 	running_refs = 0;
 	release_slot();
 }

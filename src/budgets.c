@@ -87,6 +87,7 @@ install_initial(const DbgateConfig *config)
 		b->in_use = true;
 		b->incarnation++;
 		b->conf = config->budgets[i];
+		pg_atomic_write_u64(&b->state, dbgate_st_make(b->incarnation, 0, 0));
 		dbgate_reset_budget_stats(b, now);
 	}
 	sh->nroles = 0;
@@ -147,6 +148,10 @@ dbgate_shmem_init(void)
 			sh->budgets[i].in_use = false;
 			sh->budgets[i].queue_head = -1;
 			sh->budgets[i].queue_tail = -1;
+			pg_atomic_init_u64(&sh->budgets[i].state, 0);
+			pg_atomic_init_u32(&sh->budgets[i].peak_active, 0);
+			pg_atomic_init_u64(&sh->budgets[i].admitted, 0);
+			pg_atomic_init_u64(&sh->budgets[i].active_time_total_us, 0);
 		}
 		for (i = 0; i < sh->max_procs; i++)
 		{
@@ -173,14 +178,18 @@ dbgate_shmem_init(void)
 
 /*
  * Zero the statistics of a budget.  Caller must hold the budget's lock
- * exclusively (or be alone at start-up).
+ * exclusively (or be alone at start-up).  Peaks restart from the current
+ * counts.
  */
 void
 dbgate_reset_budget_stats(DbgateBudget *b, TimestampTz now)
 {
-	b->peak_active = b->active;
-	b->peak_queued = b->queued;
-	b->admitted = 0;
+	uint64		st = pg_atomic_read_u64(&b->state);
+
+	pg_atomic_write_u32(&b->peak_active, dbgate_st_active(st));
+	b->peak_queued = dbgate_st_queued(st);
+	pg_atomic_write_u64(&b->admitted, 0);
+	pg_atomic_write_u64(&b->active_time_total_us, 0);
 	b->admitted_after_wait = 0;
 	b->rejected_full = 0;
 	b->rejected_timeout = 0;
@@ -188,7 +197,6 @@ dbgate_reset_budget_stats(DbgateBudget *b, TimestampTz now)
 	b->admitted_lock_holder = 0;
 	b->wait_time_total_us = 0;
 	b->wait_time_max_us = 0;
-	b->active_time_total_us = 0;
 	b->stats_reset = now;
 }
 
@@ -394,10 +402,10 @@ dbgate_install_config(const DbgateConfig *config)
 			SetLatch(&DBGATE_PROC_BY_NUMBER(procno)->procLatch);
 		}
 		b->queue_tail = -1;
-		b->queued = 0;
-		b->active = 0;
 		b->in_use = false;
 		b->incarnation++;
+		/* fast-path CASes against the old word fail from now on */
+		pg_atomic_write_u64(&b->state, dbgate_st_make(b->incarnation, 0, 0));
 		LWLockRelease(lock);
 	}
 
@@ -430,9 +438,8 @@ dbgate_install_config(const DbgateConfig *config)
 			b->in_use = true;
 			b->incarnation++;
 			b->conf = *c;
-			b->active = 0;
-			b->queued = 0;
 			b->queue_head = b->queue_tail = -1;
+			pg_atomic_write_u64(&b->state, dbgate_st_make(b->incarnation, 0, 0));
 			dbgate_reset_budget_stats(b, now);
 			LWLockRelease(lock);
 			continue;

@@ -63,6 +63,7 @@ typedef struct PendingOp
 } PendingOp;
 
 static List *pending_ops = NIL; /* in TopTransactionContext */
+bool		dbgate_config_busy = false; /* pending_ops, or a commit under way */
 static DbgateConfig *prepared_image = NULL; /* between PRE_COMMIT and COMMIT */
 static bool temp_written = false;
 
@@ -315,6 +316,7 @@ add_op(PendingOp *op)
 	memcpy(copy, op, sizeof(PendingOp));
 	copy->subid = GetCurrentSubTransactionId();
 	pending_ops = lappend(pending_ops, copy);
+	dbgate_config_busy = true;
 	MemoryContextSwitchTo(old);
 
 	pfree(config.budgets);
@@ -418,6 +420,7 @@ forget_pending(void)
 	/* the list lives in TopTransactionContext, which goes away */
 	pending_ops = NIL;
 	prepared_image = NULL;
+	dbgate_config_busy = false;
 }
 
 /*

@@ -197,6 +197,16 @@ dbgate_ExecutorRun(DBGATE_EXECUTOR_RUN_ARGS)
 {
 	DbgateLimitState st;
 
+	/* not holding a slot: nothing to do (the path of every ungated run) */
+	if (likely(dbgate_nrefs == 0))
+	{
+		if (prev_ExecutorRun)
+			DBGATE_EXECUTOR_RUN_CALL(prev_ExecutorRun);
+		else
+			DBGATE_EXECUTOR_RUN_CALL(standard_ExecutorRun);
+		return;
+	}
+
 	if (!dbgate_run_begin(queryDesc, &st))
 	{
 		if (prev_ExecutorRun)
@@ -228,6 +238,19 @@ static void
 dbgate_ExecutorFinish(QueryDesc *queryDesc)
 {
 	DbgateLimitState st;
+
+	/*
+	 * ExecutorFinish matters only for applying budget limits (after
+	 * triggers run here); runs are tracked in ExecutorRun.
+	 */
+	if (likely(dbgate_nrefs == 0 || !dbgate_slot_has_limits))
+	{
+		if (prev_ExecutorFinish)
+			prev_ExecutorFinish(queryDesc);
+		else
+			standard_ExecutorFinish(queryDesc);
+		return;
+	}
 
 	if (!dbgate_run_begin(queryDesc, &st))
 	{
@@ -263,7 +286,8 @@ dbgate_ExecutorEnd(QueryDesc *queryDesc)
 	else
 		standard_ExecutorEnd(queryDesc);
 
-	dbgate_executor_end(queryDesc);
+	if (dbgate_nrefs > 0)
+		dbgate_executor_end(queryDesc);
 }
 
 /*
@@ -326,7 +350,8 @@ dbgate_xact_callback(XactEvent event, void *arg)
 	if (dbgate_shared == NULL)
 		return;
 
-	dbgate_config_xact_callback(event);
+	if (dbgate_config_busy)
+		dbgate_config_xact_callback(event);
 
 	switch (event)
 	{
@@ -347,7 +372,8 @@ dbgate_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	if (dbgate_shared == NULL)
 		return;
 
-	dbgate_config_subxact_callback(event, mySubid, parentSubid);
+	if (dbgate_config_busy)
+		dbgate_config_subxact_callback(event, mySubid, parentSubid);
 
 	if (event == SUBXACT_EVENT_ABORT_SUB)
 		dbgate_admission_subxact_abort(mySubid);

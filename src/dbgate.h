@@ -101,16 +101,22 @@ typedef struct DbgateBudget
 	uint32		incarnation;	/* bumped whenever the entry is (re)used */
 	DbgateBudgetConf conf;		/* limits: written under the budget lock */
 
-	/* live state, protected by the budget lock */
-	int32		active;			/* slots held */
-	int32		queued;			/* queue length */
-	int32		queue_head;		/* proc number or -1 */
-	int32		queue_tail;		/* proc number or -1 */
+	/*
+	 * Live counts: one atomic word, see DBGATE_ST_*.  'active' changes
+	 * without the lock on the fast paths (a free slot taken, a slot returned
+	 * with nobody queued), by compare-and-swap of the whole word; 'queued'
+	 * changes only under the budget lock, together with the queue list.
+	 */
+	pg_atomic_uint64 state;
+	int32		queue_head;		/* proc number or -1; budget lock */
+	int32		queue_tail;		/* proc number or -1; budget lock */
 
-	/* statistics, protected by the budget lock */
-	int32		peak_active;
-	int32		peak_queued;
-	uint64		admitted;
+	/* statistics; atomics are updated on the fast paths */
+	pg_atomic_uint32 peak_active;
+	int32		peak_queued;	/* budget lock */
+	pg_atomic_uint64 admitted;
+	pg_atomic_uint64 active_time_total_us;
+	/* the rest only change under the budget lock */
 	uint64		admitted_after_wait;
 	uint64		rejected_full;
 	uint64		rejected_timeout;
@@ -118,9 +124,49 @@ typedef struct DbgateBudget
 	uint64		admitted_lock_holder;
 	uint64		wait_time_total_us;
 	uint64		wait_time_max_us;
-	uint64		active_time_total_us;
 	TimestampTz stats_reset;
 } DbgateBudget;
+
+/*
+ * The state word of a budget: | tag:16 | active:24 | queued:24 |.  The tag
+ * is the low 16 bits of the budget's incarnation, so that a compare-and-swap
+ * against a dropped (or dropped and reused) entry fails.  Counts never come
+ * near 2^24: both are bounded by the number of backends.
+ */
+#define DBGATE_ST_ONE_QUEUED	UINT64CONST(1)
+#define DBGATE_ST_ONE_ACTIVE	(UINT64CONST(1) << 24)
+#define DBGATE_ST_MASK			UINT64CONST(0xFFFFFF)
+
+static inline uint32
+dbgate_st_queued(uint64 st)
+{
+	return (uint32) (st & DBGATE_ST_MASK);
+}
+
+static inline uint32
+dbgate_st_active(uint64 st)
+{
+	return (uint32) ((st >> 24) & DBGATE_ST_MASK);
+}
+
+static inline uint32
+dbgate_st_tag(uint64 st)
+{
+	return (uint32) (st >> 48);
+}
+
+static inline uint32
+dbgate_tag_of(uint32 incarnation)
+{
+	return incarnation & 0xFFFF;
+}
+
+static inline uint64
+dbgate_st_make(uint32 incarnation, uint32 active, uint32 queued)
+{
+	return ((uint64) dbgate_tag_of(incarnation) << 48) |
+		((uint64) active << 24) | (uint64) queued;
+}
 
 typedef enum DbgateProcState
 {
@@ -200,6 +246,8 @@ dbgate_budget_lock(int idx)
 }
 
 /* admission.c */
+extern int	dbgate_nrefs;		/* executor runs keeping this backend's slot */
+extern bool dbgate_slot_has_limits;
 extern void dbgate_admission_init(void);
 extern void dbgate_executor_start(QueryDesc *queryDesc, int eflags);
 extern void dbgate_executor_end(QueryDesc *queryDesc);
@@ -231,6 +279,7 @@ extern void dbgate_run_end(QueryDesc *queryDesc, DbgateLimitState *st,
 						   bool is_error);
 
 /* config.c */
+extern bool dbgate_config_busy;	/* changes pending in this transaction */
 extern void dbgate_config_xact_callback(XactEvent event);
 extern void dbgate_config_subxact_callback(SubXactEvent event,
 										   SubTransactionId mySubid,

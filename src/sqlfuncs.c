@@ -439,35 +439,64 @@ dbgate_budget_status(PG_FUNCTION_ARGS)
 	LWLockAcquire(sh->config_lock, LW_SHARED);
 	for (i = 0; i < sh->max_budgets; i++)
 	{
-		DbgateBudget copy;
+		DbgateBudget *b = &sh->budgets[i];
 		Datum		values[BUDGET_STATUS_COLS];
 		bool		nulls[BUDGET_STATUS_COLS];
+		uint64		st;
+		uint32		peak_active;
+		uint64		admitted;
+		uint64		active_time_us;
+		int32		peak_queued;
+		uint64		after_wait,
+					rejected_full,
+					rejected_timeout,
+					canceled,
+					lock_holder,
+					wait_total_us,
+					wait_max_us;
+		TimestampTz stats_reset;
 
-		if (!sh->budgets[i].in_use)
+		if (!b->in_use)
 			continue;
-		/* a consistent copy of one budget */
+
+		/*
+		 * One reading of the state word gives consistent active and queued
+		 * counts; the rest is copied under the budget lock.
+		 */
 		LWLockAcquire(dbgate_budget_lock(i), LW_SHARED);
-		copy = sh->budgets[i];
+		st = pg_atomic_read_u64(&b->state);
+		peak_active = pg_atomic_read_u32(&b->peak_active);
+		admitted = pg_atomic_read_u64(&b->admitted);
+		active_time_us = pg_atomic_read_u64(&b->active_time_total_us);
+		peak_queued = b->peak_queued;
+		after_wait = b->admitted_after_wait;
+		rejected_full = b->rejected_full;
+		rejected_timeout = b->rejected_timeout;
+		canceled = b->canceled_waiting;
+		lock_holder = b->admitted_lock_holder;
+		wait_total_us = b->wait_time_total_us;
+		wait_max_us = b->wait_time_max_us;
+		stats_reset = b->stats_reset;
 		LWLockRelease(dbgate_budget_lock(i));
 
 		memset(nulls, 0, sizeof(nulls));
-		values[0] = CStringGetTextDatum(copy.conf.name);
-		values[1] = Int32GetDatum(copy.conf.max_active);
-		values[2] = Int32GetDatum(copy.active);
-		values[3] = Int32GetDatum(copy.conf.max_queued);
-		values[4] = Int32GetDatum(copy.queued);
-		values[5] = Int32GetDatum(copy.peak_active);
-		values[6] = Int32GetDatum(copy.peak_queued);
-		values[7] = Int64GetDatum((int64) copy.admitted);
-		values[8] = Int64GetDatum((int64) copy.admitted_after_wait);
-		values[9] = Int64GetDatum((int64) copy.rejected_full);
-		values[10] = Int64GetDatum((int64) copy.rejected_timeout);
-		values[11] = Int64GetDatum((int64) copy.canceled_waiting);
-		values[12] = Int64GetDatum((int64) copy.admitted_lock_holder);
-		values[13] = Float8GetDatum((double) copy.wait_time_total_us / 1000.0);
-		values[14] = Float8GetDatum((double) copy.wait_time_max_us / 1000.0);
-		values[15] = Float8GetDatum((double) copy.active_time_total_us / 1000.0);
-		values[16] = TimestampTzGetDatum(copy.stats_reset);
+		values[0] = CStringGetTextDatum(b->conf.name);
+		values[1] = Int32GetDatum(b->conf.max_active);
+		values[2] = Int32GetDatum((int32) dbgate_st_active(st));
+		values[3] = Int32GetDatum(b->conf.max_queued);
+		values[4] = Int32GetDatum((int32) dbgate_st_queued(st));
+		values[5] = Int32GetDatum((int32) Max(peak_active, dbgate_st_active(st)));
+		values[6] = Int32GetDatum(peak_queued);
+		values[7] = Int64GetDatum((int64) admitted);
+		values[8] = Int64GetDatum((int64) after_wait);
+		values[9] = Int64GetDatum((int64) rejected_full);
+		values[10] = Int64GetDatum((int64) rejected_timeout);
+		values[11] = Int64GetDatum((int64) canceled);
+		values[12] = Int64GetDatum((int64) lock_holder);
+		values[13] = Float8GetDatum((double) wait_total_us / 1000.0);
+		values[14] = Float8GetDatum((double) wait_max_us / 1000.0);
+		values[15] = Float8GetDatum((double) active_time_us / 1000.0);
+		values[16] = TimestampTzGetDatum(stats_reset);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	LWLockRelease(sh->config_lock);
