@@ -265,11 +265,15 @@ typedef struct DbgateLimitState
 	bool		stmt_had_session;	/* a session timer was active before */
 	TimestampTz stmt_session_fin;	/* its finish time */
 	TimestampTz stmt_our_fin;	/* the finish time we set */
-	int			guc_nestlevel;	/* > 0: lock_timeout applied at this level */
-	int			lock_ms;		/* the lock_timeout applied */
+	bool		lock_applied;	/* we set lock_timeout */
+	int			lock_ms;		/* the value we set */
+	int			lock_session;	/* the session's value before */
+	int			lock_session_scontext;	/* and its GucContext */
+	struct guc_stack *lock_stack;	/* top of its GUC stack then */
+	int			lock_stack_state;	/* that entry's state, or -1 */
 } DbgateLimitState;
 
-extern void dbgate_limits_apply(DbgateLimitState *st, TimestampTz admitted_at,
+extern void dbgate_limits_apply(DbgateLimitState *st, TimestampTz start,
 								int statement_timeout_ms, int lock_timeout_ms);
 extern void dbgate_limits_restore(DbgateLimitState *st, bool is_error);
 

@@ -7,34 +7,40 @@
  * of the session's and the budget's.  They are applied around the outermost
  * ExecutorRun and ExecutorFinish of an executor run that holds a slot (that
  * is where statements spend their time and wait for row, transaction and
- * relation locks), and undone when that call returns, normally or by error.
+ * relation locks), and undone when that call returns, normally or by error
+ * (the caller's PG_CATCH runs before any (sub)transaction abort).
  *
  * statement_timeout
  *	  The deadline is the budget's statement_timeout counted from admission,
  *	  or, for a later statement that runs under a slot already held (a FETCH
  *	  or CLOSE of an open cursor, another Execute message for a portal),
- *	  from that statement's start.  While the outermost run is in progress, PostgreSQL's
- *	  own STATEMENT_TIMEOUT timer is set to the earlier of that deadline and
- *	  the session's own timer, if one is running, so that expiry produces
- *	  PostgreSQL's own error (57014, "canceling statement due to statement
- *	  timeout").  Afterwards the session's timer is put back exactly as it
- *	  was, or disarmed if there was none: no timer is left armed while the
- *	  backend waits for the client, and the protocol code (which arms and
- *	  disarms the session's timer per message) never sees ours.
+ *	  from that statement's start.  While the outermost run is in progress,
+ *	  PostgreSQL's own STATEMENT_TIMEOUT timer is set to the earlier of that
+ *	  deadline and the session's own timer, if one is running, so that
+ *	  expiry produces PostgreSQL's own error (57014, "canceling statement due
+ *	  to statement timeout").  Afterwards the session's timer is put back
+ *	  exactly as it was, or disarmed if there was none: no timer is left
+ *	  armed while the backend waits for the client, and the protocol code
+ *	  (which arms and disarms the session's timer per message) never sees
+ *	  ours.
  *
  * lock_timeout
- *	  Applied the way PostgreSQL applies a function's SET clause: a new GUC
- *	  nesting level with lock_timeout saved (GUC_ACTION_SAVE), popped when
- *	  the run returns.  An error pops it with the (sub)transaction abort.
- *	  So SHOW lock_timeout after the statement reports the session's value.
- *	  What the statement itself does to lock_timeout keeps its meaning: a
- *	  SET survives it (GUC turns the saved entry into a SET), and a SET LOCAL
- *	  (say set_config(..., true) in a query), which the popped level would
- *	  undo, is applied again at transaction level when the level is popped,
- *	  so that it lasts until the end of the transaction as usual.  The gate
- *	  applies its value with context PGC_SUSET, which a gated (non-superuser)
- *	  role's own SET cannot have: the GUC record's scontext tells whether the
- *	  statement set lock_timeout, even to the very value the gate applied.
+ *	  The lock manager reads the variable behind the lock_timeout GUC when a
+ *	  lock wait starts, so the gate sets that variable for the run and puts
+ *	  the session's value back afterwards: no allocation, no GUC nesting
+ *	  level (which in PostgreSQL 15 costs a pass over every GUC).  The gate
+ *	  also marks the GUC record as set in context PGC_SUSET, which a gated
+ *	  (non-superuser) role's own SET cannot produce.
+ *
+ *	  What the statement itself does to lock_timeout keeps its meaning.  A
+ *	  SET or SET LOCAL inside the run (set_config() in a query, a function
+ *	  with a SET clause) goes through GUC, which saves the value it replaces
+ *	  -- the gate's -- on the GUC stack.  When the run ends, every stack
+ *	  entry made during the run that saved the gate's value gets the
+ *	  session's value instead, so that popping it at function exit, commit
+ *	  or abort restores what the session really had.  The current value is
+ *	  put back only if it is still the gate's (the record still carries the
+ *	  gate's mark); a value the statement set stays.
  *
  *-------------------------------------------------------------------------
  */
@@ -43,23 +49,29 @@
 #include "miscadmin.h"
 #include "storage/proc.h"
 #include "utils/guc.h"
+#include "utils/guc_tables.h"
 #include "utils/timeout.h"
 #include "utils/timestamp.h"
 
 #include "compat.h"
 #include "dbgate.h"
 
+/* The context the gate's lock_timeout carries: see the file header. */
+#define GATE_SCONTEXT	PGC_SUSET
+
+static struct config_generic *lock_timeout_rec = NULL;
+
 void
-dbgate_limits_apply(DbgateLimitState *st, TimestampTz admitted_at,
+dbgate_limits_apply(DbgateLimitState *st, TimestampTz start,
 					int statement_timeout_ms, int lock_timeout_ms)
 {
 	st->stmt_armed = false;
 	st->stmt_had_session = false;
-	st->guc_nestlevel = 0;
+	st->lock_applied = false;
 
 	if (statement_timeout_ms > 0)
 	{
-		TimestampTz ours = TimestampTzPlusMilliseconds(admitted_at,
+		TimestampTz ours = TimestampTzPlusMilliseconds(start,
 													   statement_timeout_ms);
 
 		if (get_timeout_active(STATEMENT_TIMEOUT))
@@ -86,22 +98,85 @@ dbgate_limits_apply(DbgateLimitState *st, TimestampTz admitted_at,
 
 	if (lock_timeout_ms > 0 && (LockTimeout == 0 || LockTimeout > lock_timeout_ms))
 	{
-		char		buf[32];
-
-		snprintf(buf, sizeof(buf), "%d", lock_timeout_ms);
-		st->guc_nestlevel = NewGUCNestLevel();
-		st->lock_ms = lock_timeout_ms;
-		(void) set_config_option("lock_timeout", buf, PGC_SUSET,
-								 PGC_S_SESSION, GUC_ACTION_SAVE, true, 0,
-								 false);
+		if (lock_timeout_rec == NULL)
+			lock_timeout_rec = dbgate_find_guc("lock_timeout");
+		if (lock_timeout_rec != NULL)
+		{
+			st->lock_applied = true;
+			st->lock_ms = lock_timeout_ms;
+			st->lock_session = LockTimeout;
+			st->lock_session_scontext = (int) lock_timeout_rec->scontext;
+			st->lock_stack = lock_timeout_rec->stack;
+			st->lock_stack_state = lock_timeout_rec->stack ?
+				(int) lock_timeout_rec->stack->state : -1;
+			LockTimeout = lock_timeout_ms;
+			lock_timeout_rec->scontext = GATE_SCONTEXT;
+		}
 	}
 
-	st->applied = st->stmt_armed || st->guc_nestlevel > 0;
+	st->applied = st->stmt_armed || st->lock_applied;
 }
 
 /*
- * Undo dbgate_limits_apply().  On error the GUC level is left to the
- * (sub)transaction abort that follows, which pops it.
+ * Does a saved GUC value hold the gate's lock_timeout?
+ */
+static inline bool
+is_gate_value(const DbgateLimitState *st, int value, GucContext scontext)
+{
+	return value == st->lock_ms && scontext == GATE_SCONTEXT;
+}
+
+static void
+restore_lock_timeout(DbgateLimitState *st)
+{
+	struct config_generic *rec = lock_timeout_rec;
+	GucStack   *e;
+
+	/*
+	 * Stack entries made during the run (above the entry that was on top
+	 * when the gate applied its value) saved the gate's value: give them
+	 * the session's.
+	 */
+	for (e = rec->stack; e != NULL && e != st->lock_stack; e = e->prev)
+	{
+		if (is_gate_value(st, e->prior.val.intval, e->scontext))
+		{
+			e->prior.val.intval = st->lock_session;
+			e->scontext = (GucContext) st->lock_session_scontext;
+		}
+		if (e->state == GUC_SET_LOCAL &&
+			is_gate_value(st, e->masked.val.intval, e->masked_scontext))
+		{
+			e->masked.val.intval = st->lock_session;
+			e->masked_scontext = (GucContext) st->lock_session_scontext;
+		}
+	}
+
+	/*
+	 * The entry that was on top may have turned from SET into SET LOCAL
+	 * during the run, saving the then current value (the gate's) as the
+	 * SET value to come back to.
+	 */
+	e = st->lock_stack;
+	if (e != NULL && e == rec->stack && e->state == GUC_SET_LOCAL &&
+		st->lock_stack_state != (int) GUC_SET_LOCAL &&
+		is_gate_value(st, e->masked.val.intval, e->masked_scontext))
+	{
+		e->masked.val.intval = st->lock_session;
+		e->masked_scontext = (GucContext) st->lock_session_scontext;
+	}
+
+	/* the current value: the session's again, unless the run set one */
+	if (is_gate_value(st, LockTimeout, rec->scontext))
+	{
+		LockTimeout = st->lock_session;
+		rec->scontext = (GucContext) st->lock_session_scontext;
+	}
+	st->lock_applied = false;
+}
+
+/*
+ * Undo dbgate_limits_apply().
  */
 void
 dbgate_limits_restore(DbgateLimitState *st, bool is_error)
@@ -143,38 +218,9 @@ dbgate_limits_restore(DbgateLimitState *st, bool is_error)
 		st->stmt_armed = false;
 	}
 
-	if (st->guc_nestlevel > 0)
-	{
-		if (!is_error)
-		{
-			static struct config_generic *rec = NULL;
-			int			inside = LockTimeout;
-			bool		touched;
+	if (st->lock_applied)
+		restore_lock_timeout(st);
 
-			if (rec == NULL)
-				rec = dbgate_find_guc("lock_timeout");
-			touched = (inside != st->lock_ms ||
-					   (rec != NULL && rec->scontext != PGC_SUSET));
-
-			AtEOXact_GUC(true, st->guc_nestlevel);
-
-			/*
-			 * The statement set lock_timeout, and popping our level lost it:
-			 * that was a SET LOCAL (a SET would have survived).  Apply it
-			 * again for the rest of the transaction.
-			 */
-			if (touched && LockTimeout != inside)
-			{
-				char		buf[32];
-
-				snprintf(buf, sizeof(buf), "%d", inside);
-				(void) set_config_option("lock_timeout", buf, PGC_USERSET,
-										 PGC_S_SESSION, GUC_ACTION_LOCAL,
-										 true, 0, false);
-			}
-		}
-		st->guc_nestlevel = 0;
-	}
 	st->applied = false;
 
 	if (fired)

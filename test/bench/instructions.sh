@@ -1,0 +1,127 @@
+#!/bin/bash
+#
+# Instructions per statement that dbgate adds, counted by callgrind.
+#
+# Wall-clock overhead of a gate that costs well under 1 % cannot be told
+# from the noise of a shared 2-core machine; instruction counts can: they
+# are the same for the same binary and input whatever else runs.  This
+# script starts a throwaway cluster under `valgrind --tool=callgrind
+# --trace-children=yes`, runs N statements from one pgbench client as a
+# plain role, and takes the backend's instruction total.  Two runs (N and
+# 3N) per mode cancel out connection set-up, so
+#
+#     per statement = (total(3N) - total(N)) / 2N
+#
+# Modes: notloaded (no shared_preload_libraries), unassigned (dbgate loaded,
+# role in no budget), budget (role in a budget that never fills), limits
+# (the budget also has a statement_timeout and a lock_timeout).
+#
+# Usage (as root, or as a user that can run PostgreSQL):
+#     test/bench/instructions.sh [N] [mode ...]      (default 1000, all modes)
+#
+set -euo pipefail
+
+N=${1:-1000}
+shift || true
+MODES=("$@")
+[ ${#MODES[@]} -gt 0 ] || MODES=(notloaded unassigned budget limits)
+
+PG_CONFIG=${PG_CONFIG:-pg_config}
+BINDIR=$("$PG_CONFIG" --bindir)
+
+if [ "$(id -u)" = 0 ]; then
+	for p in valgrind postgresql-15; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+			{ apt-get update -q && apt-get install -y -q "$p"; }
+	done
+	RUNAS=(runuser -u postgres --)
+else
+	RUNAS=()
+fi
+command -v valgrind >/dev/null || { echo "valgrind is needed" >&2; exit 77; }
+
+WORK=$(mktemp -d /tmp/dbgate-instr.XXXXXX)
+chmod 755 "$WORK"
+[ "$(id -u)" = 0 ] && chown postgres "$WORK"
+PORT=$((20000 + RANDOM % 20000))
+cleanup() {
+	"${RUNAS[@]}" "$BINDIR/pg_ctl" -D "$WORK/data" stop -m immediate >/dev/null 2>&1 || true
+	[ -n "${KEEP_CG:-}" ] && cp -r "$WORK/cg" "$KEEP_CG" || true
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+as_pg() { "${RUNAS[@]}" "$@"; }
+psql_su() { as_pg "$BINDIR/psql" -h "$WORK" -p "$PORT" -d postgres -qX -v ON_ERROR_STOP=1 "$@"; }
+
+as_pg "$BINDIR/initdb" -D "$WORK/data" -A trust >/dev/null
+cat >> "$WORK/data/postgresql.conf" <<EOF
+port = $PORT
+listen_addresses = ''
+unix_socket_directories = '$WORK'
+autovacuum = off
+fsync = off
+synchronous_commit = off
+EOF
+echo "select v from t where id = 1;" > "$WORK/q.sql"
+chmod 644 "$WORK/q.sql"
+
+# total instructions of the backend that served the pgbench client
+run_mode() {
+	local mode=$1 n=$2
+	sed -i '/^shared_preload_libraries/d' "$WORK/data/postgresql.conf"
+	[ "$mode" = notloaded ] ||
+		echo "shared_preload_libraries = 'dbgate'" >> "$WORK/data/postgresql.conf"
+	rm -rf "$WORK/cg"
+	as_pg mkdir -p "$WORK/cg"
+	as_pg valgrind --tool=callgrind --trace-children=yes \
+		--callgrind-out-file="$WORK/cg/cg.%p" \
+		"$BINDIR/postgres" -D "$WORK/data" > "$WORK/pm.log" 2>&1 &
+	for _ in $(seq 1 180); do
+		as_pg "$BINDIR/pg_isready" -h "$WORK" -p "$PORT" -q && break
+		sleep 1
+	done
+	psql_su <<'EOS'
+CREATE TABLE IF NOT EXISTS t (id int PRIMARY KEY, v int);
+INSERT INTO t VALUES (1, 1) ON CONFLICT DO NOTHING;
+DO $$ BEGIN
+  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'bench_instr') THEN
+    CREATE ROLE bench_instr LOGIN;
+  END IF;
+END $$;
+GRANT SELECT ON t TO bench_instr;
+EOS
+	if [ "$mode" != notloaded ]; then
+		psql_su -c "CREATE EXTENSION IF NOT EXISTS dbgate"
+		psql_su -c "SELECT dbgate.drop_budget(budget, true) FROM dbgate.budgets" >/dev/null
+		case $mode in
+		budget) psql_su -c "SELECT dbgate.create_budget('instr', 100, 0)" \
+				-c "SELECT dbgate.assign_role('bench_instr', 'instr')" >/dev/null ;;
+		limits) psql_su -c "SELECT dbgate.create_budget('instr', 100, 0, statement_timeout => '10min', lock_timeout => '1min')" \
+				-c "SELECT dbgate.assign_role('bench_instr', 'instr')" >/dev/null ;;
+		esac
+	fi
+	as_pg "$BINDIR/pgbench" -h "$WORK" -p "$PORT" -U bench_instr -n -c 1 \
+		-t "$n" -f "$WORK/q.sql" postgres >/dev/null
+	as_pg "$BINDIR/pg_ctl" -D "$WORK/data" stop -m fast -w >/dev/null 2>&1 || true
+	wait || true
+	# the busiest process is the pgbench client's backend
+	for f in "$WORK"/cg/cg.*; do
+		grep -m1 '^summary:' "$f" | awk '{print $2}'
+	done | sort -n | tail -1
+}
+
+printf '%-11s %14s %10s %9s\n' mode instr/stmt added added%
+base=
+for mode in "${MODES[@]}"; do
+	a=$(run_mode "$mode" "$N")
+	b=$(run_mode "$mode" $((3 * N)))
+	per=$(( (b - a) / (2 * N) ))
+	if [ -z "$base" ] && [ "$mode" = notloaded ]; then base=$per; fi
+	if [ -n "$base" ]; then
+		printf '%-11s %14d %10d %8.2f%%\n' "$mode" "$per" $((per - base)) \
+			"$(echo "scale=4; ($per - $base) * 100 / $base" | bc)"
+	else
+		printf '%-11s %14d\n' "$mode" "$per"
+	fi
+done
