@@ -172,6 +172,20 @@ list_unlink(DbgateBudget *b, int procno)
 	p->prev = p->next = -1;
 }
 
+static void
+count_admitted_after_wait(DbgateBudget *b, uint64 waited_us)
+{
+	uint64		max = pg_atomic_read_u64(&b->wait_time_max_us);
+
+	pg_atomic_fetch_add_u64(&b->admitted, 1);
+	pg_atomic_fetch_add_u64(&b->admitted_after_wait, 1);
+	pg_atomic_fetch_add_u64(&b->wait_time_total_us, waited_us);
+	while (waited_us > max &&
+		   !pg_atomic_compare_exchange_u64(&b->wait_time_max_us, &max,
+										   waited_us))
+		;
+}
+
 static inline void
 note_peak_active(DbgateBudget *b, uint32 active)
 {
@@ -257,8 +271,9 @@ dbgate_grant_waiters(DbgateBudget *b, int idx)
 
 		if (!queue_promote(b, head, false))
 			break;
-		p->granted = true;
 		p->state_since = now;
+		pg_write_barrier();		/* the waiter reads 'granted' without the lock */
+		p->granted = true;
 		SetLatch(&DBGATE_PROC_BY_NUMBER(head)->procLatch);
 		any = true;
 	}
@@ -610,6 +625,29 @@ wait_loop(int idx, uint32 incarnation, TimestampTz enqueued,
 			now = GetCurrentTimestamp();
 			lock_check_due = (now >= next_lock_check);
 
+			/*
+			 * A slot handed to us: the granter already moved us from 'queued'
+			 * to 'active' and out of the list, under its lock; what is left
+			 * is ours alone, so the common wake-up takes no lock.
+			 */
+			pg_read_barrier();
+			if (my_proc->granted)
+			{
+				bool		same = (dbgate_st_tag(pg_atomic_read_u64(&b->state)) ==
+									dbgate_tag_of(incarnation));
+
+				if (same)
+					count_admitted_after_wait(b, elapsed_us(enqueued, now));
+				take_slot(idx, incarnation, my_proc->state_since,
+						  same ? b->conf.statement_timeout_ms : 0,
+						  same ? b->conf.lock_timeout_ms : 0);
+				my_proc->state = DBGATE_PROC_ACTIVE;
+				pg_write_barrier();
+				my_proc->granted = false;
+				in_queue = false;
+				return WAIT_GRANTED;
+			}
+
 			LWLockAcquire(lock, LW_EXCLUSIVE);
 			if (my_proc->granted)
 			{
@@ -669,13 +707,7 @@ wait_loop(int idx, uint32 incarnation, TimestampTz enqueued,
 				uint64		waited = elapsed_us(enqueued, now);
 
 				if (same)
-				{
-					pg_atomic_fetch_add_u64(&b->admitted, 1);
-					b->admitted_after_wait++;
-					b->wait_time_total_us += waited;
-					if (waited > b->wait_time_max_us)
-						b->wait_time_max_us = waited;
-				}
+					count_admitted_after_wait(b, waited);
 				if (outcome == WAIT_GRANTED)
 				{
 					my_proc->state = DBGATE_PROC_ACTIVE;
@@ -791,8 +823,9 @@ return_slot_locked(DbgateBudget *b, uint32 tag, TimestampTz now)
 												old - DBGATE_ST_ONE_QUEUED))
 				continue;
 			list_unlink(b, head);
-			proc_entry(head)->granted = true;
 			proc_entry(head)->state_since = now;
+			pg_write_barrier();	/* the waiter reads 'granted' without the lock */
+			proc_entry(head)->granted = true;
 			return head;
 		}
 		if (pg_atomic_compare_exchange_u64(&b->state, &old,

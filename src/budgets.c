@@ -152,6 +152,9 @@ dbgate_shmem_init(void)
 			pg_atomic_init_u32(&sh->budgets[i].peak_active, 0);
 			pg_atomic_init_u64(&sh->budgets[i].admitted, 0);
 			pg_atomic_init_u64(&sh->budgets[i].active_time_total_us, 0);
+			pg_atomic_init_u64(&sh->budgets[i].admitted_after_wait, 0);
+			pg_atomic_init_u64(&sh->budgets[i].wait_time_total_us, 0);
+			pg_atomic_init_u64(&sh->budgets[i].wait_time_max_us, 0);
 		}
 		for (i = 0; i < sh->max_procs; i++)
 		{
@@ -190,13 +193,13 @@ dbgate_reset_budget_stats(DbgateBudget *b, TimestampTz now)
 	b->peak_queued = dbgate_st_queued(st);
 	pg_atomic_write_u64(&b->admitted, 0);
 	pg_atomic_write_u64(&b->active_time_total_us, 0);
-	b->admitted_after_wait = 0;
+	pg_atomic_write_u64(&b->admitted_after_wait, 0);
+	pg_atomic_write_u64(&b->wait_time_total_us, 0);
+	pg_atomic_write_u64(&b->wait_time_max_us, 0);
 	b->rejected_full = 0;
 	b->rejected_timeout = 0;
 	b->canceled_waiting = 0;
 	b->admitted_lock_holder = 0;
-	b->wait_time_total_us = 0;
-	b->wait_time_max_us = 0;
 	b->stats_reset = now;
 }
 

@@ -116,14 +116,14 @@ typedef struct DbgateBudget
 	int32		peak_queued;	/* budget lock */
 	pg_atomic_uint64 admitted;
 	pg_atomic_uint64 active_time_total_us;
+	pg_atomic_uint64 admitted_after_wait;
+	pg_atomic_uint64 wait_time_total_us;
+	pg_atomic_uint64 wait_time_max_us;
 	/* the rest only change under the budget lock */
-	uint64		admitted_after_wait;
 	uint64		rejected_full;
 	uint64		rejected_timeout;
 	uint64		canceled_waiting;
 	uint64		admitted_lock_holder;
-	uint64		wait_time_total_us;
-	uint64		wait_time_max_us;
 	TimestampTz stats_reset;
 } DbgateBudget;
 

@@ -469,13 +469,13 @@ dbgate_budget_status(PG_FUNCTION_ARGS)
 		admitted = pg_atomic_read_u64(&b->admitted);
 		active_time_us = pg_atomic_read_u64(&b->active_time_total_us);
 		peak_queued = b->peak_queued;
-		after_wait = b->admitted_after_wait;
+		after_wait = pg_atomic_read_u64(&b->admitted_after_wait);
 		rejected_full = b->rejected_full;
 		rejected_timeout = b->rejected_timeout;
 		canceled = b->canceled_waiting;
 		lock_holder = b->admitted_lock_holder;
-		wait_total_us = b->wait_time_total_us;
-		wait_max_us = b->wait_time_max_us;
+		wait_total_us = pg_atomic_read_u64(&b->wait_time_total_us);
+		wait_max_us = pg_atomic_read_u64(&b->wait_time_max_us);
 		stats_reset = b->stats_reset;
 		LWLockRelease(dbgate_budget_lock(i));
 
