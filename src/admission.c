@@ -45,18 +45,38 @@
  * exactly like a normal release, otherwise it unlinks itself.  A queue
  * timeout that races with a grant is resolved in favour of the grant.
  *
- * Locks
- * -----
- * Everything in a DbgateBudget and in the DbgateProc entries of its members
- * is protected by that budget's LWLock.  The statement path takes only
- * that lock, exclusively, for a few instructions; no ereport() and no
- * allocation happen while it is held.  Latches of woken waiters are set
- * after the lock is released.
+ * Locks and the state word
+ * ------------------------
+ * A budget's live counts are one atomic word (tag | active | queued, see
+ * dbgate.h).  The queue list, 'queued' and the statistics that are not
+ * atomics are protected by the budget's LWLock; 'active' also changes
+ * without it:
+ *	  - fast admission: a free slot (and, for a fair budget, nobody queued)
+ *		is taken by one compare-and-swap of the word;
+ *	  - fast release: with nobody queued, one compare-and-swap returns it.
+ * Everything else happens under the budget lock, and every change of the
+ * word is a compare-and-swap of the whole word (or an atomic add that
+ * cannot cross a field), so a decision taken on one reading of the word
+ * holds when the swap succeeds.  In particular joining the queue swaps
+ * queued+1 against the very word that showed no free slot: a slot
+ * returned meanwhile makes the swap fail and the decision is taken again,
+ * and once the swap succeeds, whoever returns a slot sees queued > 0 and
+ * takes the lock, which the joining backend holds until it is linked.
+ * No ereport() and no allocation happen while the lock is held; latches of
+ * woken waiters are set after it is released.  The path where no budget
+ * is full takes no lock at all, allocates nothing and touches no catalog.
+ *
+ * A backend's own DbgateProc entry is written by itself (also without the
+ * lock, on the fast paths; others read it only for monitoring and as a
+ * hint) and, while it is queued, by whoever grants it a slot under the
+ * lock: 'granted' is then set last, after a write barrier, so that the
+ * waiter can act on it without the lock.
  *
  * Counters: 'admitted' counts every admission (at once, after waiting,
  * lock holder); admissions after waiting are counted by the waiter itself
  * when it proceeds, so that the counters match what clients observe even
- * when a grant and a cancel cross.
+ * when a grant and a cancel cross (a waiter canceled at that instant
+ * passes the slot on and is counted in canceled_waiting only).
  *
  *-------------------------------------------------------------------------
  */

@@ -87,11 +87,12 @@ typedef struct DbgateConfig
  *	  commit lock	a heavyweight lock (not in shared memory here, see
  *					config.c) that serialises configuration commits; taken
  *					at PRE_COMMIT, released with the transaction's locks.
- *	  budget lock	one per budget entry: limits, live counts, queue, and
- *					statistics of that budget, and the DbgateProc entries of
- *					the backends that are queued in it or hold a slot of it.
+ *	  budget lock	one per budget entry: limits, the queue and 'queued',
+ *					the statistics that are not atomics, and the DbgateProc
+ *					entries of its queued backends.  'active' also changes
+ *					without it, by compare-and-swap (see admission.c).
  *	  Lock order: commit lock, config_lock, budget lock.  The statement path
- *	  takes only a budget lock.
+ *	  takes no lock while a slot is free; otherwise only the budget lock.
  * ----------
  */
 typedef struct DbgateBudget
