@@ -155,7 +155,7 @@ static void leave_queue_abnormally(void);
 static inline DbgateProc *
 proc_entry(int procno)
 {
-	return &dbgate_shared->procs[procno];
+	return &dbgate_shared->procs[procno].d;
 }
 
 /*
@@ -461,7 +461,7 @@ graph_add_lock_waiting_holders(WaitGraph *g, int idx, uint32 incarnation)
 	LWLockAcquire(dbgate_budget_lock(idx), LW_SHARED);
 	for (i = 0; i < sh->max_procs; i++)
 	{
-		DbgateProc *p = &sh->procs[i];
+		DbgateProc *p = &sh->procs[i].d;
 
 		if (p->state != DBGATE_PROC_ACTIVE || p->budget != idx ||
 			p->incarnation != incarnation)
@@ -566,7 +566,7 @@ wait_loop(int idx, uint32 incarnation, TimestampTz enqueued,
 		  int queue_timeout_ms)
 {
 	DbgateShared *sh = dbgate_shared;
-	DbgateBudget *b = &sh->budgets[idx];
+	DbgateBudget *b = &sh->budgets[idx].d;
 	LWLock	   *lock = dbgate_budget_lock(idx);
 	TimestampTz deadline = 0;
 	TimestampTz next_lock_check;
@@ -869,7 +869,7 @@ leave_queue_abnormally(void)
 		return;
 	in_queue = false;
 
-	b = &dbgate_shared->budgets[queue_budget];
+	b = &dbgate_shared->budgets[queue_budget].d;
 	lock = dbgate_budget_lock(queue_budget);
 
 	LWLockAcquire(lock, LW_EXCLUSIVE);
@@ -930,7 +930,7 @@ static bool
 admit(int idx, uint32 incarnation)
 {
 	DbgateShared *sh = dbgate_shared;
-	DbgateBudget *b = &sh->budgets[idx];
+	DbgateBudget *b = &sh->budgets[idx].d;
 	LWLock	   *lock = dbgate_budget_lock(idx);
 	TimestampTz now = GetCurrentTimestamp();
 	uint32		tag = dbgate_tag_of(incarnation);
@@ -1050,7 +1050,7 @@ release_slot(void)
 	/* forget first: whatever happens below, never release twice */
 	slot_budget = -1;
 
-	b = &dbgate_shared->budgets[idx];
+	b = &dbgate_shared->budgets[idx].d;
 	tag = dbgate_tag_of(slot_incarnation);
 	now = GetCurrentTimestamp();
 

@@ -51,13 +51,13 @@ dbgate_shmem_size(void)
 {
 	Size		size;
 
-	size = MAXALIGN(sizeof(DbgateShared));
-	size = add_size(size, MAXALIGN(mul_size(dbgate_max_budgets,
-											sizeof(DbgateBudget))));
-	size = add_size(size, MAXALIGN(mul_size(dbgate_max_roles,
-											sizeof(DbgateRoleMap))));
-	size = add_size(size, MAXALIGN(mul_size(procs_count(),
-											sizeof(DbgateProc))));
+	/* the shared memory allocator starts us on a cache line */
+	size = CACHELINEALIGN(sizeof(DbgateShared));
+	size = add_size(size, mul_size(dbgate_max_budgets,
+								   sizeof(DbgateBudgetPadded)));
+	size = add_size(size, CACHELINEALIGN(mul_size(dbgate_max_roles,
+												  sizeof(DbgateRoleMap))));
+	size = add_size(size, mul_size(procs_count(), sizeof(DbgateProcPadded)));
 	return size;
 }
 
@@ -82,7 +82,7 @@ install_initial(const DbgateConfig *config)
 
 	for (i = 0; i < config->nbudgets && i < sh->max_budgets; i++)
 	{
-		DbgateBudget *b = &sh->budgets[i];
+		DbgateBudget *b = &sh->budgets[i].d;
 
 		b->in_use = true;
 		b->incarnation++;
@@ -136,32 +136,33 @@ dbgate_shmem_init(void)
 		sh->max_roles = dbgate_max_roles;
 		sh->max_procs = (int) procs_count();
 
-		base = (char *) sh + MAXALIGN(sizeof(DbgateShared));
-		sh->budgets = (DbgateBudget *) base;
-		base += MAXALIGN(mul_size(sh->max_budgets, sizeof(DbgateBudget)));
+		Assert((uintptr_t) sh == CACHELINEALIGN(sh));
+		base = (char *) sh + CACHELINEALIGN(sizeof(DbgateShared));
+		sh->budgets = (DbgateBudgetPadded *) base;
+		base += mul_size(sh->max_budgets, sizeof(DbgateBudgetPadded));
 		sh->roles = (DbgateRoleMap *) base;
-		base += MAXALIGN(mul_size(sh->max_roles, sizeof(DbgateRoleMap)));
-		sh->procs = (DbgateProc *) base;
+		base += CACHELINEALIGN(mul_size(sh->max_roles, sizeof(DbgateRoleMap)));
+		sh->procs = (DbgateProcPadded *) base;
 
 		for (i = 0; i < sh->max_budgets; i++)
 		{
-			sh->budgets[i].in_use = false;
-			sh->budgets[i].queue_head = -1;
-			sh->budgets[i].queue_tail = -1;
-			pg_atomic_init_u64(&sh->budgets[i].state, 0);
-			pg_atomic_init_u32(&sh->budgets[i].peak_active, 0);
-			pg_atomic_init_u64(&sh->budgets[i].admitted, 0);
-			pg_atomic_init_u64(&sh->budgets[i].active_time_total_us, 0);
-			pg_atomic_init_u64(&sh->budgets[i].admitted_after_wait, 0);
-			pg_atomic_init_u64(&sh->budgets[i].wait_time_total_us, 0);
-			pg_atomic_init_u64(&sh->budgets[i].wait_time_max_us, 0);
+			sh->budgets[i].d.in_use = false;
+			sh->budgets[i].d.queue_head = -1;
+			sh->budgets[i].d.queue_tail = -1;
+			pg_atomic_init_u64(&sh->budgets[i].d.state, 0);
+			pg_atomic_init_u32(&sh->budgets[i].d.peak_active, 0);
+			pg_atomic_init_u64(&sh->budgets[i].d.admitted, 0);
+			pg_atomic_init_u64(&sh->budgets[i].d.active_time_total_us, 0);
+			pg_atomic_init_u64(&sh->budgets[i].d.admitted_after_wait, 0);
+			pg_atomic_init_u64(&sh->budgets[i].d.wait_time_total_us, 0);
+			pg_atomic_init_u64(&sh->budgets[i].d.wait_time_max_us, 0);
 		}
 		for (i = 0; i < sh->max_procs; i++)
 		{
-			sh->procs[i].budget = -1;
-			sh->procs[i].state = DBGATE_PROC_IDLE;
-			sh->procs[i].prev = -1;
-			sh->procs[i].next = -1;
+			sh->procs[i].d.budget = -1;
+			sh->procs[i].d.state = DBGATE_PROC_IDLE;
+			sh->procs[i].d.prev = -1;
+			sh->procs[i].d.next = -1;
 		}
 
 		/* budgets and assignments survive restarts and crash restarts */
@@ -230,8 +231,8 @@ dbgate_find_budget(const char *name)
 
 	for (i = 0; i < sh->max_budgets; i++)
 	{
-		if (sh->budgets[i].in_use &&
-			strcmp(sh->budgets[i].conf.name, name) == 0)
+		if (sh->budgets[i].d.in_use &&
+			strcmp(sh->budgets[i].d.conf.name, name) == 0)
 			return i;
 	}
 	return -1;
@@ -286,7 +287,7 @@ lookup_slow(Oid user, uint64 generation, uint32 *incarnation)
 			dbgate_default_budget[0] != '\0')
 			idx = dbgate_find_budget(dbgate_default_budget);
 		if (idx >= 0)
-			inc = sh->budgets[idx].incarnation;
+			inc = sh->budgets[idx].d.incarnation;
 		LWLockRelease(sh->config_lock);
 	}
 
@@ -337,13 +338,13 @@ dbgate_snapshot_config(DbgateConfig *config)
 	LWLockAcquire(sh->config_lock, LW_SHARED);
 	for (i = 0; i < sh->max_budgets; i++)
 	{
-		if (sh->budgets[i].in_use)
+		if (sh->budgets[i].d.in_use)
 		{
 			DbgateBudgetConf *c = &config->budgets[config->nbudgets++];
 
-			*c = sh->budgets[i].conf;
+			*c = sh->budgets[i].d.conf;
 			c->src_index = i;
-			c->src_incarnation = sh->budgets[i].incarnation;
+			c->src_incarnation = sh->budgets[i].d.incarnation;
 		}
 	}
 	for (i = 0; i < sh->nroles; i++)
@@ -351,7 +352,7 @@ dbgate_snapshot_config(DbgateConfig *config)
 		DbgateRoleConf *r = &config->roles[config->nroles++];
 
 		r->roleid = sh->roles[i].roleid;
-		strlcpy(r->budget, sh->budgets[sh->roles[i].budget].conf.name,
+		strlcpy(r->budget, sh->budgets[sh->roles[i].budget].d.conf.name,
 				NAMEDATALEN);
 	}
 	LWLockRelease(sh->config_lock);
@@ -375,7 +376,7 @@ dbgate_install_config(const DbgateConfig *config)
 	/* 1. drop the budgets that are gone: their waiters go ungated */
 	for (i = 0; i < sh->max_budgets; i++)
 	{
-		DbgateBudget *b = &sh->budgets[i];
+		DbgateBudget *b = &sh->budgets[i].d;
 		LWLock	   *lock = dbgate_budget_lock(i);
 		bool		kept = false;
 
@@ -397,7 +398,7 @@ dbgate_install_config(const DbgateConfig *config)
 		while (b->queue_head >= 0)
 		{
 			int			procno = b->queue_head;
-			DbgateProc *p = &sh->procs[procno];
+			DbgateProc *p = &sh->procs[procno].d;
 
 			b->queue_head = p->next;
 			p->prev = p->next = -1;
@@ -421,12 +422,12 @@ dbgate_install_config(const DbgateConfig *config)
 		LWLock	   *lock;
 
 		if (idx < 0 || idx >= sh->max_budgets ||
-			!sh->budgets[idx].in_use ||
-			sh->budgets[idx].incarnation != c->src_incarnation)
+			!sh->budgets[idx].d.in_use ||
+			sh->budgets[idx].d.incarnation != c->src_incarnation)
 		{
 			for (idx = 0; idx < sh->max_budgets; idx++)
 			{
-				if (!sh->budgets[idx].in_use)
+				if (!sh->budgets[idx].d.in_use)
 					break;
 			}
 			if (idx >= sh->max_budgets)
@@ -435,7 +436,7 @@ dbgate_install_config(const DbgateConfig *config)
 				elog(WARNING, "dbgate: no free budget entry for \"%s\"", c->name);
 				continue;
 			}
-			b = &sh->budgets[idx];
+			b = &sh->budgets[idx].d;
 			lock = dbgate_budget_lock(idx);
 			LWLockAcquire(lock, LW_EXCLUSIVE);
 			b->in_use = true;
@@ -448,7 +449,7 @@ dbgate_install_config(const DbgateConfig *config)
 			continue;
 		}
 
-		b = &sh->budgets[idx];
+		b = &sh->budgets[idx].d;
 		lock = dbgate_budget_lock(idx);
 		LWLockAcquire(lock, LW_EXCLUSIVE);
 		b->conf = *c;

@@ -129,6 +129,21 @@ typedef struct DbgateBudget
 } DbgateBudget;
 
 /*
+ * Budgets and backend entries are laid out on cache lines of their own:
+ * every statement writes its backend's entry and its budget's state word,
+ * and two backends (or two budgets) that shared a line would steal it from
+ * each other's CPU on every statement.
+ */
+#define DBGATE_LINES(size) \
+	((((size) + PG_CACHE_LINE_SIZE - 1) / PG_CACHE_LINE_SIZE) * PG_CACHE_LINE_SIZE)
+
+typedef union DbgateBudgetPadded
+{
+	DbgateBudget d;
+	char		pad[DBGATE_LINES(sizeof(DbgateBudget))];
+} DbgateBudgetPadded;
+
+/*
  * The state word of a budget: | tag:16 | active:24 | queued:24 |.  The tag
  * is the low 16 bits of the budget's incarnation, so that a compare-and-swap
  * against a dropped (or dropped and reused) entry fails.  Counts never come
@@ -195,6 +210,12 @@ typedef struct DbgateProc
 	TimestampTz state_since;
 } DbgateProc;
 
+typedef union DbgateProcPadded
+{
+	DbgateProc	d;
+	char		pad[DBGATE_LINES(sizeof(DbgateProc))];
+} DbgateProcPadded;
+
 /* Role map entry; the map is sorted by roleid. */
 typedef struct DbgateRoleMap
 {
@@ -215,9 +236,9 @@ typedef struct DbgateShared
 	int			max_procs;
 
 	int			nroles;			/* entries used in roles[] */
-	DbgateBudget *budgets;		/* [max_budgets] */
+	DbgateBudgetPadded *budgets;	/* [max_budgets] */
 	DbgateRoleMap *roles;		/* [max_roles] */
-	DbgateProc *procs;			/* [max_procs] */
+	DbgateProcPadded *procs;	/* [max_procs] */
 } DbgateShared;
 
 /* dbgate.c */

@@ -312,10 +312,10 @@ dbgate_reset_stats(PG_FUNCTION_ARGS)
 		LWLockAcquire(sh->config_lock, LW_SHARED);
 		for (i = 0; i < sh->max_budgets; i++)
 		{
-			if (!sh->budgets[i].in_use)
+			if (!sh->budgets[i].d.in_use)
 				continue;
 			LWLockAcquire(dbgate_budget_lock(i), LW_EXCLUSIVE);
-			dbgate_reset_budget_stats(&sh->budgets[i], now);
+			dbgate_reset_budget_stats(&sh->budgets[i].d, now);
 			LWLockRelease(dbgate_budget_lock(i));
 		}
 		LWLockRelease(sh->config_lock);
@@ -332,7 +332,7 @@ dbgate_reset_stats(PG_FUNCTION_ARGS)
 		if (idx >= 0)
 		{
 			LWLockAcquire(dbgate_budget_lock(idx), LW_EXCLUSIVE);
-			dbgate_reset_budget_stats(&sh->budgets[idx], now);
+			dbgate_reset_budget_stats(&sh->budgets[idx].d, now);
 			LWLockRelease(dbgate_budget_lock(idx));
 		}
 		LWLockRelease(sh->config_lock);
@@ -439,7 +439,7 @@ dbgate_budget_status(PG_FUNCTION_ARGS)
 	LWLockAcquire(sh->config_lock, LW_SHARED);
 	for (i = 0; i < sh->max_budgets; i++)
 	{
-		DbgateBudget *b = &sh->budgets[i];
+		DbgateBudget *b = &sh->budgets[i].d;
 		Datum		values[BUDGET_STATUS_COLS];
 		bool		nulls[BUDGET_STATUS_COLS];
 		uint64		st;
@@ -534,7 +534,7 @@ dbgate_backend_status(PG_FUNCTION_ARGS)
 	LWLockAcquire(sh->config_lock, LW_SHARED);
 	for (i = 0; i < sh->max_budgets; i++)
 	{
-		DbgateBudget *b = &sh->budgets[i];
+		DbgateBudget *b = &sh->budgets[i].d;
 		int			p;
 		int			pos = 0;
 
@@ -544,9 +544,9 @@ dbgate_backend_status(PG_FUNCTION_ARGS)
 
 		/* one consistent picture per budget */
 		LWLockAcquire(dbgate_budget_lock(i), LW_SHARED);
-		for (p = b->queue_head; p >= 0; p = sh->procs[p].next)
+		for (p = b->queue_head; p >= 0; p = sh->procs[p].d.next)
 		{
-			DbgateProc *e = &sh->procs[p];
+			DbgateProc *e = &sh->procs[p].d;
 			BackendRow *row = &rows[nrows++];
 
 			row->pid = e->pid;
@@ -560,7 +560,7 @@ dbgate_backend_status(PG_FUNCTION_ARGS)
 		}
 		for (p = 0; p < sh->max_procs && nrows < sh->max_procs; p++)
 		{
-			DbgateProc *e = &sh->procs[p];
+			DbgateProc *e = &sh->procs[p].d;
 			BackendRow *row;
 
 			if (e->budget != i || e->incarnation != b->incarnation)

@@ -18,6 +18,7 @@
 #
 # Usage (as root, or as a user that can run PostgreSQL):
 #     test/bench/instructions.sh [N] [mode ...]      (default 1000, all modes)
+#     PROTOCOL=prepared test/bench/instructions.sh  (pgbench -M; default simple)
 #
 set -euo pipefail
 
@@ -27,6 +28,8 @@ MODES=("$@")
 [ ${#MODES[@]} -gt 0 ] || MODES=(notloaded unassigned budget limits)
 
 PG_CONFIG=${PG_CONFIG:-pg_config}
+PROTOCOL=${PROTOCOL:-simple}
+case $PROTOCOL in simple|extended|prepared) ;; *) echo "PROTOCOL must be simple, extended or prepared" >&2; exit 2 ;; esac
 BINDIR=$("$PG_CONFIG" --bindir)
 
 if [ "$(id -u)" = 0 ]; then
@@ -102,7 +105,7 @@ EOS
 		esac
 	fi
 	as_pg "$BINDIR/pgbench" -h "$WORK" -p "$PORT" -U bench_instr -n -c 1 \
-		-t "$n" -f "$WORK/q.sql" postgres >/dev/null
+		-M "$PROTOCOL" -t "$n" -f "$WORK/q.sql" postgres >/dev/null
 	as_pg "$BINDIR/pg_ctl" -D "$WORK/data" stop -m fast -w >/dev/null 2>&1 || true
 	wait || true
 	# the busiest process is the pgbench client's backend
@@ -111,6 +114,7 @@ EOS
 	done | sort -n | tail -1
 }
 
+echo "protocol: $PROTOCOL, $N and $((3 * N)) statements per mode"
 printf '%-11s %14s %10s %9s\n' mode instr/stmt added added%
 base=
 for mode in "${MODES[@]}"; do
