@@ -52,12 +52,16 @@
 	QueryDesc *queryDesc, ScanDirection direction, uint64 count
 #define DBGATE_EXECUTOR_RUN_CALL(fn) \
 	fn(queryDesc, direction, count)
+#define DBGATE_EXECUTOR_RUN_CALL_ARGS \
+	queryDesc, direction, count
 #else
 #define DBGATE_EXECUTOR_RUN_ARGS \
 	QueryDesc *queryDesc, ScanDirection direction, uint64 count, \
 	bool execute_once
 #define DBGATE_EXECUTOR_RUN_CALL(fn) \
 	fn(queryDesc, direction, count, execute_once)
+#define DBGATE_EXECUTOR_RUN_CALL_ARGS \
+	queryDesc, direction, count, execute_once
 #endif
 
 /*

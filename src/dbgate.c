@@ -192,6 +192,25 @@ dbgate_ExecutorStart(QueryDesc *queryDesc, int eflags)
 		standard_ExecutorStart(queryDesc, eflags);
 }
 
+/* the next hook in the chain, or the standard executor */
+static inline void
+next_ExecutorRun(DBGATE_EXECUTOR_RUN_ARGS)
+{
+	if (prev_ExecutorRun)
+		DBGATE_EXECUTOR_RUN_CALL(prev_ExecutorRun);
+	else
+		DBGATE_EXECUTOR_RUN_CALL(standard_ExecutorRun);
+}
+
+static inline void
+next_ExecutorFinish(QueryDesc *queryDesc)
+{
+	if (prev_ExecutorFinish)
+		prev_ExecutorFinish(queryDesc);
+	else
+		standard_ExecutorFinish(queryDesc);
+}
+
 static void
 dbgate_ExecutorRun(DBGATE_EXECUTOR_RUN_ARGS)
 {
@@ -200,19 +219,13 @@ dbgate_ExecutorRun(DBGATE_EXECUTOR_RUN_ARGS)
 	/* not holding a slot: nothing to do (the path of every ungated run) */
 	if (likely(dbgate_nrefs == 0))
 	{
-		if (prev_ExecutorRun)
-			DBGATE_EXECUTOR_RUN_CALL(prev_ExecutorRun);
-		else
-			DBGATE_EXECUTOR_RUN_CALL(standard_ExecutorRun);
+		next_ExecutorRun(DBGATE_EXECUTOR_RUN_CALL_ARGS);
 		return;
 	}
 
 	if (!dbgate_run_begin(queryDesc, &st))
 	{
-		if (prev_ExecutorRun)
-			DBGATE_EXECUTOR_RUN_CALL(prev_ExecutorRun);
-		else
-			DBGATE_EXECUTOR_RUN_CALL(standard_ExecutorRun);
+		next_ExecutorRun(DBGATE_EXECUTOR_RUN_CALL_ARGS);
 		dbgate_run_end(queryDesc, &st, false);
 		return;
 	}
@@ -220,10 +233,7 @@ dbgate_ExecutorRun(DBGATE_EXECUTOR_RUN_ARGS)
 	/* budget limits are applied: undo them on every exit */
 	PG_TRY();
 	{
-		if (prev_ExecutorRun)
-			DBGATE_EXECUTOR_RUN_CALL(prev_ExecutorRun);
-		else
-			DBGATE_EXECUTOR_RUN_CALL(standard_ExecutorRun);
+		next_ExecutorRun(DBGATE_EXECUTOR_RUN_CALL_ARGS);
 	}
 	PG_CATCH();
 	{
@@ -245,29 +255,20 @@ dbgate_ExecutorFinish(QueryDesc *queryDesc)
 	 */
 	if (likely(dbgate_nrefs == 0 || !dbgate_slot_has_limits))
 	{
-		if (prev_ExecutorFinish)
-			prev_ExecutorFinish(queryDesc);
-		else
-			standard_ExecutorFinish(queryDesc);
+		next_ExecutorFinish(queryDesc);
 		return;
 	}
 
 	if (!dbgate_run_begin(queryDesc, &st))
 	{
-		if (prev_ExecutorFinish)
-			prev_ExecutorFinish(queryDesc);
-		else
-			standard_ExecutorFinish(queryDesc);
+		next_ExecutorFinish(queryDesc);
 		dbgate_run_end(queryDesc, &st, false);
 		return;
 	}
 
 	PG_TRY();
 	{
-		if (prev_ExecutorFinish)
-			prev_ExecutorFinish(queryDesc);
-		else
-			standard_ExecutorFinish(queryDesc);
+		next_ExecutorFinish(queryDesc);
 	}
 	PG_CATCH();
 	{
