@@ -561,6 +561,28 @@ blocks_slot_holder(int idx, uint32 incarnation)
 	return found;
 }
 
+/*
+ * Go on with the slot this queued backend was given: count the wait (when
+ * the budget is still the one we queued in) and take the slot with the
+ * budget's limits.  Works with or without the budget lock held: the granter
+ * already moved us out of the queue and into 'active'.
+ */
+static WaitOutcome
+proceed_with_slot(DbgateBudget *b, int idx, uint32 incarnation, bool same,
+				  uint64 waited_us)
+{
+	if (same)
+		count_admitted_after_wait(b, waited_us);
+	take_slot(idx, incarnation, my_proc->state_since,
+			  same ? b->conf.statement_timeout_ms : 0,
+			  same ? b->conf.lock_timeout_ms : 0);
+	my_proc->state = DBGATE_PROC_ACTIVE;
+	pg_write_barrier();
+	my_proc->granted = false;
+	in_queue = false;
+	return WAIT_GRANTED;
+}
+
 static WaitOutcome
 wait_loop(int idx, uint32 incarnation, TimestampTz enqueued,
 		  int queue_timeout_ms)
@@ -652,21 +674,10 @@ wait_loop(int idx, uint32 incarnation, TimestampTz enqueued,
 			 */
 			pg_read_barrier();
 			if (my_proc->granted)
-			{
-				bool		same = (dbgate_st_tag(pg_atomic_read_u64(&b->state)) ==
-									dbgate_tag_of(incarnation));
-
-				if (same)
-					count_admitted_after_wait(b, elapsed_us(enqueued, now));
-				take_slot(idx, incarnation, my_proc->state_since,
-						  same ? b->conf.statement_timeout_ms : 0,
-						  same ? b->conf.lock_timeout_ms : 0);
-				my_proc->state = DBGATE_PROC_ACTIVE;
-				pg_write_barrier();
-				my_proc->granted = false;
-				in_queue = false;
-				return WAIT_GRANTED;
-			}
+				return proceed_with_slot(b, idx, incarnation,
+										 dbgate_st_tag(pg_atomic_read_u64(&b->state)) ==
+										 dbgate_tag_of(incarnation),
+										 elapsed_us(enqueued, now));
 
 			LWLockAcquire(lock, LW_EXCLUSIVE);
 			if (my_proc->granted)
@@ -726,26 +737,22 @@ wait_loop(int idx, uint32 incarnation, TimestampTz enqueued,
 				bool		same = (b->in_use && b->incarnation == incarnation);
 				uint64		waited = elapsed_us(enqueued, now);
 
-				if (same)
-					count_admitted_after_wait(b, waited);
 				if (outcome == WAIT_GRANTED)
 				{
-					my_proc->state = DBGATE_PROC_ACTIVE;
-					my_proc->granted = false;
-					take_slot(idx, incarnation, my_proc->state_since,
-							  same ? b->conf.statement_timeout_ms : 0,
-							  same ? b->conf.lock_timeout_ms : 0);
+					(void) proceed_with_slot(b, idx, incarnation, same, waited);
 					/* non-fair: pass a remaining free slot on */
 					if (same && !b->conf.fair && free_slot_and_waiter(b))
 						wake = b->queue_head;
 				}
 				else
 				{
+					if (same)
+						count_admitted_after_wait(b, waited);
 					my_proc->state = DBGATE_PROC_IDLE;
 					my_proc->budget = -1;
 					my_proc->released = false;
+					in_queue = false;
 				}
-				in_queue = false;
 				LWLockRelease(lock);
 				if (wake >= 0)
 					SetLatch(&DBGATE_PROC_BY_NUMBER(wake)->procLatch);
