@@ -7,7 +7,8 @@ OBJS = \
 	src/limits.o \
 	src/config.o \
 	src/persist.o \
-	src/sqlfuncs.o
+	src/sqlfuncs.o \
+	src/status.o
 
 EXTENSION = dbgate
 DATA = sql/dbgate--1.0.sql

@@ -1105,8 +1105,7 @@ release_slot(void)
 void
 dbgate_executor_start(QueryDesc *queryDesc, int eflags)
 {
-	int			idx;
-	uint32		incarnation;
+	const DbgateLookup *lk;
 
 	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
 		return;
@@ -1132,12 +1131,12 @@ dbgate_executor_start(QueryDesc *queryDesc, int eflags)
 	if (ActivePortal == NULL)
 		return;
 
-	idx = dbgate_lookup_budget(&incarnation);
-	if (idx < 0)
+	lk = dbgate_classify();
+	if (lk->budget < 0)
 		return;
 
 	ensure_ref_space();
-	if (admit(idx, incarnation))
+	if (admit(lk->budget, lk->incarnation))
 		add_ref(queryDesc);
 }
 

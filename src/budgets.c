@@ -36,8 +36,7 @@ DbgateShared *dbgate_shared = NULL;
 static bool lookup_valid = false;
 static uint64 lookup_generation;
 static Oid	lookup_user;
-static int	lookup_budget = -1;
-static uint32 lookup_incarnation;
+static DbgateLookup lookup_result = {-1, 0, DBGATE_BY_ROLE, InvalidOid};
 static bool lookup_callback_registered = false;
 
 static Size
@@ -260,12 +259,13 @@ rolemap_find(Oid roleid)
 	return -1;
 }
 
-static int
-lookup_slow(Oid user, uint64 generation, uint32 *incarnation)
+static const DbgateLookup *
+lookup_slow(Oid user, uint64 generation)
 {
 	DbgateShared *sh = dbgate_shared;
 	int			idx = -1;
 	uint32		inc = 0;
+	DbgateRule	rule = DBGATE_BY_ROLE;
 
 	if (!lookup_callback_registered)
 	{
@@ -285,34 +285,35 @@ lookup_slow(Oid user, uint64 generation, uint32 *incarnation)
 		idx = rolemap_find(user);
 		if (idx < 0 && dbgate_default_budget != NULL &&
 			dbgate_default_budget[0] != '\0')
+		{
 			idx = dbgate_find_budget(dbgate_default_budget);
+			rule = DBGATE_BY_DEFAULT;
+		}
 		if (idx >= 0)
 			inc = sh->budgets[idx].d.incarnation;
 		LWLockRelease(sh->config_lock);
 	}
 
-	lookup_budget = idx;
-	lookup_incarnation = inc;
-	*incarnation = inc;
-	return idx;
+	lookup_result.budget = idx;
+	lookup_result.incarnation = inc;
+	lookup_result.rule = rule;
+	lookup_result.via = InvalidOid;
+	return &lookup_result;
 }
 
 /*
- * The budget that gates the current statement, or -1.
+ * The budget that gates the current statement (budget -1: none), and why.
  */
-int
-dbgate_lookup_budget(uint32 *incarnation)
+const DbgateLookup *
+dbgate_classify(void)
 {
 	Oid			user = GetSessionUserId();
 	uint64		generation = pg_atomic_read_u64(&dbgate_shared->generation);
 
 	if (likely(lookup_valid && generation == lookup_generation &&
 			   user == lookup_user))
-	{
-		*incarnation = lookup_incarnation;
-		return lookup_budget;
-	}
-	return lookup_slow(user, generation, incarnation);
+		return &lookup_result;
+	return lookup_slow(user, generation);
 }
 
 /* ----------

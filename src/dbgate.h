@@ -10,7 +10,8 @@
  *	  limits.c		per-budget statement_timeout and lock_timeout
  *	  config.c		transactional configuration changes
  *	  persist.c		the state file in the data directory
- *	  sqlfuncs.c	SQL-callable functions and the views' functions
+ *	  sqlfuncs.c	SQL-callable configuration functions, dbgate.budgets
+ *	  status.c		the live views dbgate.status and dbgate.backends
  *
  *-------------------------------------------------------------------------
  */
@@ -45,6 +46,12 @@ typedef struct DbgateBudgetConf
 	int32		statement_timeout_ms;	/* 0 = no limit */
 	int32		lock_timeout_ms;	/* 0 = no limit */
 	bool		fair;
+	/* 1.1 */
+	bool		utility;		/* heavy utility commands take a slot */
+	bool		enforce;		/* false: shadow mode, never queue or reject */
+	int32		scope;			/* DBGATE_SCOPE_* */
+	int32		idle_timeout_ms;	/* idle_in_transaction_timeout; 0 = none */
+	int32		parallel_workers;	/* -1 = not capped */
 
 	/*
 	 * In a configuration image: the installed budget entry this one stands
@@ -56,12 +63,26 @@ typedef struct DbgateBudgetConf
 	uint32		src_incarnation;
 } DbgateBudgetConf;
 
+/* What a slot covers: see admission.c. */
+#define DBGATE_SCOPE_STATEMENT		0
+#define DBGATE_SCOPE_TRANSACTION	1
+
+/* Largest parallel_workers accepted (max_parallel_workers' own maximum). */
+#define DBGATE_MAX_PARALLEL_WORKERS	1024
+
 /* One role assignment of a configuration image. */
 typedef struct DbgateRoleConf
 {
 	Oid			roleid;
 	char		budget[NAMEDATALEN];
 } DbgateRoleConf;
+
+/* One database assignment of a configuration image. */
+typedef struct DbgateDbConf
+{
+	Oid			dbid;
+	char		budget[NAMEDATALEN];
+} DbgateDbConf;
 
 /*
  * A complete configuration (backend-local): what the state file holds and
@@ -75,6 +96,9 @@ typedef struct DbgateConfig
 	int			nroles;
 	int			maxroles;
 	DbgateRoleConf *roles;
+	int			ndbs;
+	int			maxdbs;
+	DbgateDbConf *dbs;
 } DbgateConfig;
 
 /* ----------
@@ -223,6 +247,13 @@ typedef struct DbgateRoleMap
 	int32		budget;			/* budget index */
 } DbgateRoleMap;
 
+/* Database map entry; the map is sorted by dbid. */
+typedef struct DbgateDbMap
+{
+	Oid			dbid;
+	int32		budget;			/* budget index */
+} DbgateDbMap;
+
 typedef struct DbgateShared
 {
 	LWLock	   *config_lock;
@@ -236,8 +267,10 @@ typedef struct DbgateShared
 	int			max_procs;
 
 	int			nroles;			/* entries used in roles[] */
+	int			ndbs;			/* entries used in dbs[] */
 	DbgateBudgetPadded *budgets;	/* [max_budgets] */
 	DbgateRoleMap *roles;		/* [max_roles] */
+	DbgateDbMap *dbs;			/* [max_roles] as well */
 	DbgateProcPadded *procs;	/* [max_procs] */
 } DbgateShared;
 
@@ -255,7 +288,25 @@ extern Size dbgate_shmem_size(void);
 extern void dbgate_shmem_request(void);
 extern void dbgate_shmem_init(void);
 extern void dbgate_invalidate_lookup(void);
-extern int	dbgate_lookup_budget(uint32 *incarnation);
+
+/* How a backend was classified (dbgate.backends.classified_by). */
+typedef enum DbgateRule
+{
+	DBGATE_BY_ROLE,				/* the session user's own assignment */
+	DBGATE_BY_MEMBER,			/* that of a role it is a member of */
+	DBGATE_BY_DATABASE,			/* that of the backend's database */
+	DBGATE_BY_DEFAULT			/* dbgate.default_budget */
+} DbgateRule;
+
+typedef struct DbgateLookup
+{
+	int			budget;			/* budget index, -1 = not gated */
+	uint32		incarnation;	/* of that budget */
+	DbgateRule	rule;
+	Oid			via;			/* DBGATE_BY_MEMBER: the assigned group */
+} DbgateLookup;
+
+extern const DbgateLookup *dbgate_classify(void);
 extern int	dbgate_find_budget(const char *name);
 extern void dbgate_snapshot_config(DbgateConfig *config);
 extern void dbgate_install_config(const DbgateConfig *config);
@@ -326,6 +377,11 @@ extern void dbgate_config_role_dropped(Oid roleid);
 #define DBGATE_ALTER_STMT_TIMEOUT	0x08
 #define DBGATE_ALTER_LOCK_TIMEOUT	0x10
 #define DBGATE_ALTER_FAIR			0x20
+#define DBGATE_ALTER_SCOPE			0x40
+#define DBGATE_ALTER_IDLE_TIMEOUT	0x80
+#define DBGATE_ALTER_PARALLEL		0x100
+#define DBGATE_ALTER_UTILITY		0x200
+#define DBGATE_ALTER_ENFORCE		0x400
 
 /* configuration images */
 extern void dbgate_config_init(DbgateConfig *config);

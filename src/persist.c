@@ -345,6 +345,9 @@ dbgate_state_load(DbgateConfig *config)
 		c->statement_timeout_ms = sb.statement_timeout_ms;
 		c->lock_timeout_ms = sb.lock_timeout_ms;
 		c->fair = (sb.fair == 1);
+		c->scope = DBGATE_SCOPE_STATEMENT;
+		c->parallel_workers = -1;
+		c->enforce = true;
 		c->src_index = -1;
 	}
 	for (i = 0; i < hdr.nroles; i++)
