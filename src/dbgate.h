@@ -329,6 +329,18 @@ extern void dbgate_admission_subxact_abort(SubTransactionId mySubid);
 extern bool dbgate_holds_slot(void);
 extern bool dbgate_grant_waiters(DbgateBudget *b, int idx);
 
+/*
+ * A utility command that takes a slot like a query (budget field
+ * 'utility'; which commands qualify is decided by the caller).  begin()
+ * classifies the backend and, when its budget has utility = true and no
+ * slot is held yet, admits (queue, reject) exactly like ExecutorStart.
+ * Returns true when a slot was taken for the command; the caller must
+ * then call end() once on every exit (PG_FINALLY).  The slot stays held
+ * across the transactions a command such as VACUUM runs internally.
+ */
+extern bool dbgate_utility_begin(void);
+extern void dbgate_utility_end(void);
+
 /* limits.c */
 typedef struct DbgateLimitState
 {
