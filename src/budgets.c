@@ -56,7 +56,7 @@ dbgate_shmem_size(void)
 								   sizeof(DbgateBudgetPadded)));
 	size = add_size(size, CACHELINEALIGN(mul_size(dbgate_max_roles,
 												  sizeof(DbgateRoleMap))));
-	size = add_size(size, mul_size(procs_count(), sizeof(DbgateProcPadded)));
+	size = add_size(size, dbgate_admission_shmem_size((int) procs_count()));
 	return size;
 }
 
@@ -85,7 +85,7 @@ install_initial(const DbgateConfig *config)
 
 		b->in_use = true;
 		b->incarnation++;
-		b->conf = config->budgets[i];
+		dbgate_admission_budget_created(b, &config->budgets[i]);
 		pg_atomic_write_u64(&b->state, dbgate_st_make(b->incarnation, 0, 0));
 		dbgate_reset_budget_stats(b, now);
 	}
@@ -141,13 +141,15 @@ dbgate_shmem_init(void)
 		base += mul_size(sh->max_budgets, sizeof(DbgateBudgetPadded));
 		sh->roles = (DbgateRoleMap *) base;
 		base += CACHELINEALIGN(mul_size(sh->max_roles, sizeof(DbgateRoleMap)));
-		sh->procs = (DbgateProcPadded *) base;
+		sh->procs = base;
+		dbgate_admission_shmem_init(base, sh->max_procs);
+		pg_atomic_init_u32(&sh->enabled, dbgate_enabled ? 1 : 0);
+		sh->wait_event_info = PG_WAIT_EXTENSION;
 
 		for (i = 0; i < sh->max_budgets; i++)
 		{
 			sh->budgets[i].d.in_use = false;
-			sh->budgets[i].d.queue_head = -1;
-			sh->budgets[i].d.queue_tail = -1;
+			pg_atomic_init_u32(&sh->budgets[i].d.conf_seq, 0);
 			pg_atomic_init_u64(&sh->budgets[i].d.state, 0);
 			pg_atomic_init_u32(&sh->budgets[i].d.peak_active, 0);
 			pg_atomic_init_u64(&sh->budgets[i].d.admitted, 0);
@@ -155,13 +157,9 @@ dbgate_shmem_init(void)
 			pg_atomic_init_u64(&sh->budgets[i].d.admitted_after_wait, 0);
 			pg_atomic_init_u64(&sh->budgets[i].d.wait_time_total_us, 0);
 			pg_atomic_init_u64(&sh->budgets[i].d.wait_time_max_us, 0);
-		}
-		for (i = 0; i < sh->max_procs; i++)
-		{
-			sh->procs[i].d.budget = -1;
-			sh->procs[i].d.state = DBGATE_PROC_IDLE;
-			sh->procs[i].d.prev = -1;
-			sh->procs[i].d.next = -1;
+			pg_atomic_init_u64(&sh->budgets[i].d.would_queue, 0);
+			pg_atomic_init_u64(&sh->budgets[i].d.would_reject, 0);
+			pg_atomic_init_u64(&sh->budgets[i].d.terminated_idle, 0);
 		}
 
 		/* budgets and assignments survive restarts and crash restarts */
@@ -176,6 +174,8 @@ dbgate_shmem_init(void)
 		if (config.roles)
 			pfree(config.roles);
 	}
+	else
+		dbgate_admission_shmem_attach(sh->procs);
 	LWLockRelease(AddinShmemInitLock);
 }
 
@@ -196,6 +196,9 @@ dbgate_reset_budget_stats(DbgateBudget *b, TimestampTz now)
 	pg_atomic_write_u64(&b->admitted_after_wait, 0);
 	pg_atomic_write_u64(&b->wait_time_total_us, 0);
 	pg_atomic_write_u64(&b->wait_time_max_us, 0);
+	pg_atomic_write_u64(&b->would_queue, 0);
+	pg_atomic_write_u64(&b->would_reject, 0);
+	pg_atomic_write_u64(&b->terminated_idle, 0);
 	b->rejected_full = 0;
 	b->rejected_timeout = 0;
 	b->canceled_waiting = 0;
@@ -396,17 +399,7 @@ dbgate_install_config(const DbgateConfig *config)
 			continue;
 
 		LWLockAcquire(lock, LW_EXCLUSIVE);
-		while (b->queue_head >= 0)
-		{
-			int			procno = b->queue_head;
-			DbgateProc *p = &sh->procs[procno].d;
-
-			b->queue_head = p->next;
-			p->prev = p->next = -1;
-			p->released = true;
-			SetLatch(&DBGATE_PROC_BY_NUMBER(procno)->procLatch);
-		}
-		b->queue_tail = -1;
+		dbgate_admission_budget_dropped(b);
 		b->in_use = false;
 		b->incarnation++;
 		/* fast-path CASes against the old word fail from now on */
@@ -442,8 +435,7 @@ dbgate_install_config(const DbgateConfig *config)
 			LWLockAcquire(lock, LW_EXCLUSIVE);
 			b->in_use = true;
 			b->incarnation++;
-			b->conf = *c;
-			b->queue_head = b->queue_tail = -1;
+			dbgate_admission_budget_created(b, c);
 			pg_atomic_write_u64(&b->state, dbgate_st_make(b->incarnation, 0, 0));
 			dbgate_reset_budget_stats(b, now);
 			LWLockRelease(lock);
@@ -453,9 +445,8 @@ dbgate_install_config(const DbgateConfig *config)
 		b = &sh->budgets[idx].d;
 		lock = dbgate_budget_lock(idx);
 		LWLockAcquire(lock, LW_EXCLUSIVE);
-		b->conf = *c;
 		/* a raised limit admits waiting statements at once */
-		(void) dbgate_grant_waiters(b, idx);
+		dbgate_admission_set_limits(b, c, true);
 		LWLockRelease(lock);
 	}
 
