@@ -11,7 +11,7 @@ OBJS = \
 	src/status.o
 
 EXTENSION = dbgate
-DATA = sql/dbgate--1.0.sql
+DATA = sql/dbgate--1.0.sql sql/dbgate--1.0--1.1.sql
 PGFILEDESC = "dbgate - workload admission control"
 
 # Regression tests (sql/*.sql, expected/*.out) run against a throwaway

@@ -56,6 +56,8 @@ dbgate_shmem_size(void)
 								   sizeof(DbgateBudgetPadded)));
 	size = add_size(size, CACHELINEALIGN(mul_size(dbgate_max_roles,
 												  sizeof(DbgateRoleMap))));
+	size = add_size(size, CACHELINEALIGN(mul_size(dbgate_max_roles,
+												  sizeof(DbgateDbMap))));
 	size = add_size(size, mul_size(procs_count(), sizeof(DbgateProcPadded)));
 	return size;
 }
@@ -66,6 +68,62 @@ dbgate_shmem_request(void)
 	RequestAddinShmemSpace(dbgate_shmem_size());
 	/* config_lock, then one per budget */
 	RequestNamedLWLockTranche("dbgate", 1 + dbgate_max_budgets);
+}
+
+static int
+rolemap_cmp(const void *a, const void *b)
+{
+	Oid			ra = ((const DbgateRoleMap *) a)->roleid;
+	Oid			rb = ((const DbgateRoleMap *) b)->roleid;
+
+	return (ra > rb) - (ra < rb);
+}
+
+static int
+dbmap_cmp(const void *a, const void *b)
+{
+	Oid			da = ((const DbgateDbMap *) a)->dbid;
+	Oid			db = ((const DbgateDbMap *) b)->dbid;
+
+	return (da > db) - (da < db);
+}
+
+/*
+ * Fill the role and database maps from an image whose budgets are
+ * installed already (looked up by name).  Caller must hold config_lock
+ * exclusively, or be alone at start-up.
+ */
+static void
+fill_maps(const DbgateConfig *config)
+{
+	DbgateShared *sh = dbgate_shared;
+	int			n;
+
+	sh->nroles = 0;
+	for (n = 0; n < config->nroles && sh->nroles < sh->max_roles; n++)
+	{
+		int			idx = dbgate_find_budget(config->roles[n].budget);
+
+		if (idx < 0)
+			continue;
+		sh->roles[sh->nroles].roleid = config->roles[n].roleid;
+		sh->roles[sh->nroles].budget = idx;
+		sh->nroles++;
+	}
+	qsort(sh->roles, sh->nroles, sizeof(DbgateRoleMap), rolemap_cmp);
+
+	sh->ndbs = 0;
+	for (n = 0; n < config->ndbs && sh->ndbs < sh->max_roles; n++)
+	{
+		int			idx = dbgate_find_budget(config->dbs[n].budget);
+
+		if (idx < 0)
+			continue;
+		sh->dbs[sh->ndbs].dbid = config->dbs[n].dbid;
+		sh->dbs[sh->ndbs].budget = idx;
+		sh->ndbs++;
+	}
+	qsort(sh->dbs, sh->ndbs, sizeof(DbgateDbMap), dbmap_cmp);
 }
 
 /*
@@ -89,26 +147,7 @@ install_initial(const DbgateConfig *config)
 		pg_atomic_write_u64(&b->state, dbgate_st_make(b->incarnation, 0, 0));
 		dbgate_reset_budget_stats(b, now);
 	}
-	sh->nroles = 0;
-	for (i = 0; i < config->nroles && sh->nroles < sh->max_roles; i++)
-	{
-		int			bi = dbgate_config_find_budget(config, config->roles[i].budget);
-
-		if (bi < 0 || bi >= sh->max_budgets)
-			continue;
-		sh->roles[sh->nroles].roleid = config->roles[i].roleid;
-		sh->roles[sh->nroles].budget = bi;
-		sh->nroles++;
-	}
-}
-
-static int
-rolemap_cmp(const void *a, const void *b)
-{
-	Oid			ra = ((const DbgateRoleMap *) a)->roleid;
-	Oid			rb = ((const DbgateRoleMap *) b)->roleid;
-
-	return (ra > rb) - (ra < rb);
+	fill_maps(config);
 }
 
 void
@@ -141,6 +180,8 @@ dbgate_shmem_init(void)
 		base += mul_size(sh->max_budgets, sizeof(DbgateBudgetPadded));
 		sh->roles = (DbgateRoleMap *) base;
 		base += CACHELINEALIGN(mul_size(sh->max_roles, sizeof(DbgateRoleMap)));
+		sh->dbs = (DbgateDbMap *) base;
+		base += CACHELINEALIGN(mul_size(sh->max_roles, sizeof(DbgateDbMap)));
 		sh->procs = (DbgateProcPadded *) base;
 
 		for (i = 0; i < sh->max_budgets; i++)
@@ -167,14 +208,8 @@ dbgate_shmem_init(void)
 		/* budgets and assignments survive restarts and crash restarts */
 		dbgate_config_init(&config);
 		if (dbgate_state_load(&config))
-		{
 			install_initial(&config);
-			qsort(sh->roles, sh->nroles, sizeof(DbgateRoleMap), rolemap_cmp);
-		}
-		if (config.budgets)
-			pfree(config.budgets);
-		if (config.roles)
-			pfree(config.roles);
+		dbgate_config_free(&config);
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -335,6 +370,8 @@ dbgate_snapshot_config(DbgateConfig *config)
 	config->budgets = palloc(sizeof(DbgateBudgetConf) * config->maxbudgets);
 	config->maxroles = sh->max_roles + 1;
 	config->roles = palloc(sizeof(DbgateRoleConf) * config->maxroles);
+	config->maxdbs = sh->max_roles + 1;
+	config->dbs = palloc(sizeof(DbgateDbConf) * config->maxdbs);
 
 	LWLockAcquire(sh->config_lock, LW_SHARED);
 	for (i = 0; i < sh->max_budgets; i++)
@@ -354,6 +391,14 @@ dbgate_snapshot_config(DbgateConfig *config)
 
 		r->roleid = sh->roles[i].roleid;
 		strlcpy(r->budget, sh->budgets[sh->roles[i].budget].d.conf.name,
+				NAMEDATALEN);
+	}
+	for (i = 0; i < sh->ndbs; i++)
+	{
+		DbgateDbConf *d = &config->dbs[config->ndbs++];
+
+		d->dbid = sh->dbs[i].dbid;
+		strlcpy(d->budget, sh->budgets[sh->dbs[i].budget].d.conf.name,
 				NAMEDATALEN);
 	}
 	LWLockRelease(sh->config_lock);
@@ -459,19 +504,8 @@ dbgate_install_config(const DbgateConfig *config)
 		LWLockRelease(lock);
 	}
 
-	/* 3. the role map */
-	sh->nroles = 0;
-	for (n = 0; n < config->nroles && sh->nroles < sh->max_roles; n++)
-	{
-		int			idx = dbgate_find_budget(config->roles[n].budget);
-
-		if (idx < 0)
-			continue;
-		sh->roles[sh->nroles].roleid = config->roles[n].roleid;
-		sh->roles[sh->nroles].budget = idx;
-		sh->nroles++;
-	}
-	qsort(sh->roles, sh->nroles, sizeof(DbgateRoleMap), rolemap_cmp);
+	/* 3. the role and database maps */
+	fill_maps(config);
 
 	pg_atomic_fetch_add_u64(&sh->generation, 1);
 	LWLockRelease(sh->config_lock);

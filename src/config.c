@@ -36,6 +36,7 @@
 #include "access/xact.h"
 #include "miscadmin.h"
 #include "nodes/pg_list.h"
+#include "commands/dbcommands.h"
 #include "storage/lock.h"
 #include "utils/memutils.h"
 
@@ -48,7 +49,9 @@ typedef enum PendingKind
 	OP_ALTER,
 	OP_DROP,
 	OP_ASSIGN,
-	OP_UNASSIGN
+	OP_UNASSIGN,
+	OP_ASSIGN_DB,
+	OP_UNASSIGN_DB
 } PendingKind;
 
 typedef struct PendingOp
@@ -57,9 +60,9 @@ typedef struct PendingOp
 	SubTransactionId subid;
 	DbgateBudgetConf conf;		/* CREATE: all; ALTER: name + masked fields */
 	uint32		mask;			/* ALTER */
-	bool		flag;			/* DROP: force; UNASSIGN: missing_ok */
-	Oid			roleid;			/* ASSIGN, UNASSIGN */
-	char		name[NAMEDATALEN];	/* DROP, ASSIGN: budget name */
+	bool		flag;			/* DROP: force */
+	Oid			oid;			/* (UN)ASSIGN: role; (UN)ASSIGN_DB: database */
+	char		name[NAMEDATALEN];	/* DROP, ASSIGN, ASSIGN_DB: budget name */
 } PendingOp;
 
 static List *pending_ops = NIL; /* in TopTransactionContext */
@@ -75,6 +78,18 @@ void
 dbgate_config_init(DbgateConfig *config)
 {
 	memset(config, 0, sizeof(DbgateConfig));
+}
+
+void
+dbgate_config_free(DbgateConfig *config)
+{
+	if (config->budgets)
+		pfree(config->budgets);
+	if (config->roles)
+		pfree(config->roles);
+	if (config->dbs)
+		pfree(config->dbs);
+	dbgate_config_init(config);
 }
 
 int
@@ -98,6 +113,19 @@ dbgate_config_find_role(const DbgateConfig *config, Oid roleid)
 	for (i = 0; i < config->nroles; i++)
 	{
 		if (config->roles[i].roleid == roleid)
+			return i;
+	}
+	return -1;
+}
+
+int
+dbgate_config_find_db(const DbgateConfig *config, Oid dbid)
+{
+	int			i;
+
+	for (i = 0; i < config->ndbs; i++)
+	{
+		if (config->dbs[i].dbid == dbid)
 			return i;
 	}
 	return -1;
@@ -143,6 +171,50 @@ image_remove_role(DbgateConfig *config, int i)
 	config->roles[i] = config->roles[--config->nroles];
 }
 
+static void
+image_add_db(DbgateConfig *config, Oid dbid, const char *budget)
+{
+	DbgateDbConf *d;
+
+	if (config->ndbs >= config->maxdbs)
+	{
+		config->maxdbs = Max(8, config->maxdbs * 2);
+		if (config->dbs)
+			config->dbs = repalloc(config->dbs,
+								   sizeof(DbgateDbConf) * config->maxdbs);
+		else
+			config->dbs = palloc(sizeof(DbgateDbConf) * config->maxdbs);
+	}
+	d = &config->dbs[config->ndbs++];
+	d->dbid = dbid;
+	strlcpy(d->budget, budget, NAMEDATALEN);
+}
+
+static void
+image_remove_db(DbgateConfig *config, int i)
+{
+	config->dbs[i] = config->dbs[--config->ndbs];
+}
+
+static int
+image_count_dbs_of(const DbgateConfig *config, const char *budget,
+				   Oid *example)
+{
+	int			i;
+	int			n = 0;
+
+	for (i = 0; i < config->ndbs; i++)
+	{
+		if (strcmp(config->dbs[i].budget, budget) == 0)
+		{
+			if (n == 0)
+				*example = config->dbs[i].dbid;
+			n++;
+		}
+	}
+	return n;
+}
+
 static int
 image_count_roles_of(const DbgateConfig *config, const char *budget,
 					 Oid *example)
@@ -171,7 +243,53 @@ unknown_budget(const char *name)
 }
 
 /*
- * Apply one operation to an image, with the errors SPEC lists.
+ * drop_budget without force: no role and no database may be assigned.
+ */
+static void
+check_unassigned(const DbgateConfig *config, const char *budget)
+{
+	Oid			role = InvalidOid;
+	Oid			db = InvalidOid;
+	int			nroles = image_count_roles_of(config, budget, &role);
+	int			ndbs = image_count_dbs_of(config, budget, &db);
+	char	   *rolename;
+	char	   *dbname;
+
+	if (nroles == 0 && ndbs == 0)
+		return;
+	rolename = nroles > 0 ? GetUserNameFromId(role, true) : NULL;
+	dbname = ndbs > 0 ? get_database_name(db) : NULL;
+
+	if (ndbs == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+				 errmsg("cannot drop budget \"%s\" because roles are assigned to it",
+						budget),
+				 errdetail_plural("%d role is assigned, including role \"%s\".",
+								  "%d roles are assigned, including role \"%s\".",
+								  nroles, nroles, rolename ? rolename : "?"),
+				 errhint("Unassign the roles first, or use drop_budget(..., force => true).")));
+	if (nroles == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+				 errmsg("cannot drop budget \"%s\" because databases are assigned to it",
+						budget),
+				 errdetail_plural("%d database is assigned, including database \"%s\".",
+								  "%d databases are assigned, including database \"%s\".",
+								  ndbs, ndbs, dbname ? dbname : "?"),
+				 errhint("Unassign the databases first, or use drop_budget(..., force => true).")));
+	ereport(ERROR,
+			(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+			 errmsg("cannot drop budget \"%s\" because roles and databases are assigned to it",
+					budget),
+			 errdetail("%d assignments remain, including role \"%s\" and database \"%s\".",
+					   nroles + ndbs, rolename ? rolename : "?",
+					   dbname ? dbname : "?"),
+			 errhint("Unassign them first, or use drop_budget(..., force => true).")));
+}
+
+/*
+ * Apply one operation to an image, with the errors of the SQL interface.
  */
 static void
 apply_op(DbgateConfig *config, const PendingOp *op)
@@ -218,45 +336,42 @@ apply_op(DbgateConfig *config, const PendingOp *op)
 					b->lock_timeout_ms = op->conf.lock_timeout_ms;
 				if (op->mask & DBGATE_ALTER_FAIR)
 					b->fair = op->conf.fair;
+				if (op->mask & DBGATE_ALTER_SCOPE)
+					b->scope = op->conf.scope;
+				if (op->mask & DBGATE_ALTER_IDLE_TIMEOUT)
+					b->idle_timeout_ms = op->conf.idle_timeout_ms;
+				if (op->mask & DBGATE_ALTER_PARALLEL)
+					b->parallel_workers = op->conf.parallel_workers;
+				if (op->mask & DBGATE_ALTER_UTILITY)
+					b->utility = op->conf.utility;
+				if (op->mask & DBGATE_ALTER_ENFORCE)
+					b->enforce = op->conf.enforce;
 			}
 			break;
 
 		case OP_DROP:
+			bi = dbgate_config_find_budget(config, op->name);
+			if (bi < 0)
+				unknown_budget(op->name);
+			if (!op->flag)
+				check_unassigned(config, op->name);
+			for (ri = config->nroles - 1; ri >= 0; ri--)
 			{
-				Oid			example = InvalidOid;
-				int			nroles;
-
-				bi = dbgate_config_find_budget(config, op->name);
-				if (bi < 0)
-					unknown_budget(op->name);
-				nroles = image_count_roles_of(config, op->name, &example);
-				if (nroles > 0 && !op->flag)
-				{
-					char	   *rolename = GetUserNameFromId(example, true);
-
-					ereport(ERROR,
-							(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
-							 errmsg("cannot drop budget \"%s\" because roles are assigned to it",
-									op->name),
-							 errdetail_plural("%d role is assigned, including role \"%s\".",
-											  "%d roles are assigned, including role \"%s\".",
-											  nroles, nroles,
-											  rolename ? rolename : "?"),
-							 errhint("Unassign the roles first, or use drop_budget(..., force => true).")));
-				}
-				for (ri = config->nroles - 1; ri >= 0; ri--)
-				{
-					if (strcmp(config->roles[ri].budget, op->name) == 0)
-						image_remove_role(config, ri);
-				}
-				config->budgets[bi] = config->budgets[--config->nbudgets];
+				if (strcmp(config->roles[ri].budget, op->name) == 0)
+					image_remove_role(config, ri);
 			}
+			for (ri = config->ndbs - 1; ri >= 0; ri--)
+			{
+				if (strcmp(config->dbs[ri].budget, op->name) == 0)
+					image_remove_db(config, ri);
+			}
+			config->budgets[bi] = config->budgets[--config->nbudgets];
 			break;
 
 		case OP_ASSIGN:
 			if (dbgate_config_find_budget(config, op->name) < 0)
 				unknown_budget(op->name);
-			ri = dbgate_config_find_role(config, op->roleid);
+			ri = dbgate_config_find_role(config, op->oid);
 			if (ri >= 0)
 				strlcpy(config->roles[ri].budget, op->name, NAMEDATALEN);
 			else
@@ -268,19 +383,40 @@ apply_op(DbgateConfig *config, const PendingOp *op)
 							 errdetail("dbgate.max_roles is %d.",
 									   dbgate_shared->max_roles),
 							 errhint("Raise dbgate.max_roles and restart the server.")));
-				image_add_role(config, op->roleid, op->name);
+				image_add_role(config, op->oid, op->name);
 			}
 			break;
 
 		case OP_UNASSIGN:
-			ri = dbgate_config_find_role(config, op->roleid);
+			/* replayed after a concurrent unassign: nothing left to do */
+			ri = dbgate_config_find_role(config, op->oid);
 			if (ri >= 0)
 				image_remove_role(config, ri);
-			else if (!op->flag)
-				ereport(ERROR,
-						(errcode(ERRCODE_UNDEFINED_OBJECT),
-						 errmsg("role with OID %u has no budget assignment",
-								op->roleid)));
+			break;
+
+		case OP_ASSIGN_DB:
+			if (dbgate_config_find_budget(config, op->name) < 0)
+				unknown_budget(op->name);
+			ri = dbgate_config_find_db(config, op->oid);
+			if (ri >= 0)
+				strlcpy(config->dbs[ri].budget, op->name, NAMEDATALEN);
+			else
+			{
+				if (config->ndbs >= dbgate_shared->max_roles)
+					ereport(ERROR,
+							(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+							 errmsg("too many database assignments"),
+							 errdetail("dbgate.max_roles is %d.",
+									   dbgate_shared->max_roles),
+							 errhint("Raise dbgate.max_roles and restart the server.")));
+				image_add_db(config, op->oid, op->name);
+			}
+			break;
+
+		case OP_UNASSIGN_DB:
+			ri = dbgate_config_find_db(config, op->oid);
+			if (ri >= 0)
+				image_remove_db(config, ri);
 			break;
 	}
 }
@@ -319,8 +455,7 @@ add_op(PendingOp *op)
 	dbgate_config_busy = true;
 	MemoryContextSwitchTo(old);
 
-	pfree(config.budgets);
-	pfree(config.roles);
+	dbgate_config_free(&config);
 }
 
 void
@@ -367,17 +502,17 @@ dbgate_config_add_assign(Oid roleid, const char *budget)
 
 	memset(&op, 0, sizeof(op));
 	op.kind = OP_ASSIGN;
-	op.roleid = roleid;
+	op.oid = roleid;
 	strlcpy(op.name, budget, NAMEDATALEN);
 	add_op(&op);
 }
 
 /*
  * Record an unassignment.  Returns false (and records nothing) when the
- * role has no assignment and missing_ok.
+ * role has no assignment in what the transaction sees.
  */
 bool
-dbgate_config_add_unassign(Oid roleid, bool missing_ok)
+dbgate_config_add_unassign(Oid roleid)
 {
 	PendingOp	op;
 	DbgateConfig config;
@@ -385,29 +520,65 @@ dbgate_config_add_unassign(Oid roleid, bool missing_ok)
 
 	dbgate_config_current(&config);
 	assigned = dbgate_config_find_role(&config, roleid) >= 0;
-	pfree(config.budgets);
-	pfree(config.roles);
-	if (!assigned && missing_ok)
+	dbgate_config_free(&config);
+	if (!assigned)
 		return false;
 
 	memset(&op, 0, sizeof(op));
 	op.kind = OP_UNASSIGN;
-	op.roleid = roleid;
-	op.flag = true;				/* replay after a concurrent unassign is fine */
+	op.oid = roleid;
+	add_op(&op);
+	return true;
+}
+
+void
+dbgate_config_add_assign_db(Oid dbid, const char *budget)
+{
+	PendingOp	op;
+
+	memset(&op, 0, sizeof(op));
+	op.kind = OP_ASSIGN_DB;
+	op.oid = dbid;
+	strlcpy(op.name, budget, NAMEDATALEN);
+	add_op(&op);
+}
+
+/* As dbgate_config_add_unassign(), for a database. */
+bool
+dbgate_config_add_unassign_db(Oid dbid)
+{
+	PendingOp	op;
+	DbgateConfig config;
+	bool		assigned;
+
+	dbgate_config_current(&config);
+	assigned = dbgate_config_find_db(&config, dbid) >= 0;
+	dbgate_config_free(&config);
 	if (!assigned)
-		op.flag = false;
+		return false;
+
+	memset(&op, 0, sizeof(op));
+	op.kind = OP_UNASSIGN_DB;
+	op.oid = dbid;
 	add_op(&op);
 	return true;
 }
 
 /*
- * DROP ROLE removes the role's assignment in the same transaction, so that
- * no stale entry can be inherited by a future role with the same OID.
+ * DROP ROLE and DROP DATABASE remove the object's assignment in the same
+ * transaction, so that no stale entry can be inherited by a future object
+ * with the same OID.
  */
 void
 dbgate_config_role_dropped(Oid roleid)
 {
-	(void) dbgate_config_add_unassign(roleid, true);
+	(void) dbgate_config_add_unassign(roleid);
+}
+
+void
+dbgate_config_database_dropped(Oid dbid)
+{
+	(void) dbgate_config_add_unassign_db(dbid);
 }
 
 /* ----------

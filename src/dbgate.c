@@ -15,6 +15,7 @@
 
 #include "access/xact.h"
 #include "catalog/pg_authid.h"
+#include "commands/dbcommands.h"
 #include "commands/user.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
@@ -103,7 +104,7 @@ _PG_init(void)
 							"Sizes the shared budget table.",
 							&dbgate_max_budgets,
 							64,
-							1, 10000,
+							1, DBGATE_MAX_BUDGETS_LIMIT,
 							PGC_POSTMASTER,
 							0,
 							NULL, NULL, NULL);
@@ -113,7 +114,7 @@ _PG_init(void)
 							"Sizes the shared role map.",
 							&dbgate_max_roles,
 							1024,
-							1, 1000000,
+							1, DBGATE_MAX_ROLES_LIMIT,
 							PGC_POSTMASTER,
 							0,
 							NULL, NULL, NULL);
@@ -292,8 +293,8 @@ dbgate_ExecutorEnd(QueryDesc *queryDesc)
 }
 
 /*
- * ProcessUtility: DROP ROLE also removes the dropped roles' assignments, in
- * the same transaction.
+ * ProcessUtility: DROP ROLE and DROP DATABASE also remove the dropped
+ * objects' assignments, in the same transaction.
  */
 static void
 dbgate_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
@@ -305,6 +306,7 @@ dbgate_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 {
 	Node	   *parsetree = pstmt->utilityStmt;
 	List	   *dropped = NIL;
+	Oid			dropped_db = InvalidOid;
 
 	if (dbgate_shared != NULL && IsA(parsetree, DropRoleStmt))
 	{
@@ -323,6 +325,8 @@ dbgate_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 				dropped = lappend_oid(dropped, roleid);
 		}
 	}
+	if (dbgate_shared != NULL && IsA(parsetree, DropdbStmt))
+		dropped_db = get_database_oid(((DropdbStmt *) parsetree)->dbname, true);
 
 	if (prev_ProcessUtility)
 		prev_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
@@ -339,6 +343,8 @@ dbgate_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 			dbgate_config_role_dropped(lfirst_oid(lc));
 		list_free(dropped);
 	}
+	if (OidIsValid(dropped_db))
+		dbgate_config_database_dropped(dropped_db);
 }
 
 /* ----------

@@ -30,6 +30,10 @@
 #define DBGATE_STATE_TMPFILE	"dbgate.state.tmp"
 #define DBGATE_STATE_BADFILE	"dbgate.state.corrupt"
 
+/* Largest values of dbgate.max_budgets and dbgate.max_roles. */
+#define DBGATE_MAX_BUDGETS_LIMIT	10000
+#define DBGATE_MAX_ROLES_LIMIT		1000000
+
 /* Longest duration accepted for a timeout, in milliseconds (as for GUCs). */
 #define DBGATE_MAX_TIMEOUT_MS	INT_MAX
 
@@ -379,8 +383,11 @@ extern void dbgate_config_add_alter(const char *name, const DbgateBudgetConf *va
 									uint32 mask);
 extern void dbgate_config_add_drop(const char *name, bool force);
 extern void dbgate_config_add_assign(Oid roleid, const char *budget);
-extern bool dbgate_config_add_unassign(Oid roleid, bool missing_ok);
+extern bool dbgate_config_add_unassign(Oid roleid);
+extern void dbgate_config_add_assign_db(Oid dbid, const char *budget);
+extern bool dbgate_config_add_unassign_db(Oid dbid);
 extern void dbgate_config_role_dropped(Oid roleid);
+extern void dbgate_config_database_dropped(Oid dbid);
 
 /* bits of the alter mask */
 #define DBGATE_ALTER_MAX_ACTIVE		0x01
@@ -397,8 +404,10 @@ extern void dbgate_config_role_dropped(Oid roleid);
 
 /* configuration images */
 extern void dbgate_config_init(DbgateConfig *config);
+extern void dbgate_config_free(DbgateConfig *config);
 extern int	dbgate_config_find_budget(const DbgateConfig *config, const char *name);
 extern int	dbgate_config_find_role(const DbgateConfig *config, Oid roleid);
+extern int	dbgate_config_find_db(const DbgateConfig *config, Oid dbid);
 
 /* persist.c */
 extern bool dbgate_state_load(DbgateConfig *config);
