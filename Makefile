@@ -5,6 +5,7 @@ OBJS = \
 	src/budgets.o \
 	src/admission.o \
 	src/limits.o \
+	src/confimage.o \
 	src/config.o \
 	src/persist.o \
 	src/sqlfuncs.o \

@@ -88,21 +88,67 @@ dbmap_cmp(const void *a, const void *b)
 	return (da > db) - (da < db);
 }
 
+/* The installed budgets by name, for looking up many assignments. */
+typedef struct BudgetIndex
+{
+	const char *name;
+	int			idx;
+} BudgetIndex;
+
+static int
+budget_index_cmp(const void *a, const void *b)
+{
+	return strcmp(((const BudgetIndex *) a)->name,
+				  ((const BudgetIndex *) b)->name);
+}
+
+static int
+budget_index_find(const BudgetIndex *index, int n, const char *name)
+{
+	BudgetIndex key;
+	BudgetIndex *found;
+
+	if (index == NULL)
+		return dbgate_find_budget(name);
+	key.name = name;
+	found = bsearch(&key, index, n, sizeof(BudgetIndex), budget_index_cmp);
+	return found ? found->idx : -1;
+}
+
 /*
  * Fill the role and database maps from an image whose budgets are
- * installed already (looked up by name).  Caller must hold config_lock
- * exclusively, or be alone at start-up.
+ * installed already (looked up by name: n log n in the number of
+ * assignments).  Caller must hold config_lock exclusively, or be alone at
+ * start-up.  Cannot fail: without memory for the index, budgets are
+ * looked up one by one.
  */
 static void
 fill_maps(const DbgateConfig *config)
 {
 	DbgateShared *sh = dbgate_shared;
+	BudgetIndex *index;
+	int			nindex = 0;
 	int			n;
+
+	index = palloc_extended(sizeof(BudgetIndex) * sh->max_budgets,
+							MCXT_ALLOC_NO_OOM);
+	for (n = 0; index != NULL && n < sh->max_budgets; n++)
+	{
+		if (sh->budgets[n].d.in_use)
+		{
+			index[nindex].name = sh->budgets[n].d.conf.name;
+			index[nindex].idx = n;
+			nindex++;
+		}
+	}
+	if (index != NULL)
+		qsort(index, nindex, sizeof(BudgetIndex), budget_index_cmp);
 
 	sh->nroles = 0;
 	for (n = 0; n < config->nroles && sh->nroles < sh->max_roles; n++)
 	{
-		int			idx = dbgate_find_budget(config->roles[n].budget);
+		int			idx = budget_index_find(index, nindex,
+											config->roles[n].budget);
 
 		if (idx < 0)
 			continue;
@@ -115,7 +161,8 @@ fill_maps(const DbgateConfig *config)
 	sh->ndbs = 0;
 	for (n = 0; n < config->ndbs && sh->ndbs < sh->max_roles; n++)
 	{
-		int			idx = dbgate_find_budget(config->dbs[n].budget);
+		int			idx = budget_index_find(index, nindex,
+											config->dbs[n].budget);
 
 		if (idx < 0)
 			continue;
@@ -124,6 +171,8 @@ fill_maps(const DbgateConfig *config)
 		sh->ndbs++;
 	}
 	qsort(sh->dbs, sh->ndbs, sizeof(DbgateDbMap), dbmap_cmp);
+	if (index != NULL)
+		pfree(index);
 }
 
 /*
@@ -164,7 +213,6 @@ dbgate_shmem_init(void)
 	if (!found)
 	{
 		LWLockPadded *locks = GetNamedLWLockTranche("dbgate");
-		DbgateConfig config;
 
 		memset(sh, 0, dbgate_shmem_size());
 		sh->config_lock = &locks[0].lock;
@@ -205,13 +253,23 @@ dbgate_shmem_init(void)
 			sh->procs[i].d.next = -1;
 		}
 
-		/* budgets and assignments survive restarts and crash restarts */
-		dbgate_config_init(&config);
-		if (dbgate_state_load(&config))
-			install_initial(&config);
-		dbgate_config_free(&config);
 	}
 	LWLockRelease(AddinShmemInitLock);
+
+	/*
+	 * Budgets and assignments survive restarts and crash restarts.  The
+	 * state file is read after AddinShmemInitLock is released (as
+	 * pg_stat_statements reads its file): this runs in the postmaster
+	 * before any backend exists, so nobody can look at the table yet.
+	 */
+	if (!found)
+	{
+		DbgateConfig config;
+
+		if (dbgate_state_load(&config))
+			install_initial(&config);
+		dbgate_image_free(&config);
+	}
 }
 
 /*
@@ -365,15 +423,16 @@ dbgate_snapshot_config(DbgateConfig *config)
 	DbgateShared *sh = dbgate_shared;
 	int			i;
 
-	dbgate_config_init(config);
-	config->maxbudgets = sh->max_budgets + 1;
-	config->budgets = palloc(sizeof(DbgateBudgetConf) * config->maxbudgets);
-	config->maxroles = sh->max_roles + 1;
-	config->roles = palloc(sizeof(DbgateRoleConf) * config->maxroles);
-	config->maxdbs = sh->max_roles + 1;
-	config->dbs = palloc(sizeof(DbgateDbConf) * config->maxdbs);
-
-	LWLockAcquire(sh->config_lock, LW_SHARED);
+	/* allocate before taking the lock; retry if the maps grew meanwhile */
+	for (;;)
+	{
+		dbgate_image_alloc(config, sh->max_budgets, sh->nroles, sh->ndbs);
+		LWLockAcquire(sh->config_lock, LW_SHARED);
+		if (sh->nroles <= config->maxroles && sh->ndbs <= config->maxdbs)
+			break;
+		LWLockRelease(sh->config_lock);
+		dbgate_image_free(config);
+	}
 	for (i = 0; i < sh->max_budgets; i++)
 	{
 		if (sh->budgets[i].d.in_use)
@@ -479,7 +538,7 @@ dbgate_install_config(const DbgateConfig *config)
 			if (idx >= sh->max_budgets)
 			{
 				/* cannot happen: the committing backend checked capacity */
-				elog(WARNING, "dbgate: no free budget entry for \"%s\"", c->name);
+				elog(WARNING, "no free budget entry for \"%s\"", c->name);
 				continue;
 			}
 			b = &sh->budgets[idx].d;

@@ -4,9 +4,12 @@
  *	  Transactional configuration changes.
  *
  * The SQL functions do not touch shared memory.  Each validated change is
- * recorded as a pending operation of the current (sub)transaction; what a
- * transaction sees (dbgate.budgets, validation of later calls) is the
- * installed configuration with its own pending operations replayed on top.
+ * recorded as a pending operation of the current (sub)transaction.  At its
+ * first change a transaction copies the installed configuration (the base
+ * image) and from then on sees that copy with its own operations applied
+ * (the transaction image): dbgate.budgets and the validation of later calls
+ * use it, so another session's commit can never make a read fail.  A
+ * transaction that has changed nothing sees the installed configuration.
  *
  * Commit is two-phase:
  *	  PRE_COMMIT  take the commit lock (serialising configuration commits), replay
@@ -25,8 +28,10 @@
  * commit: waiting for it can be canceled, is covered by the deadlock
  * detector and shows in pg_locks (an advisory lock of database 0, which no
  * user advisory lock can be, with keys 'dbga', 'te' and field 4 = 5).
- * Subtransactions: an aborted subtransaction's operations are forgotten, a
- * committed one's are handed to its parent.  PREPARE TRANSACTION is refused
+ * Subtransactions: an aborted subtransaction's operations are forgotten
+ * (they are the newest ones; the transaction image is rebuilt from the base
+ * image and the remaining operations when it is next needed), a committed
+ * one's are handed to its parent.  PREPARE TRANSACTION is refused
  * when configuration changes are pending.
  *
  *-------------------------------------------------------------------------
@@ -65,137 +70,19 @@ typedef struct PendingOp
 	char		name[NAMEDATALEN];	/* DROP, ASSIGN, ASSIGN_DB: budget name */
 } PendingOp;
 
-static List *pending_ops = NIL; /* in TopTransactionContext */
-bool		dbgate_config_busy = false; /* pending_ops, or a commit under way */
+/* all of these live in TopTransactionContext */
+static List *pending_ops = NIL;
+static DbgateConfig *base_image = NULL; /* installed at the first change */
+static DbgateConfig *txn_image = NULL;	/* base + pending_ops; NULL: rebuild */
 static DbgateConfig *prepared_image = NULL; /* between PRE_COMMIT and COMMIT */
+
+bool		dbgate_config_busy = false; /* pending_ops, or a commit under way */
 static bool temp_written = false;
 
 /* ----------
- * Configuration images
+ * Applying operations to an image
  * ----------
  */
-void
-dbgate_config_init(DbgateConfig *config)
-{
-	memset(config, 0, sizeof(DbgateConfig));
-}
-
-void
-dbgate_config_free(DbgateConfig *config)
-{
-	if (config->budgets)
-		pfree(config->budgets);
-	if (config->roles)
-		pfree(config->roles);
-	if (config->dbs)
-		pfree(config->dbs);
-	dbgate_config_init(config);
-}
-
-int
-dbgate_config_find_budget(const DbgateConfig *config, const char *name)
-{
-	int			i;
-
-	for (i = 0; i < config->nbudgets; i++)
-	{
-		if (strcmp(config->budgets[i].name, name) == 0)
-			return i;
-	}
-	return -1;
-}
-
-int
-dbgate_config_find_role(const DbgateConfig *config, Oid roleid)
-{
-	int			i;
-
-	for (i = 0; i < config->nroles; i++)
-	{
-		if (config->roles[i].roleid == roleid)
-			return i;
-	}
-	return -1;
-}
-
-int
-dbgate_config_find_db(const DbgateConfig *config, Oid dbid)
-{
-	int			i;
-
-	for (i = 0; i < config->ndbs; i++)
-	{
-		if (config->dbs[i].dbid == dbid)
-			return i;
-	}
-	return -1;
-}
-
-static void
-image_add_budget(DbgateConfig *config, const DbgateBudgetConf *conf)
-{
-	if (config->nbudgets >= config->maxbudgets)
-	{
-		config->maxbudgets = Max(8, config->maxbudgets * 2);
-		if (config->budgets)
-			config->budgets = repalloc(config->budgets,
-									   sizeof(DbgateBudgetConf) * config->maxbudgets);
-		else
-			config->budgets = palloc(sizeof(DbgateBudgetConf) * config->maxbudgets);
-	}
-	config->budgets[config->nbudgets++] = *conf;
-}
-
-static void
-image_add_role(DbgateConfig *config, Oid roleid, const char *budget)
-{
-	DbgateRoleConf *r;
-
-	if (config->nroles >= config->maxroles)
-	{
-		config->maxroles = Max(8, config->maxroles * 2);
-		if (config->roles)
-			config->roles = repalloc(config->roles,
-									 sizeof(DbgateRoleConf) * config->maxroles);
-		else
-			config->roles = palloc(sizeof(DbgateRoleConf) * config->maxroles);
-	}
-	r = &config->roles[config->nroles++];
-	r->roleid = roleid;
-	strlcpy(r->budget, budget, NAMEDATALEN);
-}
-
-static void
-image_remove_role(DbgateConfig *config, int i)
-{
-	config->roles[i] = config->roles[--config->nroles];
-}
-
-static void
-image_add_db(DbgateConfig *config, Oid dbid, const char *budget)
-{
-	DbgateDbConf *d;
-
-	if (config->ndbs >= config->maxdbs)
-	{
-		config->maxdbs = Max(8, config->maxdbs * 2);
-		if (config->dbs)
-			config->dbs = repalloc(config->dbs,
-								   sizeof(DbgateDbConf) * config->maxdbs);
-		else
-			config->dbs = palloc(sizeof(DbgateDbConf) * config->maxdbs);
-	}
-	d = &config->dbs[config->ndbs++];
-	d->dbid = dbid;
-	strlcpy(d->budget, budget, NAMEDATALEN);
-}
-
-static void
-image_remove_db(DbgateConfig *config, int i)
-{
-	config->dbs[i] = config->dbs[--config->ndbs];
-}
-
 static int
 image_count_dbs_of(const DbgateConfig *config, const char *budget,
 				   Oid *example)
@@ -290,6 +177,8 @@ check_unassigned(const DbgateConfig *config, const char *budget)
 
 /*
  * Apply one operation to an image, with the errors of the SQL interface.
+ * Every error is raised before the image is changed, so an image stays
+ * intact when an operation fails.
  */
 static void
 apply_op(DbgateConfig *config, const PendingOp *op)
@@ -300,7 +189,7 @@ apply_op(DbgateConfig *config, const PendingOp *op)
 	switch (op->kind)
 	{
 		case OP_CREATE:
-			if (dbgate_config_find_budget(config, op->conf.name) >= 0)
+			if (dbgate_image_find_budget(config, op->conf.name) >= 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_DUPLICATE_OBJECT),
 						 errmsg("budget \"%s\" already exists", op->conf.name)));
@@ -311,7 +200,7 @@ apply_op(DbgateConfig *config, const PendingOp *op)
 						 errdetail("dbgate.max_budgets is %d.",
 								   dbgate_shared->max_budgets),
 						 errhint("Drop a budget, or raise dbgate.max_budgets and restart the server.")));
-			image_add_budget(config, &op->conf);
+			dbgate_image_add_budget(config, &op->conf);
 			config->budgets[config->nbudgets - 1].src_index = -1;
 			config->budgets[config->nbudgets - 1].src_incarnation = 0;
 			break;
@@ -320,7 +209,7 @@ apply_op(DbgateConfig *config, const PendingOp *op)
 			{
 				DbgateBudgetConf *b;
 
-				bi = dbgate_config_find_budget(config, op->conf.name);
+				bi = dbgate_image_find_budget(config, op->conf.name);
 				if (bi < 0)
 					unknown_budget(op->conf.name);
 				b = &config->budgets[bi];
@@ -350,7 +239,7 @@ apply_op(DbgateConfig *config, const PendingOp *op)
 			break;
 
 		case OP_DROP:
-			bi = dbgate_config_find_budget(config, op->name);
+			bi = dbgate_image_find_budget(config, op->name);
 			if (bi < 0)
 				unknown_budget(op->name);
 			if (!op->flag)
@@ -358,20 +247,20 @@ apply_op(DbgateConfig *config, const PendingOp *op)
 			for (ri = config->nroles - 1; ri >= 0; ri--)
 			{
 				if (strcmp(config->roles[ri].budget, op->name) == 0)
-					image_remove_role(config, ri);
+					dbgate_image_remove_role(config, ri);
 			}
 			for (ri = config->ndbs - 1; ri >= 0; ri--)
 			{
 				if (strcmp(config->dbs[ri].budget, op->name) == 0)
-					image_remove_db(config, ri);
+					dbgate_image_remove_db(config, ri);
 			}
-			config->budgets[bi] = config->budgets[--config->nbudgets];
+			dbgate_image_remove_budget(config, bi);
 			break;
 
 		case OP_ASSIGN:
-			if (dbgate_config_find_budget(config, op->name) < 0)
+			if (dbgate_image_find_budget(config, op->name) < 0)
 				unknown_budget(op->name);
-			ri = dbgate_config_find_role(config, op->oid);
+			ri = dbgate_image_find_role(config, op->oid);
 			if (ri >= 0)
 				strlcpy(config->roles[ri].budget, op->name, NAMEDATALEN);
 			else
@@ -383,21 +272,21 @@ apply_op(DbgateConfig *config, const PendingOp *op)
 							 errdetail("dbgate.max_roles is %d.",
 									   dbgate_shared->max_roles),
 							 errhint("Raise dbgate.max_roles and restart the server.")));
-				image_add_role(config, op->oid, op->name);
+				dbgate_image_add_role(config, op->oid, op->name);
 			}
 			break;
 
 		case OP_UNASSIGN:
 			/* replayed after a concurrent unassign: nothing left to do */
-			ri = dbgate_config_find_role(config, op->oid);
+			ri = dbgate_image_find_role(config, op->oid);
 			if (ri >= 0)
-				image_remove_role(config, ri);
+				dbgate_image_remove_role(config, ri);
 			break;
 
 		case OP_ASSIGN_DB:
-			if (dbgate_config_find_budget(config, op->name) < 0)
+			if (dbgate_image_find_budget(config, op->name) < 0)
 				unknown_budget(op->name);
-			ri = dbgate_config_find_db(config, op->oid);
+			ri = dbgate_image_find_db(config, op->oid);
 			if (ri >= 0)
 				strlcpy(config->dbs[ri].budget, op->name, NAMEDATALEN);
 			else
@@ -409,53 +298,106 @@ apply_op(DbgateConfig *config, const PendingOp *op)
 							 errdetail("dbgate.max_roles is %d.",
 									   dbgate_shared->max_roles),
 							 errhint("Raise dbgate.max_roles and restart the server.")));
-				image_add_db(config, op->oid, op->name);
+				dbgate_image_add_db(config, op->oid, op->name);
 			}
 			break;
 
 		case OP_UNASSIGN_DB:
-			ri = dbgate_config_find_db(config, op->oid);
+			ri = dbgate_image_find_db(config, op->oid);
 			if (ri >= 0)
-				image_remove_db(config, ri);
+				dbgate_image_remove_db(config, ri);
 			break;
 	}
 }
 
 /*
- * The configuration as the current transaction sees it.
+ * The transaction image, (re)built from the base image if need be.  Only
+ * while operations are pending.
+ */
+static DbgateConfig *
+transaction_image(void)
+{
+	MemoryContext old;
+	ListCell   *lc;
+
+	Assert(pending_ops != NIL && base_image != NULL);
+	if (txn_image != NULL)
+		return txn_image;
+
+	old = MemoryContextSwitchTo(TopTransactionContext);
+	txn_image = palloc(sizeof(DbgateConfig));
+	dbgate_image_copy(txn_image, base_image);
+	/* these were applied to the same image before: they cannot fail */
+	foreach(lc, pending_ops)
+		apply_op(txn_image, (PendingOp *) lfirst(lc));
+	MemoryContextSwitchTo(old);
+	return txn_image;
+}
+
+/*
+ * The configuration as the current transaction sees it, as a copy of its
+ * own (the caller frees it with dbgate_image_free).
  */
 void
 dbgate_config_current(DbgateConfig *config)
 {
-	ListCell   *lc;
+	if (pending_ops == NIL)
+		dbgate_snapshot_config(config);
+	else
+		dbgate_image_copy(config, transaction_image());
+}
 
-	dbgate_snapshot_config(config);
-	foreach(lc, pending_ops)
-		apply_op(config, (PendingOp *) lfirst(lc));
+/* Whether a role or database is assigned in what the transaction sees. */
+static bool
+is_assigned(Oid oid, bool db)
+{
+	DbgateConfig config;
+	bool		found;
+
+	if (pending_ops != NIL)
+	{
+		const DbgateConfig *img = transaction_image();
+
+		return (db ? dbgate_image_find_db(img, oid) :
+				dbgate_image_find_role(img, oid)) >= 0;
+	}
+	dbgate_snapshot_config(&config);
+	found = (db ? dbgate_image_find_db(&config, oid) :
+			 dbgate_image_find_role(&config, oid)) >= 0;
+	dbgate_image_free(&config);
+	return found;
 }
 
 /*
- * Validate an operation against what the transaction sees, then record it.
+ * Validate an operation against what the transaction sees, apply it to the
+ * transaction image and record it.
  */
 static void
 add_op(PendingOp *op)
 {
-	DbgateConfig config;
 	MemoryContext old;
 	PendingOp  *copy;
 
-	dbgate_config_current(&config);
-	apply_op(&config, op);		/* throws on invalid input */
-
 	old = MemoryContextSwitchTo(TopTransactionContext);
+	if (pending_ops == NIL)
+	{
+		/* the first change (or the first after all were rolled back) */
+		base_image = palloc(sizeof(DbgateConfig));
+		dbgate_snapshot_config(base_image);
+		txn_image = palloc(sizeof(DbgateConfig));
+		dbgate_image_copy(txn_image, base_image);
+	}
+	else
+		(void) transaction_image();
+
+	apply_op(txn_image, op);	/* throws on invalid input */
+
 	copy = palloc(sizeof(PendingOp));
 	memcpy(copy, op, sizeof(PendingOp));
 	copy->subid = GetCurrentSubTransactionId();
 	pending_ops = lappend(pending_ops, copy);
 	dbgate_config_busy = true;
 	MemoryContextSwitchTo(old);
-
-	dbgate_config_free(&config);
 }
 
 void
@@ -515,13 +457,8 @@ bool
 dbgate_config_add_unassign(Oid roleid)
 {
 	PendingOp	op;
-	DbgateConfig config;
-	bool		assigned;
 
-	dbgate_config_current(&config);
-	assigned = dbgate_config_find_role(&config, roleid) >= 0;
-	dbgate_config_free(&config);
-	if (!assigned)
+	if (!is_assigned(roleid, false))
 		return false;
 
 	memset(&op, 0, sizeof(op));
@@ -548,13 +485,8 @@ bool
 dbgate_config_add_unassign_db(Oid dbid)
 {
 	PendingOp	op;
-	DbgateConfig config;
-	bool		assigned;
 
-	dbgate_config_current(&config);
-	assigned = dbgate_config_find_db(&config, dbid) >= 0;
-	dbgate_config_free(&config);
-	if (!assigned)
+	if (!is_assigned(dbid, true))
 		return false;
 
 	memset(&op, 0, sizeof(op));
@@ -588,8 +520,10 @@ dbgate_config_database_dropped(Oid dbid)
 static void
 forget_pending(void)
 {
-	/* the list lives in TopTransactionContext, which goes away */
+	/* all of it lives in TopTransactionContext, which goes away */
 	pending_ops = NIL;
+	base_image = NULL;
+	txn_image = NULL;
 	prepared_image = NULL;
 	dbgate_config_busy = false;
 }
@@ -616,6 +550,7 @@ pre_commit(void)
 
 	lock_commit();
 
+	/* replay on what is installed now: conflicts fail here */
 	old = MemoryContextSwitchTo(TopTransactionContext);
 	config = palloc(sizeof(DbgateConfig));
 	dbgate_snapshot_config(config);
@@ -699,7 +634,10 @@ dbgate_config_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 				PendingOp  *op = (PendingOp *) lfirst(lc);
 
 				if (op->subid >= mySubid)
+				{
 					pending_ops = foreach_delete_current(pending_ops, lc);
+					txn_image = NULL;	/* rebuilt when next needed */
+				}
 			}
 			break;
 

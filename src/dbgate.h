@@ -8,6 +8,7 @@
  *	  budgets.c		the shared budget table, role map and budget lookup
  *	  admission.c	admit / queue / hand off / release of slots
  *	  limits.c		per-budget statement_timeout and lock_timeout
+ *	  confimage.c	configuration images (backend-local copies)
  *	  config.c		transactional configuration changes
  *	  persist.c		the state file in the data directory
  *	  sqlfuncs.c	SQL-callable configuration functions, dbgate.budgets
@@ -402,12 +403,24 @@ extern void dbgate_config_database_dropped(Oid dbid);
 #define DBGATE_ALTER_UTILITY		0x200
 #define DBGATE_ALTER_ENFORCE		0x400
 
-/* configuration images */
-extern void dbgate_config_init(DbgateConfig *config);
-extern void dbgate_config_free(DbgateConfig *config);
-extern int	dbgate_config_find_budget(const DbgateConfig *config, const char *name);
-extern int	dbgate_config_find_role(const DbgateConfig *config, Oid roleid);
-extern int	dbgate_config_find_db(const DbgateConfig *config, Oid dbid);
+/* confimage.c */
+extern void dbgate_image_init(DbgateConfig *config);
+extern void dbgate_image_alloc(DbgateConfig *config, int nbudgets, int nroles,
+							   int ndbs);
+extern void dbgate_image_copy(DbgateConfig *dst, const DbgateConfig *src);
+extern void dbgate_image_free(DbgateConfig *config);
+extern int	dbgate_image_find_budget(const DbgateConfig *config, const char *name);
+extern int	dbgate_image_find_role(const DbgateConfig *config, Oid roleid);
+extern int	dbgate_image_find_db(const DbgateConfig *config, Oid dbid);
+extern void dbgate_image_add_budget(DbgateConfig *config,
+									const DbgateBudgetConf *conf);
+extern void dbgate_image_remove_budget(DbgateConfig *config, int i);
+extern void dbgate_image_add_role(DbgateConfig *config, Oid roleid,
+								  const char *budget);
+extern void dbgate_image_remove_role(DbgateConfig *config, int i);
+extern void dbgate_image_add_db(DbgateConfig *config, Oid dbid,
+								const char *budget);
+extern void dbgate_image_remove_db(DbgateConfig *config, int i);
 
 /* persist.c */
 extern bool dbgate_state_load(DbgateConfig *config);

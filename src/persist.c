@@ -181,7 +181,7 @@ dbgate_state_write_temp(const DbgateConfig *config)
 	if (fd < 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
-				 errmsg("could not create dbgate state file \"%s\": %m",
+				 errmsg("could not create file \"%s\": %m",
 						DBGATE_STATE_TMPFILE)));
 
 	errno = 0;
@@ -194,7 +194,7 @@ dbgate_state_write_temp(const DbgateConfig *config)
 		errno = save_errno ? save_errno : ENOSPC;
 		ereport(ERROR,
 				(errcode_for_file_access(),
-				 errmsg("could not write dbgate state file \"%s\": %m",
+				 errmsg("could not write file \"%s\": %m",
 						DBGATE_STATE_TMPFILE)));
 	}
 	if (pg_fsync(fd) != 0)
@@ -206,7 +206,7 @@ dbgate_state_write_temp(const DbgateConfig *config)
 		errno = save_errno;
 		ereport(ERROR,
 				(errcode_for_file_access(),
-				 errmsg("could not fsync dbgate state file \"%s\": %m",
+				 errmsg("could not fsync file \"%s\": %m",
 						DBGATE_STATE_TMPFILE)));
 	}
 	if (CloseTransientFile(fd) != 0)
@@ -214,7 +214,7 @@ dbgate_state_write_temp(const DbgateConfig *config)
 		unlink(DBGATE_STATE_TMPFILE);
 		ereport(ERROR,
 				(errcode_for_file_access(),
-				 errmsg("could not close dbgate state file \"%s\": %m",
+				 errmsg("could not close file \"%s\": %m",
 						DBGATE_STATE_TMPFILE)));
 	}
 	pfree(buf);
@@ -236,7 +236,7 @@ dbgate_state_discard_temp(void)
 	if (unlink(DBGATE_STATE_TMPFILE) != 0 && errno != ENOENT)
 		ereport(LOG,
 				(errcode_for_file_access(),
-				 errmsg("could not remove dbgate state file \"%s\": %m",
+				 errmsg("could not remove file \"%s\": %m",
 						DBGATE_STATE_TMPFILE)));
 }
 
@@ -316,12 +316,7 @@ decode_records(const char *p, uint32 version, uint32 nbudgets, uint32 nroles,
 {
 	uint32		i;
 
-	config->maxbudgets = Max(nbudgets, 1);
-	config->budgets = palloc0(sizeof(DbgateBudgetConf) * config->maxbudgets);
-	config->maxroles = Max(nroles, 1);
-	config->roles = palloc0(sizeof(DbgateRoleConf) * config->maxroles);
-	config->maxdbs = Max(ndbs, 1);
-	config->dbs = palloc0(sizeof(DbgateDbConf) * config->maxdbs);
+	dbgate_image_alloc(config, nbudgets, nroles, ndbs);
 
 	for (i = 0; i < nbudgets; i++)
 	{
@@ -512,7 +507,7 @@ dbgate_state_load(DbgateConfig *config)
 				stored;
 	char		why[256];
 
-	dbgate_config_init(config);
+	dbgate_image_init(config);
 
 	/* a temporary file left by a crash mid-commit was never committed */
 	(void) unlink(DBGATE_STATE_TMPFILE);
@@ -653,7 +648,7 @@ dbgate_state_load(DbgateConfig *config)
 bad:
 	if (buf)
 		pfree(buf);
-	dbgate_config_free(config);
+	dbgate_image_free(config);
 	set_aside(why);
 	return false;
 }

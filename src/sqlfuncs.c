@@ -516,7 +516,7 @@ dbgate_reset_stats(PG_FUNCTION_ARGS)
 		{
 			/* created but not yet committed by this transaction: all zero */
 			dbgate_config_current(&config);
-			if (dbgate_config_find_budget(&config, name) < 0)
+			if (dbgate_image_find_budget(&config, name) < 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_UNDEFINED_OBJECT),
 						 errmsg("budget \"%s\" does not exist", name)));
