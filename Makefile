@@ -8,6 +8,7 @@ OBJS = \
 	src/confimage.o \
 	src/config.o \
 	src/persist.o \
+	src/wal.o \
 	src/sqlfuncs.o \
 	src/status.o
 

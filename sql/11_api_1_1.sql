@@ -180,6 +180,21 @@ SELECT dbgate.unassign_database('regress_dbgate_db1');
 RESET ROLE;
 
 --
+-- config_script(): SQL that recreates every budget and assignment
+--
+CREATE ROLE "regress_dbgate_V11 quoted";
+SELECT dbgate.assign_role('"regress_dbgate_V11 quoted"', 'v11_pos');
+SELECT dbgate.config_script();
+-- it shows what the transaction sees, and pg_monitor may read it
+BEGIN;
+SELECT dbgate.create_budget('v11_in_txn', 1);
+SELECT dbgate.config_script() LIKE '%''v11_in_txn''%' AS shows_own_change;
+ROLLBACK;
+SELECT has_function_privilege('pg_monitor', 'dbgate.config_script()', 'EXECUTE') AS pg_monitor,
+       has_function_privilege('public', 'dbgate.config_script()', 'EXECUTE') AS public;
+DROP ROLE "regress_dbgate_V11 quoted";
+
+--
 -- drop_budget with force removes the database assignments too
 --
 SELECT dbgate.drop_budget('v11_full', force => true);

@@ -122,3 +122,13 @@ CREATE OR REPLACE VIEW budgets AS
 DROP FUNCTION budget_config_1_0();
 
 DROP FUNCTION dbgate_copy_execute_grants(regprocedure, regprocedure);
+
+--
+-- The configuration as SQL, for carrying it to another cluster.
+--
+CREATE FUNCTION config_script()
+RETURNS text
+AS 'MODULE_PATHNAME', 'dbgate_config_script'
+LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
+REVOKE ALL ON FUNCTION config_script() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION config_script() TO pg_monitor;

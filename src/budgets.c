@@ -265,9 +265,11 @@ dbgate_shmem_init(void)
 	if (!found)
 	{
 		DbgateConfig config;
+		XLogRecPtr	lsn;
 
-		if (dbgate_state_load(&config))
+		if (dbgate_state_load(&config, &lsn))
 			install_initial(&config);
+		sh->state_lsn = lsn;
 		dbgate_image_free(&config);
 	}
 }
@@ -464,12 +466,40 @@ dbgate_snapshot_config(DbgateConfig *config)
 }
 
 /*
- * Make 'config' the installed configuration.  Runs in the COMMIT callback
- * of a transaction that changed the configuration, holding the commit lock:
- * it must not fail.  The caller has checked that the image fits.
+ * Install an image replayed from WAL (wal.c: the startup process, during
+ * crash recovery, archive recovery or on a standby).  The image names its
+ * budgets' entries in the shared table of the server that logged it: they
+ * are matched here by name with the entries of this server instead.
  */
 void
-dbgate_install_config(const DbgateConfig *config)
+dbgate_install_replayed(DbgateConfig *config, XLogRecPtr lsn)
+{
+	DbgateShared *sh = dbgate_shared;
+	int			i;
+
+	/* only the startup process installs while in recovery: nothing moves */
+	LWLockAcquire(sh->config_lock, LW_SHARED);
+	for (i = 0; i < config->nbudgets; i++)
+	{
+		DbgateBudgetConf *c = &config->budgets[i];
+		int			idx = dbgate_find_budget(c->name);
+
+		c->src_index = idx;
+		c->src_incarnation = idx >= 0 ? sh->budgets[idx].d.incarnation : 0;
+	}
+	LWLockRelease(sh->config_lock);
+	dbgate_install_config(config, lsn);
+}
+
+/*
+ * Make 'config' the installed configuration.  Runs in the COMMIT callback
+ * of a transaction that changed the configuration, holding the commit lock,
+ * or in WAL redo: it must not fail.  The caller has checked that the image
+ * fits (a standby with smaller settings than its primary keeps what fits,
+ * with a WARNING).
+ */
+void
+dbgate_install_config(const DbgateConfig *config, XLogRecPtr lsn)
 {
 	DbgateShared *sh = dbgate_shared;
 	TimestampTz now = GetCurrentTimestamp();
@@ -565,6 +595,7 @@ dbgate_install_config(const DbgateConfig *config)
 
 	/* 3. the role and database maps */
 	fill_maps(config);
+	sh->state_lsn = lsn;
 
 	pg_atomic_fetch_add_u64(&sh->generation, 1);
 	LWLockRelease(sh->config_lock);

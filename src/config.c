@@ -16,11 +16,14 @@
  *				  the pending operations on the configuration installed now
  *				  (another session may have committed meanwhile: a conflict
  *				  such as a budget created twice fails this commit with the
- *				  usual SQLSTATE), check capacity, and write the result to a
+ *				  usual SQLSTATE), check capacity, log the result in WAL as
+ *				  part of the transaction (wal.c) and write it to a
  *				  temporary state file, fsynced.  Any failure here is an
- *				  ordinary ERROR: the transaction aborts, nothing changed.
- *	  COMMIT	  durably rename the temporary file over the state file and
- *				  install the image in shared memory.  Nothing here can fail
+ *				  ordinary ERROR: the transaction aborts, nothing changed
+ *				  (the logged image is never installed, see wal.c).
+ *	  COMMIT	  flush the commit record, durably rename the temporary file
+ *				  over the state file, install the image in shared memory
+ *				  and log that the change committed.  Nothing here can fail
  *				  with an ERROR.  The commit lock goes with the transaction's
  *				  other locks, after these callbacks.
  *	  ABORT		  remove the temporary file.
@@ -39,10 +42,12 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "access/xlog.h"
+#include "commands/dbcommands.h"
 #include "miscadmin.h"
 #include "nodes/pg_list.h"
-#include "commands/dbcommands.h"
 #include "storage/lock.h"
+#include "storage/proc.h"
 #include "utils/memutils.h"
 
 #include "compat.h"
@@ -78,6 +83,9 @@ static DbgateConfig *prepared_image = NULL; /* between PRE_COMMIT and COMMIT */
 
 bool		dbgate_config_busy = false; /* pending_ops, or a commit under way */
 static bool temp_written = false;
+static bool delaying_checkpoint = false;	/* we set DELAY_CHKPT_COMPLETE */
+static XLogRecPtr prepared_lsn = InvalidXLogRecPtr; /* of its IMAGE record */
+static TransactionId prepared_xid = InvalidTransactionId;
 
 /* ----------
  * Applying operations to an image
@@ -562,9 +570,30 @@ pre_commit(void)
 	Assert(config->nbudgets <= dbgate_shared->max_budgets);
 	Assert(config->nroles <= dbgate_shared->max_roles);
 
+	/*
+	 * Log the image as part of this transaction, then write the temporary
+	 * state file naming its position.  No checkpoint may complete from here
+	 * until the state file is in place or the transaction has aborted (see
+	 * wal.c).
+	 */
+	MyProc->delayChkptFlags |= DELAY_CHKPT_COMPLETE;
+	delaying_checkpoint = true;
+	prepared_lsn = dbgate_wal_log_image(config);
+	prepared_xid = GetTopTransactionId();
+
 	temp_written = true;
-	dbgate_state_write_temp(config);
+	dbgate_state_write_temp(config, prepared_lsn);
 	prepared_image = config;
+}
+
+static void
+stop_delaying_checkpoint(void)
+{
+	if (delaying_checkpoint)
+	{
+		MyProc->delayChkptFlags &= ~DELAY_CHKPT_COMPLETE;
+		delaying_checkpoint = false;
+	}
 }
 
 void
@@ -581,12 +610,19 @@ dbgate_config_xact_callback(XactEvent event)
 			if (prepared_image != NULL)
 			{
 				HOLD_INTERRUPTS();
-				if (!dbgate_state_commit_temp())
-					ereport(WARNING,
-							(errmsg("dbgate configuration was changed but could not be saved"),
-							 errdetail("The change is in effect but will be lost at the next restart.")));
+
+				/*
+				 * The commit record is durable before the state file holds
+				 * the change, whatever synchronous_commit says.  A committed
+				 * change that cannot be made durable is a PANIC: crash
+				 * recovery then replays it from WAL.
+				 */
+				XLogFlush(XactLastCommitEnd);
+				dbgate_state_commit_temp(PANIC);
 				temp_written = false;
-				dbgate_install_config(prepared_image);
+				dbgate_install_config(prepared_image, prepared_lsn);
+				dbgate_wal_log_confirm(prepared_xid);
+				stop_delaying_checkpoint();
 				RESUME_INTERRUPTS();
 			}
 			forget_pending();
@@ -598,6 +634,7 @@ dbgate_config_xact_callback(XactEvent event)
 				dbgate_state_discard_temp();
 				temp_written = false;
 			}
+			stop_delaying_checkpoint();
 			forget_pending();
 			break;
 

@@ -145,6 +145,9 @@ _PG_init(void)
 	prev_ProcessUtility = ProcessUtility_hook;
 	ProcessUtility_hook = dbgate_ProcessUtility;
 
+	/* configuration changes travel with the WAL */
+	dbgate_wal_init();
+
 	RegisterXactCallback(dbgate_xact_callback, NULL);
 	RegisterSubXactCallback(dbgate_subxact_callback, NULL);
 }

@@ -10,7 +10,8 @@
  *	  limits.c		per-budget statement_timeout and lock_timeout
  *	  confimage.c	configuration images (backend-local copies)
  *	  config.c		transactional configuration changes
- *	  persist.c		the state file in the data directory
+ *	  persist.c		the state file in the data directory, image encoding
+ *	  wal.c			WAL records of configuration changes and their redo
  *	  sqlfuncs.c	SQL-callable configuration functions, dbgate.budgets
  *	  status.c		the live views dbgate.status and dbgate.backends
  *
@@ -22,6 +23,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "access/xlogdefs.h"
 #include "executor/execdesc.h"
 #include "port/atomics.h"
 #include "storage/lwlock.h"
@@ -273,6 +275,8 @@ typedef struct DbgateShared
 
 	int			nroles;			/* entries used in roles[] */
 	int			ndbs;			/* entries used in dbs[] */
+	XLogRecPtr	state_lsn;		/* WAL position of the installed image (the
+								 * start of its record); config_lock */
 	DbgateBudgetPadded *budgets;	/* [max_budgets] */
 	DbgateRoleMap *roles;		/* [max_roles] */
 	DbgateDbMap *dbs;			/* [max_roles] as well */
@@ -314,7 +318,8 @@ typedef struct DbgateLookup
 extern const DbgateLookup *dbgate_classify(void);
 extern int	dbgate_find_budget(const char *name);
 extern void dbgate_snapshot_config(DbgateConfig *config);
-extern void dbgate_install_config(const DbgateConfig *config);
+extern void dbgate_install_config(const DbgateConfig *config, XLogRecPtr lsn);
+extern void dbgate_install_replayed(DbgateConfig *config, XLogRecPtr lsn);
 extern void dbgate_reset_budget_stats(DbgateBudget *b, TimestampTz now);
 
 static inline LWLock *
@@ -423,9 +428,18 @@ extern void dbgate_image_add_db(DbgateConfig *config, Oid dbid,
 extern void dbgate_image_remove_db(DbgateConfig *config, int i);
 
 /* persist.c */
-extern bool dbgate_state_load(DbgateConfig *config);
-extern void dbgate_state_write_temp(const DbgateConfig *config);
-extern bool dbgate_state_commit_temp(void);
+extern char *dbgate_state_encode(const DbgateConfig *config, XLogRecPtr lsn,
+								 Size *lenp);
+extern bool dbgate_state_decode(const char *buf, Size len, DbgateConfig *config,
+								XLogRecPtr *lsn, char *why, size_t whylen);
+extern bool dbgate_state_load(DbgateConfig *config, XLogRecPtr *lsn);
+extern void dbgate_state_write_temp(const DbgateConfig *config, XLogRecPtr lsn);
+extern void dbgate_state_commit_temp(int elevel);
 extern void dbgate_state_discard_temp(void);
+
+/* wal.c */
+extern void dbgate_wal_init(void);
+extern XLogRecPtr dbgate_wal_log_image(const DbgateConfig *config);
+extern void dbgate_wal_log_confirm(TransactionId xid);
 
 #endif							/* DBGATE_H */

@@ -1,30 +1,41 @@
 /*-------------------------------------------------------------------------
  *
  * persist.c
- *	  The state file: budgets and role assignments across restarts.
+ *	  The state file, and the encoding of a configuration image.
  *
- * The file "dbgate.state" in the data directory holds the committed
- * configuration.  It is replaced as a whole: written to "dbgate.state.tmp",
+ * A configuration image is encoded the same way in the state file and in
+ * the WAL records of configuration changes (wal.c).
+ *
+ * The file "dbgate.state" in the data directory holds the configuration
+ * installed at the WAL position it names: the base from which crash
+ * recovery, a standby and point-in-time recovery replay the configuration
+ * changes logged after it (see wal.c for why every checkpoint finds it up
+ * to date).  It is replaced as a whole: written to "dbgate.state.tmp",
  * fsynced, then durably renamed over the old one (fsync of file, rename,
- * fsync of the directory).  It is read in the shared-memory start-up hook,
- * that is at server start and after every crash restart, before any
+ * fsync of the directory).  A committing transaction writes it (the
+ * temporary file before its commit record, the rename after); WAL replay
+ * writes it for every change it installs.  It is read in the shared-memory
+ * start-up hook, at server start and after every crash restart, before any
  * backend can run a statement, so budgets gate from the first connection.
  *
  * A missing file means no budgets.  A file that cannot be read or does not
  * check out (magic, version, sizes, CRC-32C, every value) never stops the
  * server: it is reported as a WARNING naming the file, renamed to
  * "dbgate.state.corrupt" for inspection, and the server starts with no
- * budgets.
+ * budgets (WAL replay then installs the changes logged after the last
+ * checkpoint, if any).
  *
- * Layout (native byte order; the file never leaves its data directory):
- *	  header	magic, version, nbudgets, nroles, ndbs, reserved
+ * Layout (native byte order; the file never leaves its data directory, and
+ * WAL is only replayed on the same platform):
+ *	  header	magic, version, nbudgets, nroles, ndbs, flags (0), lsn
  *	  budgets	nbudgets x StateBudget
  *	  roles		nroles x StateRole
  *	  databases	ndbs x StateDb
  *	  crc		CRC-32C of everything before it
- * Version 1 (written by dbgate 1.0) has neither ndbs nor reserved in the
- * header, StateBudgetV1 records and no database section; it is still read,
- * the fields it lacks taking their defaults.
+ * Version 1 (written by dbgate 1.0) has a header of magic, version,
+ * nbudgets and nroles only, StateBudgetV1 records and no database section;
+ * it is still read, the fields it lacks taking their defaults (lsn 0: every
+ * logged change is newer).
  *
  *-------------------------------------------------------------------------
  */
@@ -37,6 +48,7 @@
 #include "miscadmin.h"
 #include "port/pg_crc32c.h"
 #include "storage/fd.h"
+#include "utils/memutils.h"
 
 #include "compat.h"
 #include "dbgate.h"
@@ -59,7 +71,8 @@ typedef struct StateHeader
 	uint32		nbudgets;
 	uint32		nroles;
 	uint32		ndbs;
-	uint32		reserved;		/* 0 */
+	uint32		flags;			/* 0 */
+	uint64		lsn;			/* WAL position the image is current at */
 } StateHeader;
 
 typedef struct StateBudgetV1
@@ -96,37 +109,43 @@ typedef struct StateDb
 	char		budget[NAMEDATALEN];
 } StateDb;
 
+/* The longest encoding: the largest settings, every table full. */
+#define STATE_MAX_SIZE \
+	(sizeof(StateHeader) + sizeof(StateBudget) * (Size) DBGATE_MAX_BUDGETS_LIMIT + \
+	 (sizeof(StateRole) + sizeof(StateDb)) * (Size) DBGATE_MAX_ROLES_LIMIT + \
+	 sizeof(pg_crc32c))
+
 /* ----------
- * Writing
+ * Encoding and writing
  * ----------
  */
 
 /*
- * Write the configuration to the temporary file and fsync it.  Throws on
- * failure (the committing transaction then aborts and nothing changes).
+ * Encode an image (current at WAL position 'lsn') into a palloc'd buffer.
  */
-void
-dbgate_state_write_temp(const DbgateConfig *config)
+char *
+dbgate_state_encode(const DbgateConfig *config, XLogRecPtr lsn, Size *lenp)
 {
 	StateHeader hdr;
 	Size		len;
 	char	   *buf;
 	char	   *p;
 	pg_crc32c	crc;
-	int			fd;
 	int			i;
 
+	memset(&hdr, 0, sizeof(hdr));
 	hdr.magic = STATE_MAGIC;
 	hdr.version = STATE_VERSION;
 	hdr.nbudgets = config->nbudgets;
 	hdr.nroles = config->nroles;
 	hdr.ndbs = config->ndbs;
-	hdr.reserved = 0;
+	hdr.flags = 0;
+	hdr.lsn = lsn;
 
 	len = sizeof(StateHeader) + sizeof(StateBudget) * config->nbudgets +
 		sizeof(StateRole) * config->nroles +
 		sizeof(StateDb) * config->ndbs + sizeof(pg_crc32c);
-	buf = palloc0(len);
+	buf = palloc_extended(len, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 	p = buf;
 	memcpy(p, &hdr, sizeof(hdr));
 	p += sizeof(hdr);
@@ -175,6 +194,22 @@ dbgate_state_write_temp(const DbgateConfig *config)
 	COMP_CRC32C(crc, buf, p - buf);
 	FIN_CRC32C(crc);
 	memcpy(p, &crc, sizeof(crc));
+	*lenp = len;
+	return buf;
+}
+
+/*
+ * Write the configuration to the temporary file and fsync it.  Throws on
+ * failure (a committing transaction then aborts and nothing changes).
+ */
+void
+dbgate_state_write_temp(const DbgateConfig *config, XLogRecPtr lsn)
+{
+	Size		len;
+	char	   *buf;
+	int			fd;
+
+	buf = dbgate_state_encode(config, lsn, &len);
 
 	fd = OpenTransientFile(DBGATE_STATE_TMPFILE,
 						   O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
@@ -221,13 +256,13 @@ dbgate_state_write_temp(const DbgateConfig *config)
 }
 
 /*
- * Make the temporary file the state file.  Runs after commit: reports
- * problems at LOG level and returns false instead of throwing.
+ * Make the temporary file the state file (durably).  Problems are reported
+ * at 'elevel' (durable_rename's own messages).
  */
-bool
-dbgate_state_commit_temp(void)
+void
+dbgate_state_commit_temp(int elevel)
 {
-	return durable_rename(DBGATE_STATE_TMPFILE, DBGATE_STATE_FILE, LOG) == 0;
+	(void) durable_rename(DBGATE_STATE_TMPFILE, DBGATE_STATE_FILE, elevel);
 }
 
 void
@@ -241,9 +276,9 @@ dbgate_state_discard_temp(void)
 }
 
 /* ----------
- * Reading (postmaster, shared-memory start-up)
+ * Decoding
  *
- * Linear in the size of the file apart from sorting: the checks for
+ * Linear in the size of the image apart from sorting: the checks for
  * duplicates and for assignments to unknown budgets sort and search
  * instead of comparing every record with every other one.
  * ----------
@@ -489,25 +524,119 @@ trim_to_capacity(DbgateConfig *config)
 	}
 }
 
+
 /*
- * Read the state file into 'config'.  Returns false (with 'config' empty)
- * when there is no usable file.  Never throws.
+ * Decode an encoded image (a state file's or a WAL record's contents).
+ * Returns false, with 'config' empty and 'why' saying what is wrong, when
+ * the bytes do not check out.  Never throws but for lack of memory.
  */
 bool
-dbgate_state_load(DbgateConfig *config)
+dbgate_state_decode(const char *buf, Size len, DbgateConfig *config,
+					XLogRecPtr *lsn, char *why, size_t whylen)
 {
-	struct stat st;
-	char	   *buf = NULL;
-	int			fd;
 	StateHeader hdr;
 	Size		hdrsize;
 	Size		budgetsize;
 	Size		expected;
 	pg_crc32c	crc,
 				stored;
+
+	dbgate_image_init(config);
+	*lsn = InvalidXLogRecPtr;
+	memset(&hdr, 0, sizeof(hdr));
+	if (len < sizeof(StateHeaderV1) + sizeof(pg_crc32c))
+	{
+		snprintf(why, whylen, "The file is too short (%zu bytes).", len);
+		return false;
+	}
+	memcpy(&hdr, buf, sizeof(StateHeaderV1));
+	if (hdr.magic != STATE_MAGIC)
+	{
+		snprintf(why, whylen, "The file does not start with the dbgate magic number.");
+		return false;
+	}
+	if (hdr.version == 1)
+	{
+		hdrsize = sizeof(StateHeaderV1);
+		budgetsize = sizeof(StateBudgetV1);
+	}
+	else if (hdr.version == STATE_VERSION)
+	{
+		hdrsize = sizeof(StateHeader);
+		budgetsize = sizeof(StateBudget);
+		if (len < hdrsize + sizeof(pg_crc32c))
+		{
+			snprintf(why, whylen, "The file is too short (%zu bytes).", len);
+			return false;
+		}
+		memcpy(&hdr, buf, sizeof(StateHeader));
+	}
+	else
+	{
+		snprintf(why, whylen, "The file has format version %u, expected 1 to %u.",
+				 hdr.version, STATE_VERSION);
+		return false;
+	}
+
+	/* never more than the largest settings allow: the writer checks them */
+	if (hdr.nbudgets > DBGATE_MAX_BUDGETS_LIMIT ||
+		hdr.nroles > DBGATE_MAX_ROLES_LIMIT ||
+		hdr.ndbs > DBGATE_MAX_ROLES_LIMIT || hdr.flags != 0)
+	{
+		snprintf(why, whylen, "The file claims %u budgets, %u role and %u database assignments.",
+				 hdr.nbudgets, hdr.nroles, hdr.ndbs);
+		return false;
+	}
+	expected = hdrsize + budgetsize * (Size) hdr.nbudgets +
+		sizeof(StateRole) * (Size) hdr.nroles +
+		sizeof(StateDb) * (Size) hdr.ndbs + sizeof(pg_crc32c);
+	if (len != expected)
+	{
+		snprintf(why, whylen, "The file has %zu bytes, expected %zu.",
+				 len, expected);
+		return false;
+	}
+
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, buf, expected - sizeof(pg_crc32c));
+	FIN_CRC32C(crc);
+	memcpy(&stored, buf + expected - sizeof(pg_crc32c), sizeof(stored));
+	if (!EQ_CRC32C(crc, stored))
+	{
+		snprintf(why, whylen, "The checksum does not match.");
+		return false;
+	}
+
+	if (!decode_records(buf + hdrsize, hdr.version, hdr.nbudgets, hdr.nroles,
+						hdr.ndbs, config, why, whylen))
+	{
+		dbgate_image_free(config);
+		return false;
+	}
+	*lsn = (XLogRecPtr) hdr.lsn;
+	return true;
+}
+
+/* ----------
+ * Reading the state file (postmaster, shared-memory start-up)
+ * ----------
+ */
+
+/*
+ * Read the state file into 'config' and the WAL position it is current at
+ * into 'lsn'.  Returns false (with 'config' empty, 'lsn' invalid) when there
+ * is no usable file.  Never throws but for lack of memory.
+ */
+bool
+dbgate_state_load(DbgateConfig *config, XLogRecPtr *lsn)
+{
+	struct stat st;
+	char	   *buf = NULL;
+	int			fd;
 	char		why[256];
 
 	dbgate_image_init(config);
+	*lsn = InvalidXLogRecPtr;
 
 	/* a temporary file left by a crash mid-commit was never committed */
 	(void) unlink(DBGATE_STATE_TMPFILE);
@@ -528,113 +657,34 @@ dbgate_state_load(DbgateConfig *config)
 		set_aside(why);
 		return false;
 	}
-
-	/* the header says how long the file must be */
-	memset(&hdr, 0, sizeof(hdr));
-	if (st.st_size < (off_t) (sizeof(StateHeaderV1) + sizeof(pg_crc32c)) ||
-		read(fd, &hdr, sizeof(StateHeaderV1)) != sizeof(StateHeaderV1))
+	if ((Size) st.st_size > STATE_MAX_SIZE)
 	{
-		snprintf(why, sizeof(why), "The file is too short (%lld bytes).",
+		snprintf(why, sizeof(why), "The file has an impossible size of %lld bytes.",
 				 (long long) st.st_size);
 		CloseTransientFile(fd);
 		set_aside(why);
 		return false;
 	}
-	if (hdr.magic != STATE_MAGIC)
-	{
-		snprintf(why, sizeof(why), "The file does not start with the dbgate magic number.");
-		CloseTransientFile(fd);
-		set_aside(why);
-		return false;
-	}
-	if (hdr.version == 1)
-	{
-		hdrsize = sizeof(StateHeaderV1);
-		budgetsize = sizeof(StateBudgetV1);
-		hdr.ndbs = 0;
-	}
-	else if (hdr.version == STATE_VERSION)
-	{
-		hdrsize = sizeof(StateHeader);
-		budgetsize = sizeof(StateBudget);
-	}
-	else
-	{
-		snprintf(why, sizeof(why), "The file has format version %u, expected 1 to %u.",
-				 hdr.version, STATE_VERSION);
-		CloseTransientFile(fd);
-		set_aside(why);
-		return false;
-	}
 
-	buf = palloc(hdrsize);
-	memcpy(buf, &hdr, sizeof(StateHeaderV1));
-	if (hdrsize > sizeof(StateHeaderV1) &&
-		read(fd, buf + sizeof(StateHeaderV1), hdrsize - sizeof(StateHeaderV1)) !=
-		(ssize_t) (hdrsize - sizeof(StateHeaderV1)))
-	{
-		snprintf(why, sizeof(why), "The file is too short (%lld bytes).",
-				 (long long) st.st_size);
-		CloseTransientFile(fd);
-		goto bad;
-	}
-	memcpy(&hdr, buf, hdrsize);
-	pfree(buf);
-	buf = NULL;
-
-	/* never more than the largest settings allow: the writer checks them */
-	if (hdr.nbudgets > DBGATE_MAX_BUDGETS_LIMIT ||
-		hdr.nroles > DBGATE_MAX_ROLES_LIMIT ||
-		hdr.ndbs > DBGATE_MAX_ROLES_LIMIT ||
-		(hdr.version >= 2 && hdr.reserved != 0))
-	{
-		snprintf(why, sizeof(why), "The file claims %u budgets, %u role and %u database assignments.",
-				 hdr.nbudgets, hdr.nroles, hdr.ndbs);
-		CloseTransientFile(fd);
-		goto bad;
-	}
-	expected = hdrsize + budgetsize * (Size) hdr.nbudgets +
-		sizeof(StateRole) * (Size) hdr.nroles +
-		sizeof(StateDb) * (Size) hdr.ndbs + sizeof(pg_crc32c);
-	if ((Size) st.st_size != expected)
-	{
-		snprintf(why, sizeof(why), "The file has %lld bytes, expected %zu.",
-				 (long long) st.st_size, expected);
-		CloseTransientFile(fd);
-		goto bad;
-	}
-
-	buf = palloc_extended(expected, MCXT_ALLOC_HUGE | MCXT_ALLOC_NO_OOM);
-	if (buf == NULL)
-	{
-		snprintf(why, sizeof(why), "Out of memory reading %zu bytes.", expected);
-		CloseTransientFile(fd);
-		goto bad;
-	}
-	memcpy(buf, &hdr, hdrsize);
+	buf = palloc_extended(Max(st.st_size, 1), MCXT_ALLOC_HUGE);
 	errno = 0;
-	if (read(fd, buf + hdrsize, expected - hdrsize) != (ssize_t) (expected - hdrsize))
+	if (read(fd, buf, st.st_size) != st.st_size)
 	{
 		snprintf(why, sizeof(why), "Could not read the file: %s.",
 				 errno ? strerror(errno) : "short read");
 		CloseTransientFile(fd);
-		goto bad;
+		pfree(buf);
+		set_aside(why);
+		return false;
 	}
 	CloseTransientFile(fd);
 
-	INIT_CRC32C(crc);
-	COMP_CRC32C(crc, buf, expected - sizeof(pg_crc32c));
-	FIN_CRC32C(crc);
-	memcpy(&stored, buf + expected - sizeof(pg_crc32c), sizeof(stored));
-	if (!EQ_CRC32C(crc, stored))
+	if (!dbgate_state_decode(buf, st.st_size, config, lsn, why, sizeof(why)))
 	{
-		snprintf(why, sizeof(why), "The checksum does not match.");
-		goto bad;
+		pfree(buf);
+		set_aside(why);
+		return false;
 	}
-
-	if (!decode_records(buf + hdrsize, hdr.version, hdr.nbudgets, hdr.nroles,
-						hdr.ndbs, config, why, sizeof(why)))
-		goto bad;
 	pfree(buf);
 
 	trim_to_capacity(config);
@@ -644,11 +694,4 @@ dbgate_state_load(DbgateConfig *config)
 					config->nbudgets, config->nroles, config->ndbs,
 					DBGATE_STATE_FILE)));
 	return true;
-
-bad:
-	if (buf)
-		pfree(buf);
-	dbgate_image_free(config);
-	set_aside(why);
-	return false;
 }

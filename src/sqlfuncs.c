@@ -27,8 +27,10 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "storage/lmgr.h"
+#include "tcop/utility.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "lib/stringinfo.h"
 #include "utils/datetime.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
@@ -48,10 +50,22 @@ PG_FUNCTION_INFO_V1(dbgate_unassign_database);
 PG_FUNCTION_INFO_V1(dbgate_reset_stats);
 PG_FUNCTION_INFO_V1(dbgate_budget_config);
 PG_FUNCTION_INFO_V1(dbgate_budget_config_1_1);
+PG_FUNCTION_INFO_V1(dbgate_config_script);
 
 /* columns of budget_config(): 1.0, and 1.1 with six more */
 #define BUDGET_CONFIG_COLS_1_0	8
 #define BUDGET_CONFIG_COLS		14
+
+/*
+ * Mutating functions: like any write, refused during recovery (a standby
+ * follows its primary's configuration through WAL).
+ */
+static void
+check_writable(const char *funcname)
+{
+	dbgate_check_loaded();
+	PreventCommandDuringRecovery(funcname);
+}
 
 /* ----------
  * Argument checking
@@ -262,7 +276,7 @@ create_budget(FunctionCallInfo fcinfo, bool v1_1)
 {
 	DbgateBudgetConf conf;
 
-	dbgate_check_loaded();
+	check_writable("create_budget()");
 	memset(&conf, 0, sizeof(conf));
 	budget_name_arg(fcinfo, 0, conf.name);
 	conf.max_active = max_active_arg(fcinfo, 1);
@@ -314,7 +328,7 @@ alter_budget(FunctionCallInfo fcinfo, bool v1_1)
 	DbgateBudgetConf values;
 	uint32		mask = 0;
 
-	dbgate_check_loaded();
+	check_writable("alter_budget()");
 	memset(&values, 0, sizeof(values));
 	budget_name_arg(fcinfo, 0, name);
 	if (!PG_ARGISNULL(1))
@@ -401,7 +415,7 @@ dbgate_drop_budget(PG_FUNCTION_ARGS)
 	char		name[NAMEDATALEN];
 	bool		force;
 
-	dbgate_check_loaded();
+	check_writable("drop_budget()");
 	budget_name_arg(fcinfo, 0, name);
 	force = bool_arg(fcinfo, 1, "force");
 	dbgate_config_add_drop(name, force);
@@ -414,7 +428,7 @@ dbgate_assign_role(PG_FUNCTION_ARGS)
 	Oid			roleid;
 	char		budget[NAMEDATALEN];
 
-	dbgate_check_loaded();
+	check_writable("assign_role()");
 	roleid = role_arg(fcinfo, 0);
 	budget_name_arg(fcinfo, 1, budget);
 	dbgate_config_add_assign(roleid, budget);
@@ -431,7 +445,7 @@ dbgate_unassign_role(PG_FUNCTION_ARGS)
 {
 	Oid			roleid;
 
-	dbgate_check_loaded();
+	check_writable("unassign_role()");
 	roleid = role_arg(fcinfo, 0);
 	if (!dbgate_config_add_unassign(roleid))
 		ereport(NOTICE,
@@ -446,7 +460,7 @@ dbgate_assign_database(PG_FUNCTION_ARGS)
 	Oid			dbid;
 	char		budget[NAMEDATALEN];
 
-	dbgate_check_loaded();
+	check_writable("assign_database()");
 	dbid = database_arg(fcinfo, 0);
 	budget_name_arg(fcinfo, 1, budget);
 	dbgate_config_add_assign_db(dbid, budget);
@@ -458,7 +472,7 @@ dbgate_unassign_database(PG_FUNCTION_ARGS)
 {
 	Oid			dbid;
 
-	dbgate_check_loaded();
+	check_writable("unassign_database()");
 	dbid = database_arg(fcinfo, 0);
 	if (!dbgate_config_add_unassign_db(dbid))
 		ereport(NOTICE,
@@ -639,4 +653,108 @@ dbgate_budget_config_1_1(PG_FUNCTION_ARGS)
 {
 	budget_config(fcinfo, BUDGET_CONFIG_COLS);
 	return (Datum) 0;
+}
+
+/* ----------
+ * config_script()
+ * ----------
+ */
+static int
+budget_conf_cmp(const void *a, const void *b)
+{
+	return strcmp(((const DbgateBudgetConf *) a)->name,
+				  ((const DbgateBudgetConf *) b)->name);
+}
+
+typedef struct ScriptLine
+{
+	char	   *object;			/* the quoted argument */
+	const char *budget;
+} ScriptLine;
+
+static int
+script_line_cmp(const void *a, const void *b)
+{
+	return strcmp(((const ScriptLine *) a)->object,
+				  ((const ScriptLine *) b)->object);
+}
+
+/* The assign_role() or assign_database() calls, sorted by object. */
+static void
+script_assignments(StringInfo buf, const DbgateConfig *config, bool dbs)
+{
+	int			n = dbs ? config->ndbs : config->nroles;
+	ScriptLine *lines = palloc(sizeof(ScriptLine) * Max(n, 1));
+	int			nlines = 0;
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		char	   *name;
+
+		if (dbs)
+			name = get_database_name(config->dbs[i].dbid);
+		else
+			name = GetUserNameFromId(config->roles[i].roleid, true);
+		if (name == NULL)
+			continue;			/* dropped concurrently */
+		lines[nlines].object = dbs ? quote_literal_cstr(name) :
+			quote_literal_cstr(quote_identifier(name));
+		lines[nlines].budget = dbs ? config->dbs[i].budget : config->roles[i].budget;
+		nlines++;
+	}
+	qsort(lines, nlines, sizeof(ScriptLine), script_line_cmp);
+	for (i = 0; i < nlines; i++)
+		appendStringInfo(buf, "SELECT dbgate.%s(%s, %s);\n",
+						 dbs ? "assign_database" : "assign_role",
+						 lines[i].object, quote_literal_cstr(lines[i].budget));
+}
+
+static void
+append_duration(StringInfo buf, const char *argname, int32 ms)
+{
+	appendStringInfo(buf, ", %s => '%d ms'", argname, ms);
+}
+
+/*
+ * SQL statements that recreate every budget and assignment of what the
+ * transaction sees, in one transaction.  Roles are named as regrole input
+ * (a quoted identifier), databases by their plain name; assignments of
+ * roles or databases that no longer exist are left out.
+ */
+Datum
+dbgate_config_script(PG_FUNCTION_ARGS)
+{
+	DbgateConfig config;
+	StringInfoData buf;
+	int			i;
+
+	dbgate_check_loaded();
+	dbgate_config_current(&config);
+	qsort(config.budgets, config.nbudgets, sizeof(DbgateBudgetConf),
+		  budget_conf_cmp);
+
+	initStringInfo(&buf);
+	appendStringInfoString(&buf, "BEGIN;\n");
+	for (i = 0; i < config.nbudgets; i++)
+	{
+		const DbgateBudgetConf *c = &config.budgets[i];
+
+		appendStringInfo(&buf, "SELECT dbgate.create_budget(%s, max_active => %d, max_queued => %d",
+						 quote_literal_cstr(c->name), c->max_active, c->max_queued);
+		append_duration(&buf, "queue_timeout", c->queue_timeout_ms);
+		append_duration(&buf, "statement_timeout", c->statement_timeout_ms);
+		append_duration(&buf, "lock_timeout", c->lock_timeout_ms);
+		appendStringInfo(&buf, ", fair => %s, scope => '%s'",
+						 c->fair ? "true" : "false",
+						 c->scope == DBGATE_SCOPE_TRANSACTION ? "transaction" : "statement");
+		append_duration(&buf, "idle_in_transaction_timeout", c->idle_timeout_ms);
+		appendStringInfo(&buf, ", parallel_workers => %d, utility => %s, enforce => %s);\n",
+						 c->parallel_workers, c->utility ? "true" : "false",
+						 c->enforce ? "true" : "false");
+	}
+	script_assignments(&buf, &config, false);
+	script_assignments(&buf, &config, true);
+	appendStringInfoString(&buf, "COMMIT;\n");
+	PG_RETURN_TEXT_P(cstring_to_text(buf.data));
 }

@@ -28,6 +28,7 @@ my %calls = (
 	'backend_status()' => q{SELECT * FROM dbgate.backend_status()},
 	'budget_config()' => q{SELECT * FROM dbgate.budget_config()},
 	'budget_status()' => q{SELECT * FROM dbgate.budget_status()},
+	'config_script()' => q{SELECT dbgate.config_script()},
 	'create_budget(text,integer,integer,interval,interval,interval,boolean,text,interval,integer,boolean,boolean)'
 	  => q{SELECT dbgate.create_budget('x', 1, 1, '1s', '1s', '1s', true)},
 	'drop_budget(text,boolean)' => q{SELECT dbgate.drop_budget('x', true)},

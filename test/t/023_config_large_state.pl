@@ -52,11 +52,11 @@ my $db_oid = $node->safe_psql('postgres',
 	"SELECT oid FROM pg_database WHERE datname = 'postgres'");
 $node->stop;
 
-# format 2: header (magic, version, nbudgets, nroles, ndbs, reserved),
+# format 2: header (magic, version, nbudgets, nroles, ndbs, flags, lsn),
 # budgets (name[64], six int32 of 1.0, then scope, idle_timeout_ms,
 # parallel_workers, utility, enforce, reserved), roles (oid, budget[64]),
 # databases (oid, budget[64]), CRC-32C
-my $bytes = pack('L6', 0x44424754, 2, 2, $N, $N, 0);
+my $bytes = pack('L6 Q', 0x44424754, 2, 2, $N, $N, 0, 0);
 $bytes .= pack('a64 l6 l6', 'big_a', 3, 0, 0, 0, 0, 1, 0, 0, -1, 0, 1, 0);
 $bytes .= pack('a64 l6 l6', 'big_b', 5, 0, 0, 0, 0, 1, 1, 0, 2, 1, 1, 0);
 # OIDs far above those in use, in an order the loader must sort, and the
