@@ -15,6 +15,7 @@
 
 #include "access/xact.h"
 #include "catalog/pg_authid.h"
+#include "commands/dbcommands.h"
 #include "commands/user.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
@@ -116,7 +117,7 @@ _PG_init(void)
 							"Sizes the shared budget table.",
 							&dbgate_max_budgets,
 							64,
-							1, 10000,
+							1, DBGATE_MAX_BUDGETS_LIMIT,
 							PGC_POSTMASTER,
 							0,
 							NULL, NULL, NULL);
@@ -126,7 +127,7 @@ _PG_init(void)
 							"Sizes the shared role map.",
 							&dbgate_max_roles,
 							1024,
-							1, 1000000,
+							1, DBGATE_MAX_ROLES_LIMIT,
 							PGC_POSTMASTER,
 							0,
 							NULL, NULL, NULL);
@@ -158,6 +159,9 @@ _PG_init(void)
 	ProcessUtility_hook = dbgate_ProcessUtility;
 	prev_emit_log_hook = emit_log_hook;
 	emit_log_hook = dbgate_emit_log_hook;
+
+	/* configuration changes travel with the WAL */
+	dbgate_wal_init();
 
 	RegisterXactCallback(dbgate_xact_callback, NULL);
 	RegisterSubXactCallback(dbgate_subxact_callback, NULL);
@@ -319,8 +323,8 @@ dbgate_ExecutorEnd(QueryDesc *queryDesc)
 }
 
 /*
- * ProcessUtility: DROP ROLE also removes the dropped roles' assignments, in
- * the same transaction.
+ * ProcessUtility: DROP ROLE and DROP DATABASE also remove the dropped
+ * objects' assignments, in the same transaction.
  */
 static void
 dbgate_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
@@ -332,6 +336,7 @@ dbgate_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 {
 	Node	   *parsetree = pstmt->utilityStmt;
 	List	   *dropped = NIL;
+	Oid			dropped_db = InvalidOid;
 
 	if (dbgate_shared != NULL && IsA(parsetree, DropRoleStmt))
 	{
@@ -350,6 +355,8 @@ dbgate_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 				dropped = lappend_oid(dropped, roleid);
 		}
 	}
+	if (dbgate_shared != NULL && IsA(parsetree, DropdbStmt))
+		dropped_db = get_database_oid(((DropdbStmt *) parsetree)->dbname, true);
 
 	if (dbgate_shared != NULL)
 		dbgate_admission_utility_start();
@@ -370,6 +377,8 @@ dbgate_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 			dbgate_config_role_dropped(lfirst_oid(lc));
 		list_free(dropped);
 	}
+	if (OidIsValid(dropped_db))
+		dbgate_config_database_dropped(dropped_db);
 }
 
 /* ----------

@@ -8,8 +8,10 @@
  *	  budgets.c		the shared budget table, role map and budget lookup
  *	  admission.c	admit / queue / hand off / release of slots
  *	  limits.c		per-budget statement_timeout and lock_timeout
+ *	  confimage.c	configuration images (backend-local copies)
  *	  config.c		transactional configuration changes
- *	  persist.c		the state file in the data directory
+ *	  persist.c		the state file in the data directory, image encoding
+ *	  wal.c			WAL records of configuration changes and their redo
  *	  sqlfuncs.c	SQL-callable configuration functions, dbgate.budgets
  *	  status.c		the live views dbgate.status and dbgate.backends
  *
@@ -21,6 +23,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "access/xlogdefs.h"
 #include "executor/execdesc.h"
 #include "port/atomics.h"
 #include "storage/lwlock.h"
@@ -30,6 +33,10 @@
 #define DBGATE_STATE_FILE		"dbgate.state"
 #define DBGATE_STATE_TMPFILE	"dbgate.state.tmp"
 #define DBGATE_STATE_BADFILE	"dbgate.state.corrupt"
+
+/* Largest values of dbgate.max_budgets and dbgate.max_roles. */
+#define DBGATE_MAX_BUDGETS_LIMIT	10000
+#define DBGATE_MAX_ROLES_LIMIT		1000000
 
 /* Longest duration accepted for a timeout, in milliseconds (as for GUCs). */
 #define DBGATE_MAX_TIMEOUT_MS	INT_MAX
@@ -259,6 +266,8 @@ typedef struct DbgateShared
 
 	int			nroles;			/* entries used in roles[] */
 	int			ndbs;			/* entries used in dbs[] */
+	XLogRecPtr	state_lsn;		/* WAL position of the installed image (the
+								 * start of its record); config_lock */
 	DbgateBudgetPadded *budgets;	/* [max_budgets] */
 	DbgateRoleMap *roles;		/* [max_roles] */
 	DbgateDbMap *dbs;			/* [max_roles] as well */
@@ -299,7 +308,8 @@ typedef struct DbgateLookup
 extern const DbgateLookup *dbgate_classify(void);
 extern int	dbgate_find_budget(const char *name);
 extern void dbgate_snapshot_config(DbgateConfig *config);
-extern void dbgate_install_config(const DbgateConfig *config);
+extern void dbgate_install_config(const DbgateConfig *config, XLogRecPtr lsn);
+extern void dbgate_install_replayed(DbgateConfig *config, XLogRecPtr lsn);
 extern void dbgate_reset_budget_stats(DbgateBudget *b, TimestampTz now);
 
 static inline LWLock *
@@ -404,8 +414,11 @@ extern void dbgate_config_add_alter(const char *name, const DbgateBudgetConf *va
 									uint32 mask);
 extern void dbgate_config_add_drop(const char *name, bool force);
 extern void dbgate_config_add_assign(Oid roleid, const char *budget);
-extern bool dbgate_config_add_unassign(Oid roleid, bool missing_ok);
+extern bool dbgate_config_add_unassign(Oid roleid);
+extern void dbgate_config_add_assign_db(Oid dbid, const char *budget);
+extern bool dbgate_config_add_unassign_db(Oid dbid);
 extern void dbgate_config_role_dropped(Oid roleid);
+extern void dbgate_config_database_dropped(Oid dbid);
 
 /* bits of the alter mask */
 #define DBGATE_ALTER_MAX_ACTIVE		0x01
@@ -420,15 +433,38 @@ extern void dbgate_config_role_dropped(Oid roleid);
 #define DBGATE_ALTER_UTILITY		0x200
 #define DBGATE_ALTER_ENFORCE		0x400
 
-/* configuration images */
-extern void dbgate_config_init(DbgateConfig *config);
-extern int	dbgate_config_find_budget(const DbgateConfig *config, const char *name);
-extern int	dbgate_config_find_role(const DbgateConfig *config, Oid roleid);
+/* confimage.c */
+extern void dbgate_image_init(DbgateConfig *config);
+extern void dbgate_image_alloc(DbgateConfig *config, int nbudgets, int nroles,
+							   int ndbs);
+extern void dbgate_image_copy(DbgateConfig *dst, const DbgateConfig *src);
+extern void dbgate_image_free(DbgateConfig *config);
+extern int	dbgate_image_find_budget(const DbgateConfig *config, const char *name);
+extern int	dbgate_image_find_role(const DbgateConfig *config, Oid roleid);
+extern int	dbgate_image_find_db(const DbgateConfig *config, Oid dbid);
+extern void dbgate_image_add_budget(DbgateConfig *config,
+									const DbgateBudgetConf *conf);
+extern void dbgate_image_remove_budget(DbgateConfig *config, int i);
+extern void dbgate_image_add_role(DbgateConfig *config, Oid roleid,
+								  const char *budget);
+extern void dbgate_image_remove_role(DbgateConfig *config, int i);
+extern void dbgate_image_add_db(DbgateConfig *config, Oid dbid,
+								const char *budget);
+extern void dbgate_image_remove_db(DbgateConfig *config, int i);
 
 /* persist.c */
-extern bool dbgate_state_load(DbgateConfig *config);
-extern void dbgate_state_write_temp(const DbgateConfig *config);
-extern bool dbgate_state_commit_temp(void);
+extern char *dbgate_state_encode(const DbgateConfig *config, XLogRecPtr lsn,
+								 Size *lenp);
+extern bool dbgate_state_decode(const char *buf, Size len, DbgateConfig *config,
+								XLogRecPtr *lsn, char *why, size_t whylen);
+extern bool dbgate_state_load(DbgateConfig *config, XLogRecPtr *lsn);
+extern void dbgate_state_write_temp(const DbgateConfig *config, XLogRecPtr lsn);
+extern void dbgate_state_commit_temp(int elevel);
 extern void dbgate_state_discard_temp(void);
+
+/* wal.c */
+extern void dbgate_wal_init(void);
+extern XLogRecPtr dbgate_wal_log_image(const DbgateConfig *config);
+extern void dbgate_wal_log_confirm(TransactionId xid);
 
 #endif							/* DBGATE_H */
