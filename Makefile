@@ -3,6 +3,7 @@ MODULE_big = dbgate
 OBJS = \
 	src/dbgate.o \
 	src/budgets.o \
+	src/classify.o \
 	src/admission.o \
 	src/limits.o \
 	src/config.o \

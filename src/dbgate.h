@@ -5,7 +5,8 @@
  *
  * Files and what they own:
  *	  dbgate.c		module entry, GUCs, hook installation, xact callbacks
- *	  budgets.c		the shared budget table, role map and budget lookup
+ *	  budgets.c		the shared budget table and role map
+ *	  classify.c	which budget gates a backend (the lookup and its cache)
  *	  admission.c	admit / queue / hand off / release of slots
  *	  limits.c		per-budget statement_timeout and lock_timeout
  *	  config.c		transactional configuration changes
@@ -287,6 +288,8 @@ extern PGDLLIMPORT DbgateShared *dbgate_shared;
 extern Size dbgate_shmem_size(void);
 extern void dbgate_shmem_request(void);
 extern void dbgate_shmem_init(void);
+
+/* classify.c */
 extern void dbgate_invalidate_lookup(void);
 
 /* How a backend was classified (dbgate.backends.classified_by). */
@@ -307,6 +310,8 @@ typedef struct DbgateLookup
 } DbgateLookup;
 
 extern const DbgateLookup *dbgate_classify(void);
+
+/* budgets.c */
 extern int	dbgate_find_budget(const char *name);
 extern void dbgate_snapshot_config(DbgateConfig *config);
 extern void dbgate_install_config(const DbgateConfig *config);
