@@ -9,7 +9,8 @@ OBJS = \
 	src/config.o \
 	src/persist.o \
 	src/sqlfuncs.o \
-	src/status.o
+	src/status.o \
+	src/parallel.o
 
 EXTENSION = dbgate
 DATA = sql/dbgate--1.0.sql

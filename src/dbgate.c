@@ -143,6 +143,8 @@ _PG_init(void)
 	ExecutorEnd_hook = dbgate_ExecutorEnd;
 	prev_ProcessUtility = ProcessUtility_hook;
 	ProcessUtility_hook = dbgate_ProcessUtility;
+	/* planner_hook: parallel.c */
+	dbgate_parallel_init();
 
 	RegisterXactCallback(dbgate_xact_callback, NULL);
 	RegisterSubXactCallback(dbgate_subxact_callback, NULL);
@@ -185,6 +187,7 @@ static void
 dbgate_ExecutorStart(QueryDesc *queryDesc, int eflags)
 {
 	dbgate_executor_start(queryDesc, eflags);
+	dbgate_parallel_executor_start(queryDesc);
 
 	if (prev_ExecutorStart)
 		prev_ExecutorStart(queryDesc, eflags);

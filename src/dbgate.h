@@ -13,6 +13,7 @@
  *	  persist.c		the state file in the data directory
  *	  sqlfuncs.c	SQL-callable configuration functions, dbgate.budgets
  *	  status.c		the live views dbgate.status and dbgate.backends
+ *	  parallel.c	a budget's parallel_workers: planner and plan capping
  *
  *-------------------------------------------------------------------------
  */
@@ -345,6 +346,10 @@ extern bool dbgate_grant_waiters(DbgateBudget *b, int idx);
  */
 extern bool dbgate_utility_begin(void);
 extern void dbgate_utility_end(void);
+
+/* parallel.c */
+extern void dbgate_parallel_init(void);
+extern void dbgate_parallel_executor_start(QueryDesc *queryDesc);
 
 /* limits.c */
 typedef struct DbgateLimitState
