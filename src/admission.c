@@ -322,9 +322,7 @@ backend_init(void)
 	}
 	my_proc = proc_entry(my_procno);
 	my_proc->pid = MyProcPid;
-#ifdef DBGATE_HAVE_CUSTOM_WAIT_EVENT
-	dbgate_wait_event_info = WaitEventExtensionNew("DbgateQueue");
-#endif
+	dbgate_wait_event_info = dbgate_register_wait_event("DbgateQueue");
 	before_shmem_exit(backend_exit, (Datum) 0);
 	gateable = 1;
 	return true;

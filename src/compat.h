@@ -14,6 +14,7 @@
 #include "postgres.h"
 
 #include "executor/executor.h"
+#include "fmgr.h"
 #include "miscadmin.h"
 #include "postmaster/autovacuum.h"
 #include "postmaster/bgworker.h"
@@ -38,12 +39,31 @@
 #define DBGATE_PROC_BY_NUMBER(n)	GetPGProcByNumber(n)
 
 /*
- * Wait event reported while a statement waits in a budget's queue.  On 17+
- * a named custom wait event ("DbgateQueue"), before that the generic
- * Extension event.
+ * Wait event reported while a statement waits in a budget's queue: on 17+ a
+ * named custom wait event (pg_stat_activity shows type "Extension" and the
+ * name), before that the generic "Extension" event.  Registering takes a
+ * lock and may allocate shared memory: call once per backend, not on a
+ * statement's path.
  */
+static inline uint32
+dbgate_register_wait_event(const char *name)
+{
 #if PG_VERSION_NUM >= 170000
-#define DBGATE_HAVE_CUSTOM_WAIT_EVENT 1
+	return WaitEventExtensionNew(name);
+#else
+	return PG_WAIT_EXTENSION;
+#endif
+}
+
+/*
+ * The module's magic block; from 18 on it carries the module's name and
+ * version, which pg_get_loaded_modules() shows.
+ */
+#if PG_VERSION_NUM >= 180000
+#define DBGATE_MODULE_MAGIC(module_name, module_version) \
+	PG_MODULE_MAGIC_EXT(.name = (module_name), .version = (module_version))
+#else
+#define DBGATE_MODULE_MAGIC(module_name, module_version) PG_MODULE_MAGIC
 #endif
 
 /* ExecutorRun lost its execute_once argument in 18. */
