@@ -865,8 +865,11 @@ sub op_parallel
 {
 	my ($self) = @_;
 	my $n = 1000 + int(rand(100000));
+	# the parameter was renamed in PostgreSQL 16
+	my $force = $self->{dbh}{pg_server_version} >= 160000
+	  ? 'debug_parallel_query' : 'force_parallel_mode';
 	$self->sql('BEGIN', 'none') or return;
-	$self->sql('SET LOCAL force_parallel_mode = on', 'none')
+	$self->sql("SET LOCAL $force = on", 'none')
 	  or return $self->abort_txn;
 	$self->sql("SELECT count(*) FROM soak_hot, generate_series(1, $n) g", 'one')
 	  or return $self->abort_txn;
