@@ -577,6 +577,9 @@ SHOW lock_timeout;
 RESET lock_timeout;
 SHOW lock_timeout;
 
+-- its temporary function goes with it here, not at some moment after the
+-- session has ended (DROP ROLE below must not find it)
+DROP FUNCTION pg_temp.gate_catch_lt();
 \c - :"su"
 SELECT active, queued FROM gate_now;
 DROP PROCEDURE gate_proc();
