@@ -4,7 +4,9 @@
  *	  Differences between PostgreSQL major versions, in one place.
  *
  * The logic files use only the names defined here, so they read as if there
- * were a single PostgreSQL version.  Supported: 15, 16, 17, 18.
+ * were a single PostgreSQL version.  Supported: 15, 16, 17, 18 (tested: 15,
+ * 17 and 18).  dbgate keeps nothing in resource owners, so the ResourceOwner
+ * API of 17 (ResourceOwnerDesc) has no counterpart here.
  *
  *-------------------------------------------------------------------------
  */
