@@ -41,17 +41,15 @@
 #define DBGATE_PROC_BY_NUMBER(n)	GetPGProcByNumber(n)
 
 /*
- * Wait event reported while a statement waits in a budget's queue: on 17+ a
- * named custom wait event (pg_stat_activity shows type "Extension" and the
- * name), before that the generic "Extension" event.  Registering takes a
- * lock and may allocate shared memory: call once per backend, not on a
- * statement's path.
+ * Wait event reported while a statement waits in a budget's queue.  On 17+
+ * a named custom wait event ("DbgateQueue"), before that the generic
+ * Extension event.
  */
 static inline uint32
-dbgate_register_wait_event(const char *name)
+dbgate_queue_wait_event(void)
 {
 #if PG_VERSION_NUM >= 170000
-	return WaitEventExtensionNew(name);
+	return WaitEventExtensionNew("DbgateQueue");
 #else
 	return PG_WAIT_EXTENSION;
 #endif

@@ -75,8 +75,7 @@ $s2->send(q{SELECT 'second'});
 poll_ok($node, state_of($s2), 'queued:1',
 	'second statement is queued at position 1');
 # From PostgreSQL 17 on the wait has a name of its own, which
-# pg_wait_events lists once a backend has registered it; before 17 it is
-# the generic Extension event.
+# pg_wait_events lists too; before 17 it is the generic Extension event.
 my $queue_event = $node->pg_version >= 17 ? 'DbgateQueue' : 'Extension';
 poll_ok(
 	$node,
