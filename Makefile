@@ -6,14 +6,16 @@ OBJS = \
 	src/classify.o \
 	src/admission.o \
 	src/limits.o \
+	src/confimage.o \
 	src/config.o \
 	src/persist.o \
+	src/wal.o \
 	src/sqlfuncs.o \
 	src/status.o \
 	src/parallel.o
 
 EXTENSION = dbgate
-DATA = sql/dbgate--1.0.sql
+DATA = sql/dbgate--1.0.sql sql/dbgate--1.0--1.1.sql
 PGFILEDESC = "dbgate - workload admission control"
 
 # Regression tests (sql/*.sql, expected/*.out) run against a throwaway

@@ -127,7 +127,9 @@ DELETE FROM gate_t WHERE i = -100;
 SELECT admitted - :a0 AS admissions, active, peak_active FROM gate_now;
 
 --
--- A DO block: each of its statements is gated on its own
+-- A DO block: each of its statements is gated on its own until the
+-- transaction holds a transaction ID (the INSERT): from then on its slot is
+-- kept, so the DELETE and the SELECT run under it
 --
 SELECT admitted AS a0 FROM gate_now \gset
 DO $$

@@ -40,7 +40,9 @@ BEGIN;
 INSERT INTO cg_fk VALUES (1);
 INSERT INTO cg_fk VALUES (1);
 COMMIT;
--- the 3 INSERTs and this SELECT (the deferred checks took no slot)
+-- the first INSERT, the transaction (its second INSERT runs under the slot
+-- the first one kept: it holds a transaction ID) and this SELECT; the
+-- deferred checks took no slot
 SELECT admitted - :before AS admissions FROM dbgate.status WHERE budget = 'cg_b';
 -- a failing deferred check still fails as usual
 BEGIN;

@@ -46,7 +46,9 @@ dbgate_shmem_size(void)
 								   sizeof(DbgateBudgetPadded)));
 	size = add_size(size, CACHELINEALIGN(mul_size(dbgate_max_roles,
 												  sizeof(DbgateRoleMap))));
-	size = add_size(size, mul_size(procs_count(), sizeof(DbgateProcPadded)));
+	size = add_size(size, CACHELINEALIGN(mul_size(dbgate_max_roles,
+												  sizeof(DbgateDbMap))));
+	size = add_size(size, dbgate_admission_shmem_size((int) procs_count()));
 	return size;
 }
 
@@ -56,6 +58,111 @@ dbgate_shmem_request(void)
 	RequestAddinShmemSpace(dbgate_shmem_size());
 	/* config_lock, then one per budget */
 	RequestNamedLWLockTranche("dbgate", 1 + dbgate_max_budgets);
+}
+
+static int
+rolemap_cmp(const void *a, const void *b)
+{
+	Oid			ra = ((const DbgateRoleMap *) a)->roleid;
+	Oid			rb = ((const DbgateRoleMap *) b)->roleid;
+
+	return (ra > rb) - (ra < rb);
+}
+
+static int
+dbmap_cmp(const void *a, const void *b)
+{
+	Oid			da = ((const DbgateDbMap *) a)->dbid;
+	Oid			db = ((const DbgateDbMap *) b)->dbid;
+
+	return (da > db) - (da < db);
+}
+
+/* The installed budgets by name, for looking up many assignments. */
+typedef struct BudgetIndex
+{
+	const char *name;
+	int			idx;
+} BudgetIndex;
+
+static int
+budget_index_cmp(const void *a, const void *b)
+{
+	return strcmp(((const BudgetIndex *) a)->name,
+				  ((const BudgetIndex *) b)->name);
+}
+
+static int
+budget_index_find(const BudgetIndex *index, int n, const char *name)
+{
+	BudgetIndex key;
+	BudgetIndex *found;
+
+	if (index == NULL)
+		return dbgate_find_budget(name);
+	key.name = name;
+	found = bsearch(&key, index, n, sizeof(BudgetIndex), budget_index_cmp);
+	return found ? found->idx : -1;
+}
+
+/*
+ * Fill the role and database maps from an image whose budgets are
+ * installed already (looked up by name: n log n in the number of
+ * assignments).  Caller must hold config_lock exclusively, or be alone at
+ * start-up.  Cannot fail: without memory for the index, budgets are
+ * looked up one by one.
+ */
+static void
+fill_maps(const DbgateConfig *config)
+{
+	DbgateShared *sh = dbgate_shared;
+	BudgetIndex *index;
+	int			nindex = 0;
+	int			n;
+
+	index = palloc_extended(sizeof(BudgetIndex) * sh->max_budgets,
+							MCXT_ALLOC_NO_OOM);
+	for (n = 0; index != NULL && n < sh->max_budgets; n++)
+	{
+		if (sh->budgets[n].d.in_use)
+		{
+			index[nindex].name = sh->budgets[n].d.conf.name;
+			index[nindex].idx = n;
+			nindex++;
+		}
+	}
+	if (index != NULL)
+		qsort(index, nindex, sizeof(BudgetIndex), budget_index_cmp);
+
+	sh->nroles = 0;
+	for (n = 0; n < config->nroles && sh->nroles < sh->max_roles; n++)
+	{
+		int			idx = budget_index_find(index, nindex,
+											config->roles[n].budget);
+
+		if (idx < 0)
+			continue;
+		sh->roles[sh->nroles].roleid = config->roles[n].roleid;
+		sh->roles[sh->nroles].budget = idx;
+		sh->nroles++;
+	}
+	qsort(sh->roles, sh->nroles, sizeof(DbgateRoleMap), rolemap_cmp);
+
+	sh->ndbs = 0;
+	for (n = 0; n < config->ndbs && sh->ndbs < sh->max_roles; n++)
+	{
+		int			idx = budget_index_find(index, nindex,
+											config->dbs[n].budget);
+
+		if (idx < 0)
+			continue;
+		sh->dbs[sh->ndbs].dbid = config->dbs[n].dbid;
+		sh->dbs[sh->ndbs].budget = idx;
+		sh->ndbs++;
+	}
+	qsort(sh->dbs, sh->ndbs, sizeof(DbgateDbMap), dbmap_cmp);
+	if (index != NULL)
+		pfree(index);
 }
 
 /*
@@ -75,30 +182,11 @@ install_initial(const DbgateConfig *config)
 
 		b->in_use = true;
 		b->incarnation++;
-		b->conf = config->budgets[i];
+		dbgate_admission_budget_created(b, &config->budgets[i]);
 		pg_atomic_write_u64(&b->state, dbgate_st_make(b->incarnation, 0, 0));
 		dbgate_reset_budget_stats(b, now);
 	}
-	sh->nroles = 0;
-	for (i = 0; i < config->nroles && sh->nroles < sh->max_roles; i++)
-	{
-		int			bi = dbgate_config_find_budget(config, config->roles[i].budget);
-
-		if (bi < 0 || bi >= sh->max_budgets)
-			continue;
-		sh->roles[sh->nroles].roleid = config->roles[i].roleid;
-		sh->roles[sh->nroles].budget = bi;
-		sh->nroles++;
-	}
-}
-
-static int
-rolemap_cmp(const void *a, const void *b)
-{
-	Oid			ra = ((const DbgateRoleMap *) a)->roleid;
-	Oid			rb = ((const DbgateRoleMap *) b)->roleid;
-
-	return (ra > rb) - (ra < rb);
+	fill_maps(config);
 }
 
 void
@@ -115,7 +203,6 @@ dbgate_shmem_init(void)
 	if (!found)
 	{
 		LWLockPadded *locks = GetNamedLWLockTranche("dbgate");
-		DbgateConfig config;
 
 		memset(sh, 0, dbgate_shmem_size());
 		sh->config_lock = &locks[0].lock;
@@ -131,13 +218,17 @@ dbgate_shmem_init(void)
 		base += mul_size(sh->max_budgets, sizeof(DbgateBudgetPadded));
 		sh->roles = (DbgateRoleMap *) base;
 		base += CACHELINEALIGN(mul_size(sh->max_roles, sizeof(DbgateRoleMap)));
-		sh->procs = (DbgateProcPadded *) base;
+		sh->dbs = (DbgateDbMap *) base;
+		base += CACHELINEALIGN(mul_size(sh->max_roles, sizeof(DbgateDbMap)));
+		sh->procs = base;
+		dbgate_admission_shmem_init(base, sh->max_procs);
+		pg_atomic_init_u32(&sh->enabled, dbgate_enabled ? 1 : 0);
+		sh->wait_event_info = PG_WAIT_EXTENSION;
 
 		for (i = 0; i < sh->max_budgets; i++)
 		{
 			sh->budgets[i].d.in_use = false;
-			sh->budgets[i].d.queue_head = -1;
-			sh->budgets[i].d.queue_tail = -1;
+			pg_atomic_init_u32(&sh->budgets[i].d.conf_seq, 0);
 			pg_atomic_init_u64(&sh->budgets[i].d.state, 0);
 			pg_atomic_init_u32(&sh->budgets[i].d.peak_active, 0);
 			pg_atomic_init_u64(&sh->budgets[i].d.admitted, 0);
@@ -145,28 +236,32 @@ dbgate_shmem_init(void)
 			pg_atomic_init_u64(&sh->budgets[i].d.admitted_after_wait, 0);
 			pg_atomic_init_u64(&sh->budgets[i].d.wait_time_total_us, 0);
 			pg_atomic_init_u64(&sh->budgets[i].d.wait_time_max_us, 0);
-		}
-		for (i = 0; i < sh->max_procs; i++)
-		{
-			sh->procs[i].d.budget = -1;
-			sh->procs[i].d.state = DBGATE_PROC_IDLE;
-			sh->procs[i].d.prev = -1;
-			sh->procs[i].d.next = -1;
+			pg_atomic_init_u64(&sh->budgets[i].d.would_queue, 0);
+			pg_atomic_init_u64(&sh->budgets[i].d.would_reject, 0);
+			pg_atomic_init_u64(&sh->budgets[i].d.terminated_idle, 0);
 		}
 
-		/* budgets and assignments survive restarts and crash restarts */
-		dbgate_config_init(&config);
-		if (dbgate_state_load(&config))
-		{
-			install_initial(&config);
-			qsort(sh->roles, sh->nroles, sizeof(DbgateRoleMap), rolemap_cmp);
-		}
-		if (config.budgets)
-			pfree(config.budgets);
-		if (config.roles)
-			pfree(config.roles);
 	}
+	else
+		dbgate_admission_shmem_attach(sh->procs);
 	LWLockRelease(AddinShmemInitLock);
+
+	/*
+	 * Budgets and assignments survive restarts and crash restarts.  The
+	 * state file is read after AddinShmemInitLock is released (as
+	 * pg_stat_statements reads its file): this runs in the postmaster
+	 * before any backend exists, so nobody can look at the table yet.
+	 */
+	if (!found)
+	{
+		DbgateConfig config;
+		XLogRecPtr	lsn;
+
+		if (dbgate_state_load(&config, &lsn))
+			install_initial(&config);
+		sh->state_lsn = lsn;
+		dbgate_image_free(&config);
+	}
 }
 
 /*
@@ -186,6 +281,9 @@ dbgate_reset_budget_stats(DbgateBudget *b, TimestampTz now)
 	pg_atomic_write_u64(&b->admitted_after_wait, 0);
 	pg_atomic_write_u64(&b->wait_time_total_us, 0);
 	pg_atomic_write_u64(&b->wait_time_max_us, 0);
+	pg_atomic_write_u64(&b->would_queue, 0);
+	pg_atomic_write_u64(&b->would_reject, 0);
+	pg_atomic_write_u64(&b->terminated_idle, 0);
 	b->rejected_full = 0;
 	b->rejected_timeout = 0;
 	b->canceled_waiting = 0;
@@ -225,13 +323,16 @@ dbgate_snapshot_config(DbgateConfig *config)
 	DbgateShared *sh = dbgate_shared;
 	int			i;
 
-	dbgate_config_init(config);
-	config->maxbudgets = sh->max_budgets + 1;
-	config->budgets = palloc(sizeof(DbgateBudgetConf) * config->maxbudgets);
-	config->maxroles = sh->max_roles + 1;
-	config->roles = palloc(sizeof(DbgateRoleConf) * config->maxroles);
-
-	LWLockAcquire(sh->config_lock, LW_SHARED);
+	/* allocate before taking the lock; retry if the maps grew meanwhile */
+	for (;;)
+	{
+		dbgate_image_alloc(config, sh->max_budgets, sh->nroles, sh->ndbs);
+		LWLockAcquire(sh->config_lock, LW_SHARED);
+		if (sh->nroles <= config->maxroles && sh->ndbs <= config->maxdbs)
+			break;
+		LWLockRelease(sh->config_lock);
+		dbgate_image_free(config);
+	}
 	for (i = 0; i < sh->max_budgets; i++)
 	{
 		if (sh->budgets[i].d.in_use)
@@ -251,16 +352,52 @@ dbgate_snapshot_config(DbgateConfig *config)
 		strlcpy(r->budget, sh->budgets[sh->roles[i].budget].d.conf.name,
 				NAMEDATALEN);
 	}
+	for (i = 0; i < sh->ndbs; i++)
+	{
+		DbgateDbConf *d = &config->dbs[config->ndbs++];
+
+		d->dbid = sh->dbs[i].dbid;
+		strlcpy(d->budget, sh->budgets[sh->dbs[i].budget].d.conf.name,
+				NAMEDATALEN);
+	}
 	LWLockRelease(sh->config_lock);
 }
 
 /*
- * Make 'config' the installed configuration.  Runs in the COMMIT callback
- * of a transaction that changed the configuration, holding the commit lock:
- * it must not fail.  The caller has checked that the image fits.
+ * Install an image replayed from WAL (wal.c: the startup process, during
+ * crash recovery, archive recovery or on a standby).  The image names its
+ * budgets' entries in the shared table of the server that logged it: they
+ * are matched here by name with the entries of this server instead.
  */
 void
-dbgate_install_config(const DbgateConfig *config)
+dbgate_install_replayed(DbgateConfig *config, XLogRecPtr lsn)
+{
+	DbgateShared *sh = dbgate_shared;
+	int			i;
+
+	/* only the startup process installs while in recovery: nothing moves */
+	LWLockAcquire(sh->config_lock, LW_SHARED);
+	for (i = 0; i < config->nbudgets; i++)
+	{
+		DbgateBudgetConf *c = &config->budgets[i];
+		int			idx = dbgate_find_budget(c->name);
+
+		c->src_index = idx;
+		c->src_incarnation = idx >= 0 ? sh->budgets[idx].d.incarnation : 0;
+	}
+	LWLockRelease(sh->config_lock);
+	dbgate_install_config(config, lsn);
+}
+
+/*
+ * Make 'config' the installed configuration.  Runs in the COMMIT callback
+ * of a transaction that changed the configuration, holding the commit lock,
+ * or in WAL redo: it must not fail.  The caller has checked that the image
+ * fits (a standby with smaller settings than its primary keeps what fits,
+ * with a WARNING).
+ */
+void
+dbgate_install_config(const DbgateConfig *config, XLogRecPtr lsn)
 {
 	DbgateShared *sh = dbgate_shared;
 	TimestampTz now = GetCurrentTimestamp();
@@ -291,17 +428,7 @@ dbgate_install_config(const DbgateConfig *config)
 			continue;
 
 		LWLockAcquire(lock, LW_EXCLUSIVE);
-		while (b->queue_head >= 0)
-		{
-			int			procno = b->queue_head;
-			DbgateProc *p = &sh->procs[procno].d;
-
-			b->queue_head = p->next;
-			p->prev = p->next = -1;
-			p->released = true;
-			SetLatch(&DBGATE_PROC_BY_NUMBER(procno)->procLatch);
-		}
-		b->queue_tail = -1;
+		dbgate_admission_budget_dropped(b);
 		b->in_use = false;
 		b->incarnation++;
 		/* fast-path CASes against the old word fail from now on */
@@ -329,7 +456,7 @@ dbgate_install_config(const DbgateConfig *config)
 			if (idx >= sh->max_budgets)
 			{
 				/* cannot happen: the committing backend checked capacity */
-				elog(WARNING, "dbgate: no free budget entry for \"%s\"", c->name);
+				elog(WARNING, "no free budget entry for \"%s\"", c->name);
 				continue;
 			}
 			b = &sh->budgets[idx].d;
@@ -337,8 +464,7 @@ dbgate_install_config(const DbgateConfig *config)
 			LWLockAcquire(lock, LW_EXCLUSIVE);
 			b->in_use = true;
 			b->incarnation++;
-			b->conf = *c;
-			b->queue_head = b->queue_tail = -1;
+			dbgate_admission_budget_created(b, c);
 			pg_atomic_write_u64(&b->state, dbgate_st_make(b->incarnation, 0, 0));
 			dbgate_reset_budget_stats(b, now);
 			LWLockRelease(lock);
@@ -348,25 +474,14 @@ dbgate_install_config(const DbgateConfig *config)
 		b = &sh->budgets[idx].d;
 		lock = dbgate_budget_lock(idx);
 		LWLockAcquire(lock, LW_EXCLUSIVE);
-		b->conf = *c;
 		/* a raised limit admits waiting statements at once */
-		(void) dbgate_grant_waiters(b, idx);
+		dbgate_admission_set_limits(b, c, true);
 		LWLockRelease(lock);
 	}
 
-	/* 3. the role map */
-	sh->nroles = 0;
-	for (n = 0; n < config->nroles && sh->nroles < sh->max_roles; n++)
-	{
-		int			idx = dbgate_find_budget(config->roles[n].budget);
-
-		if (idx < 0)
-			continue;
-		sh->roles[sh->nroles].roleid = config->roles[n].roleid;
-		sh->roles[sh->nroles].budget = idx;
-		sh->nroles++;
-	}
-	qsort(sh->roles, sh->nroles, sizeof(DbgateRoleMap), rolemap_cmp);
+	/* 3. the role and database maps */
+	fill_maps(config);
+	sh->state_lsn = lsn;
 
 	pg_atomic_fetch_add_u64(&sh->generation, 1);
 	LWLockRelease(sh->config_lock);

@@ -42,9 +42,15 @@
  * a named custom wait event ("DbgateQueue"), before that the generic
  * Extension event.
  */
+static inline uint32
+dbgate_queue_wait_event(void)
+{
 #if PG_VERSION_NUM >= 170000
-#define DBGATE_HAVE_CUSTOM_WAIT_EVENT 1
+	return WaitEventExtensionNew("DbgateQueue");
+#else
+	return PG_WAIT_EXTENSION;
 #endif
+}
 
 /* ExecutorRun lost its execute_once argument in 18. */
 #if PG_VERSION_NUM >= 180000

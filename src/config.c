@@ -4,20 +4,26 @@
  *	  Transactional configuration changes.
  *
  * The SQL functions do not touch shared memory.  Each validated change is
- * recorded as a pending operation of the current (sub)transaction; what a
- * transaction sees (dbgate.budgets, validation of later calls) is the
- * installed configuration with its own pending operations replayed on top.
+ * recorded as a pending operation of the current (sub)transaction.  At its
+ * first change a transaction copies the installed configuration (the base
+ * image) and from then on sees that copy with its own operations applied
+ * (the transaction image): dbgate.budgets and the validation of later calls
+ * use it, so another session's commit can never make a read fail.  A
+ * transaction that has changed nothing sees the installed configuration.
  *
  * Commit is two-phase:
  *	  PRE_COMMIT  take the commit lock (serialising configuration commits), replay
  *				  the pending operations on the configuration installed now
  *				  (another session may have committed meanwhile: a conflict
  *				  such as a budget created twice fails this commit with the
- *				  usual SQLSTATE), check capacity, and write the result to a
+ *				  usual SQLSTATE), check capacity, log the result in WAL as
+ *				  part of the transaction (wal.c) and write it to a
  *				  temporary state file, fsynced.  Any failure here is an
- *				  ordinary ERROR: the transaction aborts, nothing changed.
- *	  COMMIT	  durably rename the temporary file over the state file and
- *				  install the image in shared memory.  Nothing here can fail
+ *				  ordinary ERROR: the transaction aborts, nothing changed
+ *				  (the logged image is never installed, see wal.c).
+ *	  COMMIT	  flush the commit record, durably rename the temporary file
+ *				  over the state file, install the image in shared memory
+ *				  and log that the change committed.  Nothing here can fail
  *				  with an ERROR.  The commit lock goes with the transaction's
  *				  other locks, after these callbacks.
  *	  ABORT		  remove the temporary file.
@@ -25,8 +31,10 @@
  * commit: waiting for it can be canceled, is covered by the deadlock
  * detector and shows in pg_locks (an advisory lock of database 0, which no
  * user advisory lock can be, with keys 'dbga', 'te' and field 4 = 5).
- * Subtransactions: an aborted subtransaction's operations are forgotten, a
- * committed one's are handed to its parent.  PREPARE TRANSACTION is refused
+ * Subtransactions: an aborted subtransaction's operations are forgotten
+ * (they are the newest ones; the transaction image is rebuilt from the base
+ * image and the remaining operations when it is next needed), a committed
+ * one's are handed to its parent.  PREPARE TRANSACTION is refused
  * when configuration changes are pending.
  *
  *-------------------------------------------------------------------------
@@ -34,9 +42,12 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "access/xlog.h"
+#include "commands/dbcommands.h"
 #include "miscadmin.h"
 #include "nodes/pg_list.h"
 #include "storage/lock.h"
+#include "storage/proc.h"
 #include "utils/memutils.h"
 
 #include "compat.h"
@@ -48,7 +59,9 @@ typedef enum PendingKind
 	OP_ALTER,
 	OP_DROP,
 	OP_ASSIGN,
-	OP_UNASSIGN
+	OP_UNASSIGN,
+	OP_ASSIGN_DB,
+	OP_UNASSIGN_DB
 } PendingKind;
 
 typedef struct PendingOp
@@ -57,90 +70,44 @@ typedef struct PendingOp
 	SubTransactionId subid;
 	DbgateBudgetConf conf;		/* CREATE: all; ALTER: name + masked fields */
 	uint32		mask;			/* ALTER */
-	bool		flag;			/* DROP: force; UNASSIGN: missing_ok */
-	Oid			roleid;			/* ASSIGN, UNASSIGN */
-	char		name[NAMEDATALEN];	/* DROP, ASSIGN: budget name */
+	bool		flag;			/* DROP: force */
+	Oid			oid;			/* (UN)ASSIGN: role; (UN)ASSIGN_DB: database */
+	char		name[NAMEDATALEN];	/* DROP, ASSIGN, ASSIGN_DB: budget name */
 } PendingOp;
 
-static List *pending_ops = NIL; /* in TopTransactionContext */
-bool		dbgate_config_busy = false; /* pending_ops, or a commit under way */
+/* all of these live in TopTransactionContext */
+static List *pending_ops = NIL;
+static DbgateConfig *base_image = NULL; /* installed at the first change */
+static DbgateConfig *txn_image = NULL;	/* base + pending_ops; NULL: rebuild */
 static DbgateConfig *prepared_image = NULL; /* between PRE_COMMIT and COMMIT */
+
+bool		dbgate_config_busy = false; /* pending_ops, or a commit under way */
 static bool temp_written = false;
+static bool delaying_checkpoint = false;	/* we set DELAY_CHKPT_COMPLETE */
+static XLogRecPtr prepared_lsn = InvalidXLogRecPtr; /* of its IMAGE record */
+static TransactionId prepared_xid = InvalidTransactionId;
 
 /* ----------
- * Configuration images
+ * Applying operations to an image
  * ----------
  */
-void
-dbgate_config_init(DbgateConfig *config)
-{
-	memset(config, 0, sizeof(DbgateConfig));
-}
-
-int
-dbgate_config_find_budget(const DbgateConfig *config, const char *name)
+static int
+image_count_dbs_of(const DbgateConfig *config, const char *budget,
+				   Oid *example)
 {
 	int			i;
+	int			n = 0;
 
-	for (i = 0; i < config->nbudgets; i++)
+	for (i = 0; i < config->ndbs; i++)
 	{
-		if (strcmp(config->budgets[i].name, name) == 0)
-			return i;
+		if (strcmp(config->dbs[i].budget, budget) == 0)
+		{
+			if (n == 0)
+				*example = config->dbs[i].dbid;
+			n++;
+		}
 	}
-	return -1;
-}
-
-int
-dbgate_config_find_role(const DbgateConfig *config, Oid roleid)
-{
-	int			i;
-
-	for (i = 0; i < config->nroles; i++)
-	{
-		if (config->roles[i].roleid == roleid)
-			return i;
-	}
-	return -1;
-}
-
-static void
-image_add_budget(DbgateConfig *config, const DbgateBudgetConf *conf)
-{
-	if (config->nbudgets >= config->maxbudgets)
-	{
-		config->maxbudgets = Max(8, config->maxbudgets * 2);
-		if (config->budgets)
-			config->budgets = repalloc(config->budgets,
-									   sizeof(DbgateBudgetConf) * config->maxbudgets);
-		else
-			config->budgets = palloc(sizeof(DbgateBudgetConf) * config->maxbudgets);
-	}
-	config->budgets[config->nbudgets++] = *conf;
-}
-
-static void
-image_add_role(DbgateConfig *config, Oid roleid, const char *budget)
-{
-	DbgateRoleConf *r;
-
-	if (config->nroles >= config->maxroles)
-	{
-		config->maxroles = Max(8, config->maxroles * 2);
-		if (config->roles)
-			config->roles = repalloc(config->roles,
-									 sizeof(DbgateRoleConf) * config->maxroles);
-		else
-			config->roles = palloc(sizeof(DbgateRoleConf) * config->maxroles);
-	}
-	r = &config->roles[config->nroles++];
-	r->roleid = roleid;
-	strlcpy(r->budget, budget, NAMEDATALEN);
-}
-
-static void
-image_remove_role(DbgateConfig *config, int i)
-{
-	config->roles[i] = config->roles[--config->nroles];
+	return n;
 }
 
 static int
@@ -171,7 +138,55 @@ unknown_budget(const char *name)
 }
 
 /*
- * Apply one operation to an image, with the errors SPEC lists.
+ * drop_budget without force: no role and no database may be assigned.
+ */
+static void
+check_unassigned(const DbgateConfig *config, const char *budget)
+{
+	Oid			role = InvalidOid;
+	Oid			db = InvalidOid;
+	int			nroles = image_count_roles_of(config, budget, &role);
+	int			ndbs = image_count_dbs_of(config, budget, &db);
+	char	   *rolename;
+	char	   *dbname;
+
+	if (nroles == 0 && ndbs == 0)
+		return;
+	rolename = nroles > 0 ? GetUserNameFromId(role, true) : NULL;
+	dbname = ndbs > 0 ? get_database_name(db) : NULL;
+
+	if (ndbs == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+				 errmsg("cannot drop budget \"%s\" because roles are assigned to it",
+						budget),
+				 errdetail_plural("%d role is assigned, including role \"%s\".",
+								  "%d roles are assigned, including role \"%s\".",
+								  nroles, nroles, rolename ? rolename : "?"),
+				 errhint("Unassign the roles first, or use drop_budget(..., force => true).")));
+	if (nroles == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+				 errmsg("cannot drop budget \"%s\" because databases are assigned to it",
+						budget),
+				 errdetail_plural("%d database is assigned, including database \"%s\".",
+								  "%d databases are assigned, including database \"%s\".",
+								  ndbs, ndbs, dbname ? dbname : "?"),
+				 errhint("Unassign the databases first, or use drop_budget(..., force => true).")));
+	ereport(ERROR,
+			(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+			 errmsg("cannot drop budget \"%s\" because roles and databases are assigned to it",
+					budget),
+			 errdetail("%d assignments remain, including role \"%s\" and database \"%s\".",
+					   nroles + ndbs, rolename ? rolename : "?",
+					   dbname ? dbname : "?"),
+			 errhint("Unassign them first, or use drop_budget(..., force => true).")));
+}
+
+/*
+ * Apply one operation to an image, with the errors of the SQL interface.
+ * Every error is raised before the image is changed, so an image stays
+ * intact when an operation fails.
  */
 static void
 apply_op(DbgateConfig *config, const PendingOp *op)
@@ -182,7 +197,7 @@ apply_op(DbgateConfig *config, const PendingOp *op)
 	switch (op->kind)
 	{
 		case OP_CREATE:
-			if (dbgate_config_find_budget(config, op->conf.name) >= 0)
+			if (dbgate_image_find_budget(config, op->conf.name) >= 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_DUPLICATE_OBJECT),
 						 errmsg("budget \"%s\" already exists", op->conf.name)));
@@ -193,7 +208,7 @@ apply_op(DbgateConfig *config, const PendingOp *op)
 						 errdetail("dbgate.max_budgets is %d.",
 								   dbgate_shared->max_budgets),
 						 errhint("Drop a budget, or raise dbgate.max_budgets and restart the server.")));
-			image_add_budget(config, &op->conf);
+			dbgate_image_add_budget(config, &op->conf);
 			config->budgets[config->nbudgets - 1].src_index = -1;
 			config->budgets[config->nbudgets - 1].src_incarnation = 0;
 			break;
@@ -202,7 +217,7 @@ apply_op(DbgateConfig *config, const PendingOp *op)
 			{
 				DbgateBudgetConf *b;
 
-				bi = dbgate_config_find_budget(config, op->conf.name);
+				bi = dbgate_image_find_budget(config, op->conf.name);
 				if (bi < 0)
 					unknown_budget(op->conf.name);
 				b = &config->budgets[bi];
@@ -218,45 +233,42 @@ apply_op(DbgateConfig *config, const PendingOp *op)
 					b->lock_timeout_ms = op->conf.lock_timeout_ms;
 				if (op->mask & DBGATE_ALTER_FAIR)
 					b->fair = op->conf.fair;
+				if (op->mask & DBGATE_ALTER_SCOPE)
+					b->scope = op->conf.scope;
+				if (op->mask & DBGATE_ALTER_IDLE_TIMEOUT)
+					b->idle_timeout_ms = op->conf.idle_timeout_ms;
+				if (op->mask & DBGATE_ALTER_PARALLEL)
+					b->parallel_workers = op->conf.parallel_workers;
+				if (op->mask & DBGATE_ALTER_UTILITY)
+					b->utility = op->conf.utility;
+				if (op->mask & DBGATE_ALTER_ENFORCE)
+					b->enforce = op->conf.enforce;
 			}
 			break;
 
 		case OP_DROP:
+			bi = dbgate_image_find_budget(config, op->name);
+			if (bi < 0)
+				unknown_budget(op->name);
+			if (!op->flag)
+				check_unassigned(config, op->name);
+			for (ri = config->nroles - 1; ri >= 0; ri--)
 			{
-				Oid			example = InvalidOid;
-				int			nroles;
-
-				bi = dbgate_config_find_budget(config, op->name);
-				if (bi < 0)
-					unknown_budget(op->name);
-				nroles = image_count_roles_of(config, op->name, &example);
-				if (nroles > 0 && !op->flag)
-				{
-					char	   *rolename = GetUserNameFromId(example, true);
-
-					ereport(ERROR,
-							(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
-							 errmsg("cannot drop budget \"%s\" because roles are assigned to it",
-									op->name),
-							 errdetail_plural("%d role is assigned, including role \"%s\".",
-											  "%d roles are assigned, including role \"%s\".",
-											  nroles, nroles,
-											  rolename ? rolename : "?"),
-							 errhint("Unassign the roles first, or use drop_budget(..., force => true).")));
-				}
-				for (ri = config->nroles - 1; ri >= 0; ri--)
-				{
-					if (strcmp(config->roles[ri].budget, op->name) == 0)
-						image_remove_role(config, ri);
-				}
-				config->budgets[bi] = config->budgets[--config->nbudgets];
+				if (strcmp(config->roles[ri].budget, op->name) == 0)
+					dbgate_image_remove_role(config, ri);
 			}
+			for (ri = config->ndbs - 1; ri >= 0; ri--)
+			{
+				if (strcmp(config->dbs[ri].budget, op->name) == 0)
+					dbgate_image_remove_db(config, ri);
+			}
+			dbgate_image_remove_budget(config, bi);
 			break;
 
 		case OP_ASSIGN:
-			if (dbgate_config_find_budget(config, op->name) < 0)
+			if (dbgate_image_find_budget(config, op->name) < 0)
 				unknown_budget(op->name);
-			ri = dbgate_config_find_role(config, op->roleid);
+			ri = dbgate_image_find_role(config, op->oid);
 			if (ri >= 0)
 				strlcpy(config->roles[ri].budget, op->name, NAMEDATALEN);
 			else
@@ -268,59 +280,132 @@ apply_op(DbgateConfig *config, const PendingOp *op)
 							 errdetail("dbgate.max_roles is %d.",
 									   dbgate_shared->max_roles),
 							 errhint("Raise dbgate.max_roles and restart the server.")));
-				image_add_role(config, op->roleid, op->name);
+				dbgate_image_add_role(config, op->oid, op->name);
 			}
 			break;
 
 		case OP_UNASSIGN:
-			ri = dbgate_config_find_role(config, op->roleid);
+			/* replayed after a concurrent unassign: nothing left to do */
+			ri = dbgate_image_find_role(config, op->oid);
 			if (ri >= 0)
-				image_remove_role(config, ri);
-			else if (!op->flag)
-				ereport(ERROR,
-						(errcode(ERRCODE_UNDEFINED_OBJECT),
-						 errmsg("role with OID %u has no budget assignment",
-								op->roleid)));
+				dbgate_image_remove_role(config, ri);
+			break;
+
+		case OP_ASSIGN_DB:
+			if (dbgate_image_find_budget(config, op->name) < 0)
+				unknown_budget(op->name);
+			ri = dbgate_image_find_db(config, op->oid);
+			if (ri >= 0)
+				strlcpy(config->dbs[ri].budget, op->name, NAMEDATALEN);
+			else
+			{
+				if (config->ndbs >= dbgate_shared->max_roles)
+					ereport(ERROR,
+							(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+							 errmsg("too many database assignments"),
+							 errdetail("dbgate.max_roles is %d.",
+									   dbgate_shared->max_roles),
+							 errhint("Raise dbgate.max_roles and restart the server.")));
+				dbgate_image_add_db(config, op->oid, op->name);
+			}
+			break;
+
+		case OP_UNASSIGN_DB:
+			ri = dbgate_image_find_db(config, op->oid);
+			if (ri >= 0)
+				dbgate_image_remove_db(config, ri);
 			break;
 	}
 }
 
 /*
- * The configuration as the current transaction sees it.
+ * The transaction image, (re)built from the base image if need be.  Only
+ * while operations are pending.
+ */
+static DbgateConfig *
+transaction_image(void)
+{
+	MemoryContext old;
+	ListCell   *lc;
+
+	Assert(pending_ops != NIL && base_image != NULL);
+	if (txn_image != NULL)
+		return txn_image;
+
+	old = MemoryContextSwitchTo(TopTransactionContext);
+	txn_image = palloc(sizeof(DbgateConfig));
+	dbgate_image_copy(txn_image, base_image);
+	/* these were applied to the same image before: they cannot fail */
+	foreach(lc, pending_ops)
+		apply_op(txn_image, (PendingOp *) lfirst(lc));
+	MemoryContextSwitchTo(old);
+	return txn_image;
+}
+
+/*
+ * The configuration as the current transaction sees it, as a copy of its
+ * own (the caller frees it with dbgate_image_free).
  */
 void
 dbgate_config_current(DbgateConfig *config)
 {
-	ListCell   *lc;
+	if (pending_ops == NIL)
+		dbgate_snapshot_config(config);
+	else
+		dbgate_image_copy(config, transaction_image());
+}
 
-	dbgate_snapshot_config(config);
-	foreach(lc, pending_ops)
-		apply_op(config, (PendingOp *) lfirst(lc));
+/* Whether a role or database is assigned in what the transaction sees. */
+static bool
+is_assigned(Oid oid, bool db)
+{
+	DbgateConfig config;
+	bool		found;
+
+	if (pending_ops != NIL)
+	{
+		const DbgateConfig *img = transaction_image();
+
+		return (db ? dbgate_image_find_db(img, oid) :
+				dbgate_image_find_role(img, oid)) >= 0;
+	}
+	dbgate_snapshot_config(&config);
+	found = (db ? dbgate_image_find_db(&config, oid) :
+			 dbgate_image_find_role(&config, oid)) >= 0;
+	dbgate_image_free(&config);
+	return found;
 }
 
 /*
- * Validate an operation against what the transaction sees, then record it.
+ * Validate an operation against what the transaction sees, apply it to the
+ * transaction image and record it.
  */
 static void
 add_op(PendingOp *op)
 {
-	DbgateConfig config;
 	MemoryContext old;
 	PendingOp  *copy;
 
-	dbgate_config_current(&config);
-	apply_op(&config, op);		/* throws on invalid input */
-
 	old = MemoryContextSwitchTo(TopTransactionContext);
+	if (pending_ops == NIL)
+	{
+		/* the first change (or the first after all were rolled back) */
+		base_image = palloc(sizeof(DbgateConfig));
+		dbgate_snapshot_config(base_image);
+		txn_image = palloc(sizeof(DbgateConfig));
+		dbgate_image_copy(txn_image, base_image);
+	}
+	else
+		(void) transaction_image();
+
+	apply_op(txn_image, op);	/* throws on invalid input */
+
 	copy = palloc(sizeof(PendingOp));
 	memcpy(copy, op, sizeof(PendingOp));
 	copy->subid = GetCurrentSubTransactionId();
 	pending_ops = lappend(pending_ops, copy);
 	dbgate_config_busy = true;
 	MemoryContextSwitchTo(old);
-
-	pfree(config.budgets);
-	pfree(config.roles);
 }
 
 void
@@ -367,47 +452,73 @@ dbgate_config_add_assign(Oid roleid, const char *budget)
 
 	memset(&op, 0, sizeof(op));
 	op.kind = OP_ASSIGN;
-	op.roleid = roleid;
+	op.oid = roleid;
 	strlcpy(op.name, budget, NAMEDATALEN);
 	add_op(&op);
 }
 
 /*
  * Record an unassignment.  Returns false (and records nothing) when the
- * role has no assignment and missing_ok.
+ * role has no assignment in what the transaction sees.
  */
 bool
-dbgate_config_add_unassign(Oid roleid, bool missing_ok)
+dbgate_config_add_unassign(Oid roleid)
 {
 	PendingOp	op;
-	DbgateConfig config;
-	bool		assigned;
 
-	dbgate_config_current(&config);
-	assigned = dbgate_config_find_role(&config, roleid) >= 0;
-	pfree(config.budgets);
-	pfree(config.roles);
-	if (!assigned && missing_ok)
+	if (!is_assigned(roleid, false))
 		return false;
 
 	memset(&op, 0, sizeof(op));
 	op.kind = OP_UNASSIGN;
-	op.roleid = roleid;
-	op.flag = true;				/* replay after a concurrent unassign is fine */
-	if (!assigned)
-		op.flag = false;
+	op.oid = roleid;
+	add_op(&op);
+	return true;
+}
+
+void
+dbgate_config_add_assign_db(Oid dbid, const char *budget)
+{
+	PendingOp	op;
+
+	memset(&op, 0, sizeof(op));
+	op.kind = OP_ASSIGN_DB;
+	op.oid = dbid;
+	strlcpy(op.name, budget, NAMEDATALEN);
+	add_op(&op);
+}
+
+/* As dbgate_config_add_unassign(), for a database. */
+bool
+dbgate_config_add_unassign_db(Oid dbid)
+{
+	PendingOp	op;
+
+	if (!is_assigned(dbid, true))
+		return false;
+
+	memset(&op, 0, sizeof(op));
+	op.kind = OP_UNASSIGN_DB;
+	op.oid = dbid;
 	add_op(&op);
 	return true;
 }
 
 /*
- * DROP ROLE removes the role's assignment in the same transaction, so that
- * no stale entry can be inherited by a future role with the same OID.
+ * DROP ROLE and DROP DATABASE remove the object's assignment in the same
+ * transaction, so that no stale entry can be inherited by a future object
+ * with the same OID.
  */
 void
 dbgate_config_role_dropped(Oid roleid)
 {
-	(void) dbgate_config_add_unassign(roleid, true);
+	(void) dbgate_config_add_unassign(roleid);
+}
+
+void
+dbgate_config_database_dropped(Oid dbid)
+{
+	(void) dbgate_config_add_unassign_db(dbid);
 }
 
 /* ----------
@@ -417,8 +528,10 @@ dbgate_config_role_dropped(Oid roleid)
 static void
 forget_pending(void)
 {
-	/* the list lives in TopTransactionContext, which goes away */
+	/* all of it lives in TopTransactionContext, which goes away */
 	pending_ops = NIL;
+	base_image = NULL;
+	txn_image = NULL;
 	prepared_image = NULL;
 	dbgate_config_busy = false;
 }
@@ -445,6 +558,7 @@ pre_commit(void)
 
 	lock_commit();
 
+	/* replay on what is installed now: conflicts fail here */
 	old = MemoryContextSwitchTo(TopTransactionContext);
 	config = palloc(sizeof(DbgateConfig));
 	dbgate_snapshot_config(config);
@@ -456,9 +570,30 @@ pre_commit(void)
 	Assert(config->nbudgets <= dbgate_shared->max_budgets);
 	Assert(config->nroles <= dbgate_shared->max_roles);
 
+	/*
+	 * Log the image as part of this transaction, then write the temporary
+	 * state file naming its position.  No checkpoint may complete from here
+	 * until the state file is in place or the transaction has aborted (see
+	 * wal.c).
+	 */
+	MyProc->delayChkptFlags |= DELAY_CHKPT_COMPLETE;
+	delaying_checkpoint = true;
+	prepared_lsn = dbgate_wal_log_image(config);
+	prepared_xid = GetTopTransactionId();
+
 	temp_written = true;
-	dbgate_state_write_temp(config);
+	dbgate_state_write_temp(config, prepared_lsn);
 	prepared_image = config;
+}
+
+static void
+stop_delaying_checkpoint(void)
+{
+	if (delaying_checkpoint)
+	{
+		MyProc->delayChkptFlags &= ~DELAY_CHKPT_COMPLETE;
+		delaying_checkpoint = false;
+	}
 }
 
 void
@@ -475,12 +610,19 @@ dbgate_config_xact_callback(XactEvent event)
 			if (prepared_image != NULL)
 			{
 				HOLD_INTERRUPTS();
-				if (!dbgate_state_commit_temp())
-					ereport(WARNING,
-							(errmsg("dbgate configuration was changed but could not be saved"),
-							 errdetail("The change is in effect but will be lost at the next restart.")));
+
+				/*
+				 * The commit record is durable before the state file holds
+				 * the change, whatever synchronous_commit says.  A committed
+				 * change that cannot be made durable is a PANIC: crash
+				 * recovery then replays it from WAL.
+				 */
+				XLogFlush(XactLastCommitEnd);
+				dbgate_state_commit_temp(PANIC);
 				temp_written = false;
-				dbgate_install_config(prepared_image);
+				dbgate_install_config(prepared_image, prepared_lsn);
+				dbgate_wal_log_confirm(prepared_xid);
+				stop_delaying_checkpoint();
 				RESUME_INTERRUPTS();
 			}
 			forget_pending();
@@ -492,6 +634,7 @@ dbgate_config_xact_callback(XactEvent event)
 				dbgate_state_discard_temp();
 				temp_written = false;
 			}
+			stop_delaying_checkpoint();
 			forget_pending();
 			break;
 
@@ -528,7 +671,10 @@ dbgate_config_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 				PendingOp  *op = (PendingOp *) lfirst(lc);
 
 				if (op->subid >= mySubid)
+				{
 					pending_ops = foreach_delete_current(pending_ops, lc);
+					txn_image = NULL;	/* rebuilt when next needed */
+				}
 			}
 			break;
 

@@ -15,6 +15,7 @@
 
 #include "access/xact.h"
 #include "catalog/pg_authid.h"
+#include "commands/dbcommands.h"
 #include "commands/user.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
@@ -35,8 +36,6 @@ int			dbgate_max_budgets = 64;
 int			dbgate_max_roles = 1024;
 char	   *dbgate_default_budget = NULL;
 
-uint32		dbgate_wait_event_info = PG_WAIT_EXTENSION;
-
 /* saved hook values */
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -45,6 +44,7 @@ static ExecutorRun_hook_type prev_ExecutorRun = NULL;
 static ExecutorFinish_hook_type prev_ExecutorFinish = NULL;
 static ExecutorEnd_hook_type prev_ExecutorEnd = NULL;
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
+static emit_log_hook_type prev_emit_log_hook = NULL;
 
 void		_PG_init(void);
 
@@ -60,6 +60,7 @@ static void dbgate_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 								  ParamListInfo params,
 								  QueryEnvironment *queryEnv,
 								  DestReceiver *dest, QueryCompletion *qc);
+static void dbgate_emit_log_hook(ErrorData *edata);
 static void dbgate_xact_callback(XactEvent event, void *arg);
 static void dbgate_subxact_callback(SubXactEvent event,
 									SubTransactionId mySubid,
@@ -83,6 +84,19 @@ assign_default_budget(const char *newval, void *extra)
 	dbgate_invalidate_lookup();
 }
 
+/*
+ * The postmaster publishes dbgate.enabled for queued backends, which must
+ * not reload the configuration file in the middle of a statement: it
+ * reloads before it signals its children, and a signalled waiter wakes on
+ * its latch and reads the shared value.
+ */
+static void
+assign_enabled(bool newval, void *extra)
+{
+	if (!IsUnderPostmaster && dbgate_shared != NULL)
+		pg_atomic_write_u32(&dbgate_shared->enabled, newval ? 1 : 0);
+}
+
 void
 _PG_init(void)
 {
@@ -96,14 +110,14 @@ _PG_init(void)
 							 true,
 							 PGC_SIGHUP,
 							 0,
-							 NULL, NULL, NULL);
+							 NULL, assign_enabled, NULL);
 
 	DefineCustomIntVariable("dbgate.max_budgets",
 							"Maximum number of budgets.",
 							"Sizes the shared budget table.",
 							&dbgate_max_budgets,
 							64,
-							1, 10000,
+							1, DBGATE_MAX_BUDGETS_LIMIT,
 							PGC_POSTMASTER,
 							0,
 							NULL, NULL, NULL);
@@ -113,7 +127,7 @@ _PG_init(void)
 							"Sizes the shared role map.",
 							&dbgate_max_roles,
 							1024,
-							1, 1000000,
+							1, DBGATE_MAX_ROLES_LIMIT,
 							PGC_POSTMASTER,
 							0,
 							NULL, NULL, NULL);
@@ -143,8 +157,13 @@ _PG_init(void)
 	ExecutorEnd_hook = dbgate_ExecutorEnd;
 	prev_ProcessUtility = ProcessUtility_hook;
 	ProcessUtility_hook = dbgate_ProcessUtility;
+	prev_emit_log_hook = emit_log_hook;
+	emit_log_hook = dbgate_emit_log_hook;
 	/* planner_hook: parallel.c */
 	dbgate_parallel_init();
+
+	/* configuration changes travel with the WAL */
+	dbgate_wal_init();
 
 	RegisterXactCallback(dbgate_xact_callback, NULL);
 	RegisterSubXactCallback(dbgate_subxact_callback, NULL);
@@ -177,6 +196,18 @@ dbgate_shmem_startup_hook(void)
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
 	dbgate_shmem_init();
+	/* once, here, so that no backend has a step left that could fail */
+	if (!IsUnderPostmaster)
+		dbgate_shared->wait_event_info = dbgate_queue_wait_event();
+}
+
+static void
+dbgate_emit_log_hook(ErrorData *edata)
+{
+	if (dbgate_shared != NULL)
+		dbgate_admission_log(edata);
+	if (prev_emit_log_hook)
+		prev_emit_log_hook(edata);
 }
 
 /* ----------
@@ -295,8 +326,8 @@ dbgate_ExecutorEnd(QueryDesc *queryDesc)
 }
 
 /*
- * ProcessUtility: DROP ROLE also removes the dropped roles' assignments, in
- * the same transaction.
+ * ProcessUtility: DROP ROLE and DROP DATABASE also remove the dropped
+ * objects' assignments, in the same transaction.
  */
 static void
 dbgate_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
@@ -308,6 +339,7 @@ dbgate_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 {
 	Node	   *parsetree = pstmt->utilityStmt;
 	List	   *dropped = NIL;
+	Oid			dropped_db = InvalidOid;
 
 	if (dbgate_shared != NULL && IsA(parsetree, DropRoleStmt))
 	{
@@ -326,13 +358,19 @@ dbgate_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 				dropped = lappend_oid(dropped, roleid);
 		}
 	}
+	if (dbgate_shared != NULL && IsA(parsetree, DropdbStmt))
+		dropped_db = get_database_oid(((DropdbStmt *) parsetree)->dbname, true);
 
+	if (dbgate_shared != NULL)
+		dbgate_admission_utility_start();
 	if (prev_ProcessUtility)
 		prev_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
 							queryEnv, dest, qc);
 	else
 		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
 								params, queryEnv, dest, qc);
+	if (dbgate_shared != NULL)
+		dbgate_admission_utility_done();
 
 	if (dropped != NIL)
 	{
@@ -342,6 +380,8 @@ dbgate_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 			dbgate_config_role_dropped(lfirst_oid(lc));
 		list_free(dropped);
 	}
+	if (OidIsValid(dropped_db))
+		dbgate_config_database_dropped(dropped_db);
 }
 
 /* ----------

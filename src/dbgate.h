@@ -9,8 +9,10 @@
  *	  classify.c	which budget gates a backend (the lookup and its cache)
  *	  admission.c	admit / queue / hand off / release of slots
  *	  limits.c		per-budget statement_timeout and lock_timeout
+ *	  confimage.c	configuration images (backend-local copies)
  *	  config.c		transactional configuration changes
- *	  persist.c		the state file in the data directory
+ *	  persist.c		the state file in the data directory, image encoding
+ *	  wal.c			WAL records of configuration changes and their redo
  *	  sqlfuncs.c	SQL-callable configuration functions, dbgate.budgets
  *	  status.c		the live views dbgate.status and dbgate.backends
  *	  parallel.c	a budget's parallel_workers: planner and plan capping
@@ -23,14 +25,20 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "access/xlogdefs.h"
 #include "executor/execdesc.h"
 #include "port/atomics.h"
 #include "storage/lwlock.h"
+#include "utils/elog.h"
 #include "utils/timestamp.h"
 
 #define DBGATE_STATE_FILE		"dbgate.state"
 #define DBGATE_STATE_TMPFILE	"dbgate.state.tmp"
 #define DBGATE_STATE_BADFILE	"dbgate.state.corrupt"
+
+/* Largest values of dbgate.max_budgets and dbgate.max_roles. */
+#define DBGATE_MAX_BUDGETS_LIMIT	10000
+#define DBGATE_MAX_ROLES_LIMIT		1000000
 
 /* Longest duration accepted for a timeout, in milliseconds (as for GUCs). */
 #define DBGATE_MAX_TIMEOUT_MS	INT_MAX
@@ -126,7 +134,14 @@ typedef struct DbgateBudget
 	/* identity: written with config_lock and this budget's lock exclusive */
 	bool		in_use;
 	uint32		incarnation;	/* bumped whenever the entry is (re)used */
-	DbgateBudgetConf conf;		/* limits: written under the budget lock */
+
+	/*
+	 * Limits: written only by dbgate_admission_set_limits(), under the
+	 * budget lock and inside conf_seq (odd while writing); read without
+	 * the lock only through admission.c's read_limits().
+	 */
+	pg_atomic_uint32 conf_seq;
+	DbgateBudgetConf conf;
 
 	/*
 	 * Live counts: one atomic word, see DBGATE_ST_*.  'active' changes
@@ -146,6 +161,9 @@ typedef struct DbgateBudget
 	pg_atomic_uint64 admitted_after_wait;
 	pg_atomic_uint64 wait_time_total_us;
 	pg_atomic_uint64 wait_time_max_us;
+	pg_atomic_uint64 would_queue;	/* shadow mode */
+	pg_atomic_uint64 would_reject;
+	pg_atomic_uint64 terminated_idle;
 	/* the rest only change under the budget lock */
 	uint64		rejected_full;
 	uint64		rejected_timeout;
@@ -170,14 +188,19 @@ typedef union DbgateBudgetPadded
 } DbgateBudgetPadded;
 
 /*
- * The state word of a budget: | tag:16 | active:24 | queued:24 |.  The tag
- * is the low 16 bits of the budget's incarnation, so that a compare-and-swap
- * against a dropped (or dropped and reused) entry fails.  Counts never come
- * near 2^24: both are bounded by the number of backends.
+ * The state word of a budget: | tag:28 | active:18 | queued:18 |.  The tag
+ * is the low 28 bits of the budget's incarnation, so that a compare-and-swap
+ * (or a release) against a dropped entry, or one dropped and reused up to
+ * 2^28 - 1 times since, fails.  Counts never exceed 2^18 - 1: both are
+ * bounded by the number of backends, which PostgreSQL limits to
+ * MAX_BACKENDS = 2^18 - 1.
  */
+#define DBGATE_ST_BITS			18
 #define DBGATE_ST_ONE_QUEUED	UINT64CONST(1)
-#define DBGATE_ST_ONE_ACTIVE	(UINT64CONST(1) << 24)
-#define DBGATE_ST_MASK			UINT64CONST(0xFFFFFF)
+#define DBGATE_ST_ONE_ACTIVE	(UINT64CONST(1) << DBGATE_ST_BITS)
+#define DBGATE_ST_MASK			((UINT64CONST(1) << DBGATE_ST_BITS) - 1)
+#define DBGATE_ST_TAG_SHIFT		(2 * DBGATE_ST_BITS)
+#define DBGATE_ST_TAG_MASK		((UINT64CONST(1) << (64 - DBGATE_ST_TAG_SHIFT)) - 1)
 
 static inline uint32
 dbgate_st_queued(uint64 st)
@@ -188,59 +211,27 @@ dbgate_st_queued(uint64 st)
 static inline uint32
 dbgate_st_active(uint64 st)
 {
-	return (uint32) ((st >> 24) & DBGATE_ST_MASK);
+	return (uint32) ((st >> DBGATE_ST_BITS) & DBGATE_ST_MASK);
 }
 
 static inline uint32
 dbgate_st_tag(uint64 st)
 {
-	return (uint32) (st >> 48);
+	return (uint32) (st >> DBGATE_ST_TAG_SHIFT);
 }
 
 static inline uint32
 dbgate_tag_of(uint32 incarnation)
 {
-	return incarnation & 0xFFFF;
+	return (uint32) (incarnation & DBGATE_ST_TAG_MASK);
 }
 
 static inline uint64
 dbgate_st_make(uint32 incarnation, uint32 active, uint32 queued)
 {
-	return ((uint64) dbgate_tag_of(incarnation) << 48) |
-		((uint64) active << 24) | (uint64) queued;
+	return ((uint64) dbgate_tag_of(incarnation) << DBGATE_ST_TAG_SHIFT) |
+		((uint64) active << DBGATE_ST_BITS) | (uint64) queued;
 }
-
-typedef enum DbgateProcState
-{
-	DBGATE_PROC_IDLE = 0,		/* neither queued nor holding a slot */
-	DBGATE_PROC_QUEUED,			/* in a budget's queue */
-	DBGATE_PROC_ACTIVE			/* holds a slot */
-} DbgateProcState;
-
-/*
- * Per-backend entry, indexed by proc number.  While state != IDLE every
- * field is protected by the lock of budget 'budget'; the owning backend
- * alone moves it from IDLE to another state.
- */
-typedef struct DbgateProc
-{
-	int32		budget;			/* budget index, -1 when idle */
-	uint32		incarnation;	/* of that budget */
-	uint8		state;			/* DbgateProcState */
-	bool		granted;		/* queued, and a slot was handed over */
-	bool		released;		/* queued, and the budget no longer gates */
-	int32		prev;			/* queue links: proc numbers or -1 */
-	int32		next;
-	int32		pid;
-	Oid			roleid;			/* session user */
-	TimestampTz state_since;
-} DbgateProc;
-
-typedef union DbgateProcPadded
-{
-	DbgateProc	d;
-	char		pad[DBGATE_LINES(sizeof(DbgateProc))];
-} DbgateProcPadded;
 
 /* Role map entry; the map is sorted by roleid. */
 typedef struct DbgateRoleMap
@@ -264,16 +255,25 @@ typedef struct DbgateShared
 	/* bumped after every installed configuration change */
 	pg_atomic_uint64 generation;
 
+	/*
+	 * dbgate.enabled as the postmaster last read it: queued backends look
+	 * here (they do not reload the configuration file mid-statement).
+	 */
+	pg_atomic_uint32 enabled;
+	uint32		wait_event_info;	/* reported while queued */
+
 	int			max_budgets;
 	int			max_roles;
 	int			max_procs;
 
 	int			nroles;			/* entries used in roles[] */
 	int			ndbs;			/* entries used in dbs[] */
+	XLogRecPtr	state_lsn;		/* WAL position of the installed image (the
+								 * start of its record); config_lock */
 	DbgateBudgetPadded *budgets;	/* [max_budgets] */
 	DbgateRoleMap *roles;		/* [max_roles] */
 	DbgateDbMap *dbs;			/* [max_roles] as well */
-	DbgateProcPadded *procs;	/* [max_procs] */
+	char	   *procs;			/* [max_procs] entries private to admission.c */
 } DbgateShared;
 
 /* dbgate.c */
@@ -281,7 +281,6 @@ extern PGDLLIMPORT bool dbgate_enabled;
 extern PGDLLIMPORT int dbgate_max_budgets;
 extern PGDLLIMPORT int dbgate_max_roles;
 extern PGDLLIMPORT char *dbgate_default_budget;
-extern PGDLLIMPORT uint32 dbgate_wait_event_info;
 extern void dbgate_check_loaded(void);
 
 /* budgets.c */
@@ -315,7 +314,8 @@ extern const DbgateLookup *dbgate_classify(void);
 /* budgets.c */
 extern int	dbgate_find_budget(const char *name);
 extern void dbgate_snapshot_config(DbgateConfig *config);
-extern void dbgate_install_config(const DbgateConfig *config);
+extern void dbgate_install_config(const DbgateConfig *config, XLogRecPtr lsn);
+extern void dbgate_install_replayed(DbgateConfig *config, XLogRecPtr lsn);
 extern void dbgate_reset_budget_stats(DbgateBudget *b, TimestampTz now);
 
 static inline LWLock *
@@ -327,13 +327,45 @@ dbgate_budget_lock(int idx)
 /* admission.c */
 extern int	dbgate_nrefs;		/* executor runs keeping this backend's slot */
 extern bool dbgate_slot_has_limits;
-extern void dbgate_admission_init(void);
 extern void dbgate_executor_start(QueryDesc *queryDesc, int eflags);
 extern void dbgate_executor_end(QueryDesc *queryDesc);
 extern void dbgate_admission_xact_end(void);
 extern void dbgate_admission_subxact_abort(SubTransactionId mySubid);
-extern bool dbgate_holds_slot(void);
-extern bool dbgate_grant_waiters(DbgateBudget *b, int idx);
+extern void dbgate_admission_utility_start(void);
+extern void dbgate_admission_utility_done(void);
+extern void dbgate_admission_log(ErrorData *edata);
+
+/* admission.c, for the configuration install */
+extern Size dbgate_admission_shmem_size(int max_procs);
+extern void dbgate_admission_shmem_init(void *base, int max_procs);
+extern void dbgate_admission_shmem_attach(void *base);
+extern void dbgate_admission_budget_created(DbgateBudget *b,
+											const DbgateBudgetConf *conf);
+extern void dbgate_admission_set_limits(DbgateBudget *b,
+										const DbgateBudgetConf *conf,
+										bool grant);
+extern void dbgate_admission_budget_dropped(DbgateBudget *b);
+
+/* admission.c, for the views */
+#define DBGATE_ROW_QUEUED		0
+#define DBGATE_ROW_ACTIVE		1
+#define DBGATE_ROW_IDLE_IN_XACT	2
+
+typedef struct DbgateBackendRow
+{
+	int32		pid;
+	Oid			roleid;
+	int			budget;
+	uint8		state;			/* DBGATE_ROW_* */
+	uint8		rule;			/* DbgateRule */
+	Oid			via;
+	TimestampTz since;
+	int32		position;		/* 1 = next; queued only */
+} DbgateBackendRow;
+
+extern int	dbgate_admission_backends(int idx, DbgateBackendRow *rows,
+									  int maxrows);
+extern int	dbgate_admission_idle_count(int idx);
 
 /*
  * A utility command that takes a slot like a query (budget field
@@ -371,6 +403,9 @@ typedef struct DbgateLimitState
 extern void dbgate_limits_apply(DbgateLimitState *st, TimestampTz start,
 								int statement_timeout_ms, int lock_timeout_ms);
 extern void dbgate_limits_restore(DbgateLimitState *st, bool is_error);
+extern void dbgate_idle_timeout_apply(int idle_timeout_ms);
+extern void dbgate_idle_timeout_restore(void);
+extern bool dbgate_idle_timeout_applied(void);
 
 /* admission.c, around ExecutorRun / ExecutorFinish */
 extern bool dbgate_run_begin(QueryDesc *queryDesc, DbgateLimitState *st);
@@ -389,8 +424,11 @@ extern void dbgate_config_add_alter(const char *name, const DbgateBudgetConf *va
 									uint32 mask);
 extern void dbgate_config_add_drop(const char *name, bool force);
 extern void dbgate_config_add_assign(Oid roleid, const char *budget);
-extern bool dbgate_config_add_unassign(Oid roleid, bool missing_ok);
+extern bool dbgate_config_add_unassign(Oid roleid);
+extern void dbgate_config_add_assign_db(Oid dbid, const char *budget);
+extern bool dbgate_config_add_unassign_db(Oid dbid);
 extern void dbgate_config_role_dropped(Oid roleid);
+extern void dbgate_config_database_dropped(Oid dbid);
 
 /* bits of the alter mask */
 #define DBGATE_ALTER_MAX_ACTIVE		0x01
@@ -405,15 +443,38 @@ extern void dbgate_config_role_dropped(Oid roleid);
 #define DBGATE_ALTER_UTILITY		0x200
 #define DBGATE_ALTER_ENFORCE		0x400
 
-/* configuration images */
-extern void dbgate_config_init(DbgateConfig *config);
-extern int	dbgate_config_find_budget(const DbgateConfig *config, const char *name);
-extern int	dbgate_config_find_role(const DbgateConfig *config, Oid roleid);
+/* confimage.c */
+extern void dbgate_image_init(DbgateConfig *config);
+extern void dbgate_image_alloc(DbgateConfig *config, int nbudgets, int nroles,
+							   int ndbs);
+extern void dbgate_image_copy(DbgateConfig *dst, const DbgateConfig *src);
+extern void dbgate_image_free(DbgateConfig *config);
+extern int	dbgate_image_find_budget(const DbgateConfig *config, const char *name);
+extern int	dbgate_image_find_role(const DbgateConfig *config, Oid roleid);
+extern int	dbgate_image_find_db(const DbgateConfig *config, Oid dbid);
+extern void dbgate_image_add_budget(DbgateConfig *config,
+									const DbgateBudgetConf *conf);
+extern void dbgate_image_remove_budget(DbgateConfig *config, int i);
+extern void dbgate_image_add_role(DbgateConfig *config, Oid roleid,
+								  const char *budget);
+extern void dbgate_image_remove_role(DbgateConfig *config, int i);
+extern void dbgate_image_add_db(DbgateConfig *config, Oid dbid,
+								const char *budget);
+extern void dbgate_image_remove_db(DbgateConfig *config, int i);
 
 /* persist.c */
-extern bool dbgate_state_load(DbgateConfig *config);
-extern void dbgate_state_write_temp(const DbgateConfig *config);
-extern bool dbgate_state_commit_temp(void);
+extern char *dbgate_state_encode(const DbgateConfig *config, XLogRecPtr lsn,
+								 Size *lenp);
+extern bool dbgate_state_decode(const char *buf, Size len, DbgateConfig *config,
+								XLogRecPtr *lsn, char *why, size_t whylen);
+extern bool dbgate_state_load(DbgateConfig *config, XLogRecPtr *lsn);
+extern void dbgate_state_write_temp(const DbgateConfig *config, XLogRecPtr lsn);
+extern void dbgate_state_commit_temp(int elevel);
 extern void dbgate_state_discard_temp(void);
+
+/* wal.c */
+extern void dbgate_wal_init(void);
+extern XLogRecPtr dbgate_wal_log_image(const DbgateConfig *config);
+extern void dbgate_wal_log_confirm(TransactionId xid);
 
 #endif							/* DBGATE_H */

@@ -31,7 +31,7 @@ my ($state, undef, $err) = run_sql($node,
 	"BEGIN; SELECT dbgate.create_budget('w2', 2); SELECT dbgate.alter_budget('w1', max_active => 5); SELECT dbgate.assign_role('w_role', 'w1'); COMMIT;"
 );
 isnt($state, '', "the commit fails (SQLSTATE $state)");
-like($err, qr/could not create dbgate state file "dbgate\.state\.tmp"/,
+like($err, qr/could not create file "dbgate\.state\.tmp"/,
 	'the error names the state file');
 is(budgets(), 'w1:1', 'nothing changed in shared memory');
 is( $node->safe_psql('postgres',

@@ -1,0 +1,337 @@
+/*-------------------------------------------------------------------------
+ *
+ * wal.c
+ *	  WAL records of configuration changes, and their redo.
+ *
+ * dbgate registers a custom WAL resource manager (DBGATE_RMGR_ID) so that
+ * a committed configuration change travels with the WAL: crash recovery,
+ * streaming and cascading standbys, and point-in-time recovery all see
+ * exactly the committed changes, in commit order, at the WAL position of
+ * their commit.
+ *
+ * How a change travels (config.c drives it from the transaction callbacks):
+ *	  PRE_COMMIT  the committing transaction (holding the commit lock, which
+ *				  serialises configuration commits) gets a transaction ID
+ *				  and logs an IMAGE record: the complete new configuration,
+ *				  encoded like the state file, with the transaction's ID in
+ *				  the record header.  The temporary state file is written.
+ *	  COMMIT	  after PostgreSQL's commit record is flushed: the state
+ *				  file is renamed into place, the image installed, and a
+ *				  CONFIRM record (the transaction ID) logged and flushed.
+ * Redo (the startup process) keeps the image of the last IMAGE record
+ * aside and installs it, and writes the state file, when
+ *	  - the CONFIRM record of its transaction is replayed, or
+ *	  - the next IMAGE record is replayed and the commit log says the
+ *		transaction committed (its commit record came before: commits are
+ *		serialised, so a transaction that logged an IMAGE record and did not
+ *		commit before the next one was logged never will), or
+ *	  - recovery ends (rm_cleanup) and the commit log says it committed.
+ * An image whose transaction aborted (an error after PRE_COMMIT, a crash
+ * before the commit record) is therefore never installed: it is dropped
+ * by the same checks.  The last two cases cover a crash between the
+ * commit record and the CONFIRM record; a hot standby that streamed from
+ * a primary that crashed in that instant applies that change when it
+ * replays the next configuration change, or when it is promoted.
+ *
+ * Checkpoints.  The state file is the base from which recovery replays: it
+ * must hold every change whose IMAGE record lies before the redo point of
+ * the checkpoint recovery starts from.  From before its IMAGE record until
+ * the state file is durably in place (or the transaction has aborted), the
+ * committing backend sets DELAY_CHKPT_COMPLETE: a checkpoint whose redo
+ * point falls in between cannot complete before the file is written, and a
+ * checkpoint whose redo point comes earlier replays the IMAGE record.  The
+ * commit record is flushed before the file is renamed, also with
+ * synchronous_commit = off, so the file never holds a change whose commit
+ * could be lost.  Replay writes the file at every change it installs, so a
+ * standby's restart points and a promoted standby have the same base.
+ *
+ * The state file names the WAL position of the IMAGE record it holds.
+ * Replay installs only images logged after it, so recovery never moves the
+ * configuration back to an older one (a base backup copies the file while
+ * the server runs: it may hold a change logged after the backup's start).
+ * Point-in-time recovery restores the configuration as of the recovery
+ * target, except when the backup's state file already holds a change
+ * logged after the target; that is reported with a WARNING at the end of
+ * recovery.
+ *
+ * The resource manager ID: custom resource managers have IDs 128 to 255;
+ * 128 (RM_EXPERIMENTAL_ID) is meant for trying things out, so dbgate takes
+ * 219 (0xDB) from the same range.  PostgreSQL refuses to start when two
+ * loaded modules register the same ID, so a clash cannot go unnoticed.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/transam.h"
+#include "access/xact.h"
+#include "access/xlog.h"
+#include "access/xlog_internal.h"
+#include "access/xloginsert.h"
+#include "access/xlogreader.h"
+#include "access/xlogrecovery.h"
+#include "lib/stringinfo.h"
+#include "miscadmin.h"
+#include "utils/memutils.h"
+
+#include "compat.h"
+#include "dbgate.h"
+
+#define DBGATE_RMGR_ID			219
+
+/* record types (the high bits of the info byte) */
+#define XLOG_DBGATE_IMAGE		0x00
+#define XLOG_DBGATE_CONFIRM		0x10
+
+typedef struct DbgateConfirmRecord
+{
+	TransactionId xid;
+} DbgateConfirmRecord;
+
+static void dbgate_redo(XLogReaderState *record);
+static void dbgate_desc(StringInfo buf, XLogReaderState *record);
+static const char *dbgate_identify(uint8 info);
+static void dbgate_redo_startup(void);
+static void dbgate_redo_cleanup(void);
+
+static RmgrData dbgate_rmgr = {
+	.rm_name = "dbgate",
+	.rm_redo = dbgate_redo,
+	.rm_desc = dbgate_desc,
+	.rm_identify = dbgate_identify,
+	.rm_startup = dbgate_redo_startup,
+	.rm_cleanup = dbgate_redo_cleanup,
+};
+
+/* redo state (startup process) */
+static MemoryContext redo_context = NULL;
+static bool stash_valid = false;
+static TransactionId stash_xid = InvalidTransactionId;
+static XLogRecPtr stash_lsn = InvalidXLogRecPtr;
+static DbgateConfig stash_image;
+
+/*
+ * Register the resource manager.  _PG_init, while preloading.
+ */
+void
+dbgate_wal_init(void)
+{
+	RegisterCustomRmgr(DBGATE_RMGR_ID, &dbgate_rmgr);
+}
+
+/* ----------
+ * Logging (the committing backend)
+ * ----------
+ */
+
+/*
+ * Log the complete new configuration as part of the current transaction
+ * (an ID is assigned if it has none).  Returns the record's start position.
+ */
+XLogRecPtr
+dbgate_wal_log_image(const DbgateConfig *config)
+{
+	char	   *buf;
+	Size		len;
+
+	(void) GetCurrentTransactionId();
+	buf = dbgate_state_encode(config, InvalidXLogRecPtr, &len);
+	XLogBeginInsert();
+	XLogRegisterData(buf, len);
+	(void) XLogInsert(DBGATE_RMGR_ID, XLOG_DBGATE_IMAGE);
+	pfree(buf);
+	return ProcLastRecPtr;
+}
+
+/*
+ * Log that transaction 'xid' committed its change, and flush it so that
+ * standbys apply the change at once.  Runs after commit: cannot fail but
+ * with a PANIC of WAL writing itself.
+ */
+void
+dbgate_wal_log_confirm(TransactionId xid)
+{
+	DbgateConfirmRecord rec;
+	XLogRecPtr	end;
+
+	rec.xid = xid;
+	XLogBeginInsert();
+	XLogRegisterData((char *) &rec, sizeof(rec));
+	end = XLogInsert(DBGATE_RMGR_ID, XLOG_DBGATE_CONFIRM);
+	XLogFlush(end);
+}
+
+/* ----------
+ * Redo (the startup process)
+ * ----------
+ */
+static void
+dbgate_redo_startup(void)
+{
+	if (redo_context == NULL)
+		redo_context = AllocSetContextCreate(TopMemoryContext,
+											 "dbgate redo",
+											 ALLOCSET_DEFAULT_SIZES);
+	stash_valid = false;
+	dbgate_image_init(&stash_image);
+}
+
+/*
+ * Install the set-aside image and write the state file.  A failure to
+ * write the file stops recovery (an ERROR in the startup process), as for
+ * any WAL record that cannot be applied.
+ */
+static void
+install_stash(void)
+{
+	bool		newer;
+
+	LWLockAcquire(dbgate_shared->config_lock, LW_SHARED);
+	newer = stash_lsn > dbgate_shared->state_lsn;
+	LWLockRelease(dbgate_shared->config_lock);
+	if (newer)
+	{
+		dbgate_state_write_temp(&stash_image, stash_lsn);
+		dbgate_state_commit_temp(ERROR);
+		dbgate_install_replayed(&stash_image, stash_lsn);
+	}
+}
+
+static void
+forget_stash(void)
+{
+	stash_valid = false;
+	MemoryContextReset(redo_context);
+	dbgate_image_init(&stash_image);
+}
+
+/*
+ * Settle the set-aside image: install it if its transaction committed.
+ * Called only when it can no longer commit later (see the file header).
+ */
+static void
+settle_stash(void)
+{
+	if (!stash_valid)
+		return;
+	if (TransactionIdDidCommit(stash_xid))
+		install_stash();
+	forget_stash();
+}
+
+static void
+dbgate_redo(XLogReaderState *record)
+{
+	uint8		info = XLogRecGetInfo(record) & ~XLR_INFO_MASK;
+	MemoryContext old;
+
+	if (redo_context == NULL)
+		dbgate_redo_startup();
+
+	switch (info)
+	{
+		case XLOG_DBGATE_IMAGE:
+			{
+				char		why[256];
+				XLogRecPtr	unused;
+
+				settle_stash();
+				old = MemoryContextSwitchTo(redo_context);
+				if (!dbgate_state_decode(XLogRecGetData(record),
+										 XLogRecGetDataLen(record),
+										 &stash_image, &unused,
+										 why, sizeof(why)))
+					elog(PANIC, "invalid dbgate configuration record at %X/%X: %s",
+						 LSN_FORMAT_ARGS(record->ReadRecPtr), why);
+				MemoryContextSwitchTo(old);
+				stash_valid = true;
+				stash_xid = XLogRecGetXid(record);
+				stash_lsn = record->ReadRecPtr;
+			}
+			break;
+
+		case XLOG_DBGATE_CONFIRM:
+			{
+				DbgateConfirmRecord rec;
+
+				memcpy(&rec, XLogRecGetData(record), sizeof(rec));
+				if (stash_valid && stash_xid == rec.xid)
+				{
+					install_stash();
+					forget_stash();
+				}
+			}
+			break;
+
+		default:
+			elog(PANIC, "dbgate_redo: unknown op code %u", info);
+	}
+}
+
+static void
+dbgate_redo_cleanup(void)
+{
+	XLogRecPtr	replayed = GetXLogReplayRecPtr(NULL);
+	XLogRecPtr	state_lsn;
+
+	if (redo_context != NULL)
+		settle_stash();
+
+	LWLockAcquire(dbgate_shared->config_lock, LW_SHARED);
+	state_lsn = dbgate_shared->state_lsn;
+	LWLockRelease(dbgate_shared->config_lock);
+	if (state_lsn > replayed)
+		ereport(WARNING,
+				(errmsg("dbgate state file \"%s\" holds a configuration change logged after the end of recovery",
+						DBGATE_STATE_FILE),
+				 errdetail("The file is current at %X/%X; recovery ended at %X/%X.",
+						   LSN_FORMAT_ARGS(state_lsn), LSN_FORMAT_ARGS(replayed)),
+				 errhint("The configuration is kept as in the file; check it with SELECT * FROM dbgate.budgets.")));
+}
+
+/* ----------
+ * Description (pg_waldump, pg_walinspect)
+ * ----------
+ */
+static void
+dbgate_desc(StringInfo buf, XLogReaderState *record)
+{
+	uint8		info = XLogRecGetInfo(record) & ~XLR_INFO_MASK;
+
+	if (info == XLOG_DBGATE_IMAGE)
+	{
+		DbgateConfig config;
+		XLogRecPtr	unused;
+		char		why[256];
+
+		if (dbgate_state_decode(XLogRecGetData(record), XLogRecGetDataLen(record),
+								&config, &unused, why, sizeof(why)))
+		{
+			appendStringInfo(buf, "budgets %d, role assignments %d, database assignments %d",
+							 config.nbudgets, config.nroles, config.ndbs);
+			dbgate_image_free(&config);
+		}
+		else
+			appendStringInfo(buf, "invalid: %s", why);
+	}
+	else if (info == XLOG_DBGATE_CONFIRM)
+	{
+		DbgateConfirmRecord rec;
+
+		memcpy(&rec, XLogRecGetData(record), sizeof(rec));
+		appendStringInfo(buf, "xid %u", rec.xid);
+	}
+}
+
+static const char *
+dbgate_identify(uint8 info)
+{
+	switch (info & ~XLR_INFO_MASK)
+	{
+		case XLOG_DBGATE_IMAGE:
+			return "IMAGE";
+		case XLOG_DBGATE_CONFIRM:
+			return "CONFIRM";
+	}
+	return NULL;
+}

@@ -1,0 +1,169 @@
+# ALTER EXTENSION dbgate UPDATE from 1.0 to 1.1 keeps every budget and
+# assignment, the EXECUTE grants on the functions whose signature changes,
+# and the objects that depend on dbgate.budgets; the 1.1 functions and
+# columns are there afterwards.  Before the update, the 1.1 library serves
+# the database's 1.0 objects (and another database's 1.1 objects at the
+# same time: budgets are cluster-wide).
+use strict;
+use warnings FATAL => 'all';
+
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use DbgateTest;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = dbgate_node('upgrade', extension => 0);
+
+$node->safe_psql(
+	'postgres', q{
+	CREATE EXTENSION dbgate VERSION '1.0';
+	CREATE ROLE u_alice LOGIN;
+	CREATE ROLE u_admin LOGIN;
+	GRANT USAGE ON SCHEMA dbgate TO u_admin;
+	GRANT EXECUTE ON FUNCTION
+	  dbgate.create_budget(text, integer, integer, interval, interval, interval, boolean),
+	  dbgate.alter_budget(text, integer, integer, interval, interval, interval, boolean)
+	  TO u_admin;
+	CREATE DATABASE u_other;
+});
+is($node->safe_psql('postgres',
+		"SELECT extversion FROM pg_extension WHERE extname = 'dbgate'"),
+	'1.0', 'the extension is at version 1.0');
+
+# 1.0 objects, 1.1 library: every 1.0 function works
+$node->safe_psql(
+	'postgres', q{
+	SELECT dbgate.create_budget('u_one', 2, 3, '1s', '2s', '3s', false);
+	SELECT dbgate.create_budget('u_two', 1);
+	SELECT dbgate.alter_budget('u_two', max_queued => 4);
+	SELECT dbgate.assign_role('u_alice', 'u_one');
+	SELECT dbgate.create_budget('u_gone', 1);
+	SELECT dbgate.drop_budget('u_gone');
+	SELECT dbgate.reset_stats();
+	CREATE VIEW u_budget_names AS SELECT budget FROM dbgate.budgets;
+});
+my ($state, undef, $err) = run_sql($node,
+	q{SELECT dbgate.create_budget('u_three', 1, 0, '0', '0', '0', true)},
+	user => 'u_admin');
+is($state, '', 'a delegated administrator creates a budget with the 1.0 function');
+is( $node->safe_psql(
+		'postgres',
+		q{SELECT string_agg(format('%s:%s:%s:%s:%s', budget, max_active, max_queued, fair, roles), ' ' ORDER BY budget) FROM dbgate.budgets}
+	),
+	'u_one:2:3:f:{u_alice} u_three:1:0:t:{} u_two:1:4:t:{}',
+	'the 1.0 view shows the budgets');
+is( $node->safe_psql(
+		'postgres',
+		q{SELECT count(*) FROM pg_attribute WHERE attrelid = 'dbgate.budgets'::regclass AND attnum > 0}
+	),
+	'8',
+	'the 1.0 view has 8 columns');
+my ($gstate) = run_sql($node, 'SELECT 1', user => 'u_alice');
+is($gstate, '', 'the assigned role runs');
+is($node->safe_psql('postgres',
+		"SELECT admitted FROM dbgate.status WHERE budget = 'u_one'"),
+	'1', 'and its statement was gated by its budget');
+
+# another database at 1.1 sees and changes the same budgets
+$node->safe_psql(
+	'u_other', q{
+	CREATE EXTENSION dbgate;
+	SELECT dbgate.alter_budget('u_two', scope => 'transaction', enforce => false);
+	SELECT dbgate.assign_database('u_other', 'u_two');
+});
+is( $node->safe_psql(
+		'u_other',
+		q{SELECT string_agg(format('%s:%s:%s:%s', budget, scope, enforce, databases), ' ' ORDER BY budget) FROM dbgate.budgets}
+	),
+	'u_one:statement:t:{} u_three:statement:t:{} u_two:transaction:f:{u_other}',
+	'a 1.1 database in the same cluster shows the 1.1 fields');
+is( $node->safe_psql(
+		'postgres', q{SELECT max_queued FROM dbgate.budgets WHERE budget = 'u_two'}),
+	'4',
+	'the 1.0 database sees the change made from the 1.1 database');
+
+# the update
+$node->safe_psql('postgres', 'ALTER EXTENSION dbgate UPDATE');
+is($node->safe_psql('postgres',
+		"SELECT extversion FROM pg_extension WHERE extname = 'dbgate'"),
+	'1.1', 'ALTER EXTENSION dbgate UPDATE goes to 1.1');
+
+my $all_sql =
+  q{SELECT string_agg(format('%s:%s:%s:%s:%s:%s:%s:%s:%s', budget, max_active, max_queued,
+	  fair, roles, scope, parallel_workers, enforce, databases), ' ' ORDER BY budget)
+	FROM dbgate.budgets};
+my $all = 'u_one:2:3:f:{u_alice}:statement:-1:t:{} '
+  . 'u_three:1:0:t:{}:statement:-1:t:{} '
+  . 'u_two:1:4:t:{}:transaction:-1:f:{u_other}';
+is($node->safe_psql('postgres', $all_sql),
+	$all, 'budgets and assignments are kept, the 1.1 columns are there');
+is( $node->safe_psql(
+		'postgres',
+		q{SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute WHERE attrelid = 'dbgate.budgets'::regclass AND attnum > 0}
+	),
+	'budget,max_active,max_queued,queue_timeout,statement_timeout,lock_timeout,fair,roles,'
+	  . 'scope,idle_in_transaction_timeout,parallel_workers,utility,enforce,databases',
+	'dbgate.budgets has the 1.1 columns in order');
+is( $node->safe_psql(
+		'postgres',
+		q{SELECT string_agg(p.oid::regprocedure::text, ' ' ORDER BY 1)
+		  FROM pg_proc p WHERE p.pronamespace = 'dbgate'::regnamespace
+		   AND proname IN ('create_budget', 'alter_budget', 'assign_database', 'unassign_database', 'budget_config')}
+	),
+	join(' ',
+		'dbgate.alter_budget(text,integer,integer,interval,interval,interval,boolean,text,interval,integer,boolean,boolean)',
+		'dbgate.assign_database(name,text)',
+		'dbgate.budget_config()',
+		'dbgate.create_budget(text,integer,integer,interval,interval,interval,boolean,text,interval,integer,boolean,boolean)',
+		'dbgate.unassign_database(name)'),
+	'the 1.1 functions replace the 1.0 ones');
+is( $node->safe_psql(
+		'postgres',
+		q{SELECT count(*) FROM pg_proc WHERE pronamespace = 'dbgate'::regnamespace AND proname LIKE '%1_0' OR proname = 'dbgate_copy_execute_grants'}
+	),
+	'0',
+	'no helper of the update script is left');
+is( $node->safe_psql(
+		'postgres',
+		q{SELECT string_agg(format('%s:%s:%s', p.proname,
+		    has_function_privilege('public', p.oid, 'EXECUTE'),
+		    has_function_privilege('u_admin', p.oid, 'EXECUTE')), ' ' ORDER BY p.proname)
+		  FROM pg_proc p WHERE p.pronamespace = 'dbgate'::regnamespace
+		   AND proname IN ('create_budget', 'alter_budget', 'assign_database', 'drop_budget')}
+	),
+	'alter_budget:f:t assign_database:f:f create_budget:f:t drop_budget:f:f',
+	'EXECUTE grants are carried over to the new signatures, PUBLIC has none');
+is( $node->safe_psql(
+		'postgres',
+		q{SELECT has_function_privilege('pg_monitor', 'dbgate.budget_config()', 'EXECUTE'),
+		         has_table_privilege('pg_monitor', 'dbgate.budgets', 'SELECT'),
+		         has_table_privilege('public', 'dbgate.budgets', 'SELECT')}
+	),
+	't|t|f',
+	'pg_monitor still reads the view and its function, PUBLIC does not');
+is( $node->safe_psql('postgres',
+		'SELECT string_agg(budget, \' \' ORDER BY budget) FROM u_budget_names'),
+	'u_one u_three u_two',
+	'a view on dbgate.budgets survives the update');
+
+($state) = run_sql($node,
+	q{SELECT dbgate.create_budget('u_four', 1, utility => true)},
+	user => 'u_admin');
+is($state, '', 'the delegated administrator uses the 1.1 function');
+$node->safe_psql(
+	'postgres', q{
+	SELECT dbgate.assign_database('postgres', 'u_four');
+	SELECT dbgate.alter_budget('u_four', parallel_workers => 2);
+});
+$node->restart;
+is( $node->safe_psql(
+		'postgres',
+		q{SELECT format('%s:%s:%s', utility, parallel_workers, databases) FROM dbgate.budgets WHERE budget = 'u_four'}
+	),
+	't:2:{postgres}',
+	'1.1 fields and database assignments survive a restart');
+
+$node->stop;
+done_testing();

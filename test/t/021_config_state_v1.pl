@@ -1,0 +1,119 @@
+# A state file written by dbgate 1.0 (format version 1: no database
+# assignments, no 1.1 budget fields) is read by 1.1: the budgets and role
+# assignments are loaded with the new fields at their defaults.  The next
+# committed change writes format version 2, which is read back after a
+# restart.  The version-1 file is built here byte by byte, as 1.0 wrote it.
+use strict;
+use warnings FATAL => 'all';
+
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use DbgateTest;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+# CRC-32C (Castagnoli), as PostgreSQL's pg_crc32c computes it
+my @crc_table;
+for my $i (0 .. 255)
+{
+	my $c = $i;
+	for (1 .. 8)
+	{
+		$c = ($c & 1) ? (($c >> 1) ^ 0x82F63B78) : ($c >> 1);
+	}
+	$crc_table[$i] = $c;
+}
+
+sub crc32c
+{
+	my ($data) = @_;
+	my $crc = 0xFFFFFFFF;
+	for my $byte (unpack('C*', $data))
+	{
+		$crc = $crc_table[($crc ^ $byte) & 0xFF] ^ ($crc >> 8);
+	}
+	return $crc ^ 0xFFFFFFFF;
+}
+
+# dbgate 1.0's layout: header (magic, version, nbudgets, nroles), budgets
+# (name[64], max_active, max_queued, queue_timeout_ms, statement_timeout_ms,
+# lock_timeout_ms, fair), roles (roleid, budget[64]), CRC-32C; native byte
+# order
+sub state_v1
+{
+	my ($budgets, $roles) = @_;
+	my $bytes = pack('L4', 0x44424754, 1, scalar(@$budgets), scalar(@$roles));
+	$bytes .= pack('a64 l6', @$_) for @$budgets;
+	$bytes .= pack('L a64', @$_) for @$roles;
+	return $bytes . pack('L', crc32c($bytes));
+}
+
+my $node = dbgate_node('statev1');
+my $pgdata = $node->data_dir;
+$node->safe_psql('postgres', 'CREATE ROLE v1_alice LOGIN; CREATE ROLE v1_bob LOGIN');
+my ($alice, $bob) = split /\|/,
+  $node->safe_psql('postgres',
+	"SELECT (SELECT oid FROM pg_roles WHERE rolname = 'v1_alice'), (SELECT oid FROM pg_roles WHERE rolname = 'v1_bob')"
+  );
+
+$node->stop;
+my $file = state_v1(
+	[ [ 'v1_one', 2, 5, 1000, 60000, 2000, 1 ], [ 'v1_two', 7, 0, 0, 0, 0, 0 ] ],
+	[ [ $alice, 'v1_one' ], [ $bob, 'v1_two' ] ]);
+open my $fh, '>:raw', "$pgdata/dbgate.state" or die "cannot write: $!";
+print $fh $file;
+close $fh;
+
+my $offset = -s $node->logfile;
+$node->start;
+ok( $node->log_contains(
+		qr/dbgate loaded 2 budgets, 2 role assignments and 0 database assignments/,
+		$offset),
+	'the version-1 file is loaded');
+ok(!$node->log_contains(qr/WARNING/, $offset), 'without a warning');
+
+my $sql = q{SELECT string_agg(format('%s:%s:%s:%s:%s:%s:%s:%s:%s:%s:%s:%s:%s:%s',
+	budget, max_active, max_queued, queue_timeout, statement_timeout, lock_timeout,
+	fair, roles, scope, idle_in_transaction_timeout, parallel_workers, utility,
+	enforce, databases), ' ' ORDER BY budget) FROM dbgate.budgets};
+my $expected =
+    'v1_one:2:5:00:00:01:00:01:00:00:00:02:t:{v1_alice}:statement:00:00:00:-1:f:t:{} '
+  . 'v1_two:7:0:00:00:00:00:00:00:00:00:00:f:{v1_bob}:statement:00:00:00:-1:f:t:{}';
+is($node->safe_psql('postgres', $sql),
+	$expected, 'budgets and assignments of 1.0, the 1.1 fields at their defaults');
+my ($state) = run_sql($node, 'SELECT 1', user => 'v1_alice');
+is($state, '', 'an assigned role runs');
+is($node->safe_psql('postgres',
+		"SELECT admitted FROM dbgate.status WHERE budget = 'v1_one'"),
+	'1', 'gated by the loaded budget');
+
+# the next change writes format version 2
+$node->safe_psql(
+	'postgres', q{
+	SELECT dbgate.alter_budget('v1_two', scope => 'transaction', utility => true);
+	SELECT dbgate.assign_database('postgres', 'v1_two');
+});
+my $v2 = slurp_file("$pgdata/dbgate.state");
+is((unpack('L2', $v2))[1], 2, 'a committed change writes format version 2');
+$node->restart;
+$expected =~ s/v1_two:(.*):statement:00:00:00:-1:f:t:\{\}/v1_two:$1:transaction:00:00:00:-1:t:t:{postgres}/;
+is($node->safe_psql('postgres', $sql),
+	$expected, 'the version-2 file is read back after a restart');
+
+# a version-1 file with a bad checksum is still refused
+$node->stop;
+my $bad = $file;
+substr($bad, -1, 1) = chr(ord(substr($bad, -1, 1)) ^ 0xFF);
+open $fh, '>:raw', "$pgdata/dbgate.state" or die "cannot write: $!";
+print $fh $bad;
+close $fh;
+$offset = -s $node->logfile;
+$node->start;
+ok($node->log_contains(qr/WARNING:.*"dbgate\.state" is invalid/, $offset),
+	'a damaged version-1 file is refused with a warning');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM dbgate.budgets'),
+	'0', 'and nothing is loaded from it');
+
+$node->stop;
+done_testing();

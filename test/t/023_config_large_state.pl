@@ -1,0 +1,116 @@
+# A state file with 100,000 role and 100,000 database assignments loads at
+# start-up, completely, and a commit writes it back: loading sorts and
+# searches instead of comparing every record with every other one (a
+# quadratic loader took about 11 s for 100,000 role assignments).  The
+# file is built here byte by byte in format version 2.
+use strict;
+use warnings FATAL => 'all';
+
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use DbgateTest;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time);
+
+my $N = 100_000;
+
+# CRC-32C (Castagnoli), as PostgreSQL's pg_crc32c computes it
+my @crc_table;
+for my $i (0 .. 255)
+{
+	my $c = $i;
+	for (1 .. 8)
+	{
+		$c = ($c & 1) ? (($c >> 1) ^ 0x82F63B78) : ($c >> 1);
+	}
+	$crc_table[$i] = $c;
+}
+
+sub crc32c
+{
+	my ($data) = @_;
+	my $crc = 0xFFFFFFFF;
+	for (my $off = 0; $off < length($data); $off += 65536)
+	{
+		for my $byte (unpack('C*', substr($data, $off, 65536)))
+		{
+			$crc = $crc_table[($crc ^ $byte) & 0xFF] ^ ($crc >> 8);
+		}
+	}
+	return $crc ^ 0xFFFFFFFF;
+}
+
+my $node = dbgate_node('largestate',
+	conf => "dbgate.max_roles = 200000\n");
+my $pgdata = $node->data_dir;
+$node->safe_psql('postgres', 'CREATE ROLE big_user LOGIN');
+my $user_oid = $node->safe_psql('postgres',
+	"SELECT oid FROM pg_roles WHERE rolname = 'big_user'");
+my $db_oid = $node->safe_psql('postgres',
+	"SELECT oid FROM pg_database WHERE datname = 'postgres'");
+$node->stop;
+
+# format 2: header (magic, version, nbudgets, nroles, ndbs, flags, lsn),
+# budgets (name[64], six int32 of 1.0, then scope, idle_timeout_ms,
+# parallel_workers, utility, enforce, reserved), roles (oid, budget[64]),
+# databases (oid, budget[64]), CRC-32C
+my $bytes = pack('L6 Q', 0x44424754, 2, 2, $N, $N, 0, 0);
+$bytes .= pack('a64 l6 l6', 'big_a', 3, 0, 0, 0, 0, 1, 0, 0, -1, 0, 1, 0);
+$bytes .= pack('a64 l6 l6', 'big_b', 5, 0, 0, 0, 0, 1, 1, 0, 2, 1, 1, 0);
+# OIDs far above those in use, in an order the loader must sort, and the
+# real role and database among them
+my @roles = map { 3_000_000_000 - 7 * $_ } 1 .. $N - 1;
+my @dbs = map { 3_500_000_000 - 11 * $_ } 1 .. $N - 1;
+$bytes .= pack('L a64', $_, ($_ % 2) ? 'big_a' : 'big_b') for @roles;
+$bytes .= pack('L a64', $user_oid, 'big_a');
+$bytes .= pack('L a64', $_, ($_ % 2) ? 'big_a' : 'big_b') for @dbs;
+$bytes .= pack('L a64', $db_oid, 'big_b');
+$bytes .= pack('L', crc32c($bytes));
+open my $fh, '>:raw', "$pgdata/dbgate.state" or die "cannot write: $!";
+print $fh $bytes;
+close $fh;
+
+my $offset = -s $node->logfile;
+my $t0 = time;
+$node->start;
+my $took = time - $t0;
+ok( $node->log_contains(
+		qr/dbgate loaded 2 budgets, $N role assignments and $N database assignments/,
+		$offset),
+	"all $N role and $N database assignments are loaded");
+ok(!$node->log_contains(qr/WARNING/, $offset), 'without a warning');
+# a generous bound: the quadratic loader needed far longer than this
+cmp_ok($took, '<', 30, sprintf('start-up took %.1f s', $took));
+
+my ($state) = run_sql($node, 'SELECT 1', user => 'big_user');
+is($state, '', 'the assigned role runs');
+is( $node->safe_psql('postgres',
+		"SELECT admitted FROM dbgate.status WHERE budget = 'big_a'"),
+	'1',
+	'its statement was gated by the budget of its loaded assignment');
+is( $node->safe_psql(
+		'postgres',
+		q{SELECT string_agg(format('%s:%s:%s', budget, roles, databases), ' ' ORDER BY budget) FROM dbgate.budgets}
+	),
+	'big_a:{big_user}:{} big_b:{}:{postgres}',
+	'the existing role and database show in dbgate.budgets');
+
+# a commit writes all of it back
+$node->safe_psql('postgres',
+	"SELECT dbgate.alter_budget('big_b', max_active => 6)");
+is(-s "$pgdata/dbgate.state", length($bytes), 'the written file has the same size');
+$offset = -s $node->logfile;
+$node->restart;
+ok( $node->log_contains(
+		qr/dbgate loaded 2 budgets, $N role assignments and $N database assignments/,
+		$offset),
+	'the file written by the commit loads completely after a restart');
+is( $node->safe_psql('postgres',
+		"SELECT max_active FROM dbgate.budgets WHERE budget = 'big_b'"),
+	'6',
+	'with the committed change');
+
+$node->stop;
+done_testing();
