@@ -16,6 +16,7 @@
  *	  sqlfuncs.c	SQL-callable configuration functions, dbgate.budgets
  *	  status.c		the live views dbgate.status and dbgate.backends
  *	  parallel.c	a budget's parallel_workers: planner and plan capping
+ *	  utility.c		which utility commands take a slot
  *
  *-------------------------------------------------------------------------
  */
@@ -29,6 +30,7 @@
 #include "executor/execdesc.h"
 #include "port/atomics.h"
 #include "storage/lwlock.h"
+#include "tcop/utility.h"
 #include "utils/elog.h"
 #include "utils/timestamp.h"
 
@@ -382,6 +384,10 @@ extern void dbgate_utility_end(void);
 /* parallel.c */
 extern void dbgate_parallel_init(void);
 extern void dbgate_parallel_executor_start(QueryDesc *queryDesc);
+
+/* utility.c */
+extern bool dbgate_utility_takes_slot(PlannedStmt *pstmt,
+									  ProcessUtilityContext context);
 
 /* limits.c */
 typedef struct DbgateLimitState
