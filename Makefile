@@ -13,7 +13,8 @@ OBJS = \
 	src/wal.o \
 	src/sqlfuncs.o \
 	src/status.o \
-	src/parallel.o
+	src/parallel.o \
+	src/utility.o
 
 EXTENSION = dbgate
 DATA = sql/dbgate--1.0.sql sql/dbgate--1.0--1.1.sql

@@ -18,6 +18,7 @@
  *	  sqlfuncs.c	SQL-callable configuration functions, dbgate.budgets
  *	  status.c		the live views dbgate.status and dbgate.backends
  *	  parallel.c	a budget's parallel_workers: planner and plan capping
+ *	  utility.c		which utility commands take a slot
  *
  *-------------------------------------------------------------------------
  */
@@ -32,6 +33,7 @@
 #include "miscadmin.h"
 #include "port/atomics.h"
 #include "storage/lwlock.h"
+#include "tcop/utility.h"
 #include "utils/elog.h"
 #include "utils/timestamp.h"
 
@@ -424,6 +426,10 @@ dbgate_parallel_executor_start(QueryDesc *queryDesc)
 	if (unlikely(queryDesc->plannedstmt->parallelModeNeeded))
 		dbgate_parallel_executor_start_slow(queryDesc);
 }
+
+/* utility.c */
+extern bool dbgate_utility_takes_slot(PlannedStmt *pstmt,
+									  ProcessUtilityContext context);
 
 /* limits.c */
 /* gucvar.c: a built-in integer setting tightened for a while */
