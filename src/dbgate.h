@@ -464,9 +464,9 @@ typedef struct DbgateLimitState
 extern void dbgate_limits_apply(DbgateLimitState *st, TimestampTz start,
 								int statement_timeout_ms, int lock_timeout_ms);
 extern void dbgate_limits_restore(DbgateLimitState *st, bool is_error);
-extern void dbgate_idle_timeout_apply(int idle_timeout_ms);
-extern void dbgate_idle_timeout_restore(void);
-extern bool dbgate_idle_timeout_applied(void);
+extern void dbgate_idle_timeout_arm(int idle_timeout_ms);
+extern void dbgate_idle_timeout_disarm(void);
+extern bool dbgate_idle_timeout_fired(void);
 
 /* admission.c, around ExecutorRun / ExecutorFinish */
 extern bool dbgate_run_begin(QueryDesc *queryDesc, DbgateLimitState *st);
