@@ -52,7 +52,8 @@
  * Point-in-time recovery restores the configuration as of the recovery
  * target, except when the backup's state file already holds a change
  * logged after the target; that is reported with a WARNING at the end of
- * recovery.
+ * recovery, and the file is then marked current at the end of recovery so
+ * that the changes of the new timeline count as newer.
  *
  * The resource manager ID: custom resource managers have IDs 128 to 255;
  * 128 (RM_EXPERIMENTAL_ID) is meant for trying things out, so dbgate takes
@@ -268,6 +269,13 @@ dbgate_redo(XLogReaderState *record)
 	}
 }
 
+/*
+ * End of recovery: settle the set-aside image.  If the state file holds a
+ * change logged after the end of recovery (point-in-time recovery to a
+ * target before it), it is kept, said so, and from now on regarded as
+ * current at the end of recovery: the changes logged on the new timeline
+ * come after it.
+ */
 static void
 dbgate_redo_cleanup(void)
 {
@@ -281,12 +289,23 @@ dbgate_redo_cleanup(void)
 	state_lsn = dbgate_shared->state_lsn;
 	LWLockRelease(dbgate_shared->config_lock);
 	if (state_lsn > replayed)
+	{
+		DbgateConfig config;
+
 		ereport(WARNING,
 				(errmsg("dbgate state file \"%s\" holds a configuration change logged after the end of recovery",
 						DBGATE_STATE_FILE),
 				 errdetail("The file is current at %X/%X; recovery ended at %X/%X.",
 						   LSN_FORMAT_ARGS(state_lsn), LSN_FORMAT_ARGS(replayed)),
 				 errhint("The configuration is kept as in the file; check it with SELECT * FROM dbgate.budgets.")));
+		dbgate_snapshot_config(&config);
+		dbgate_state_write_temp(&config, replayed);
+		dbgate_state_commit_temp(ERROR);
+		LWLockAcquire(dbgate_shared->config_lock, LW_EXCLUSIVE);
+		dbgate_shared->state_lsn = replayed;
+		LWLockRelease(dbgate_shared->config_lock);
+		dbgate_image_free(&config);
+	}
 }
 
 /* ----------

@@ -48,9 +48,15 @@ ok( $primary->poll_query_until(
 
 sub restored
 {
-	my ($name, $target) = @_;
+	my ($name, $target, $state_file) = @_;
 	my $node = PostgreSQL::Test::Cluster->new($name);
 	$node->init_from_backup($primary, 'pb', has_restoring => 1, standby => 0);
+	if (defined $state_file)
+	{
+		open my $fh, '>:raw', $node->data_dir . '/dbgate.state' or die $!;
+		print $fh $state_file;
+		close $fh;
+	}
 	# (archive_mode off: the restored servers must not archive a new
 	# timeline into the primary's archive, where the other would follow it)
 	$node->append_conf('postgresql.conf',
@@ -76,6 +82,22 @@ is($st, '', 'the restored server accepts changes');
 my $end = restored('pitr_end', undef);
 is($end->safe_psql('postgres', $conf_sql),
 	$final, 'restored to the end of the WAL: both changes');
+
+# A backup whose state file already holds the later changes (copied while
+# they committed): restored to the restore point, the file's configuration
+# is kept with a WARNING, and changes made afterwards survive a crash.
+my $newer = slurp_file($primary->data_dir . '/dbgate.state');
+my $ahead = restored('pitr_ahead', 'between', $newer);
+ok($ahead->log_contains(qr/WARNING:.*holds a configuration change logged after the end of recovery/),
+	'a state file ahead of the recovery target is reported');
+is($ahead->safe_psql('postgres', $conf_sql),
+	$final, 'and its configuration is kept');
+$ahead->safe_psql('postgres', "SELECT dbgate.create_budget('p_after', 4)");
+$ahead->stop('immediate');
+$ahead->start;
+like($ahead->safe_psql('postgres', $conf_sql), qr/p_after:4/,
+	'a change committed after that recovery survives a crash');
+$ahead->stop;
 
 $between->stop;
 $end->stop;
