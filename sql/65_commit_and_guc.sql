@@ -6,6 +6,11 @@
 --  * deferred triggers fired by COMMIT take no slot: a COMMIT never queues
 --    and never fails because its budget is full.
 --
+-- Runs alone as well as after the other files (pg_regress NAME): the
+-- extension is created if it is not there yet.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS dbgate;
+RESET client_min_messages;
 \set VERBOSITY default
 \set SHOW_CONTEXT never
 SELECT current_user AS su \gset
@@ -40,7 +45,9 @@ BEGIN;
 INSERT INTO cg_fk VALUES (1);
 INSERT INTO cg_fk VALUES (1);
 COMMIT;
--- the 3 INSERTs and this SELECT (the deferred checks took no slot)
+-- the first INSERT, the transaction (its second INSERT runs under the slot
+-- the first one kept: it holds a transaction ID) and this SELECT; the
+-- deferred checks took no slot
 SELECT admitted - :before AS admissions FROM dbgate.status WHERE budget = 'cg_b';
 -- a failing deferred check still fails as usual
 BEGIN;

@@ -121,6 +121,61 @@ CREATE OR REPLACE VIEW budgets AS
     SELECT * FROM budget_config() ORDER BY budget;
 DROP FUNCTION budget_config_1_0();
 
+--
+-- The live views gain columns at the end (idle_in_transaction,
+-- terminated_idle, would_queue, would_reject; classified_by), in the same
+-- way as dbgate.budgets.
+--
+ALTER FUNCTION budget_status() RENAME TO budget_status_1_0;
+CREATE FUNCTION budget_status(
+    OUT budget text,
+    OUT max_active integer,
+    OUT active integer,
+    OUT max_queued integer,
+    OUT queued integer,
+    OUT peak_active integer,
+    OUT peak_queued integer,
+    OUT admitted bigint,
+    OUT admitted_after_wait bigint,
+    OUT rejected_full bigint,
+    OUT rejected_timeout bigint,
+    OUT canceled_waiting bigint,
+    OUT admitted_lock_holder bigint,
+    OUT wait_time_total double precision,
+    OUT wait_time_max double precision,
+    OUT active_time_total double precision,
+    OUT stats_reset timestamptz,
+    OUT idle_in_transaction integer,
+    OUT terminated_idle bigint,
+    OUT would_queue bigint,
+    OUT would_reject bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'dbgate_budget_status_1_1'
+LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
+REVOKE ALL ON FUNCTION budget_status() FROM PUBLIC;
+SELECT dbgate_copy_execute_grants('budget_status_1_0()', 'budget_status()');
+CREATE OR REPLACE VIEW status AS
+    SELECT * FROM budget_status() ORDER BY budget;
+DROP FUNCTION budget_status_1_0();
+
+ALTER FUNCTION backend_status() RENAME TO backend_status_1_0;
+CREATE FUNCTION backend_status(
+    OUT pid integer,
+    OUT role name,
+    OUT budget text,
+    OUT state text,
+    OUT state_since timestamptz,
+    OUT queue_position integer,
+    OUT classified_by text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'dbgate_backend_status_1_1'
+LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
+REVOKE ALL ON FUNCTION backend_status() FROM PUBLIC;
+SELECT dbgate_copy_execute_grants('backend_status_1_0()', 'backend_status()');
+CREATE OR REPLACE VIEW backends AS
+    SELECT * FROM backend_status() ORDER BY budget, state, queue_position, pid;
+DROP FUNCTION backend_status_1_0();
+
 DROP FUNCTION dbgate_copy_execute_grants(regprocedure, regprocedure);
 
 --

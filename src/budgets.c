@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * budgets.c
- *	  The shared budget table, the role map, and budget lookup.
+ *	  The shared budget table and the role map: set-up and installation of
+ *	  a configuration.
  *
  * Shared memory follows the pg_stat_statements pattern: one size function
  * used at request and at initialisation, a named LWLock tranche, and
@@ -9,12 +10,8 @@
  * (also after a crash restart, when the configuration is read back from
  * the state file and every counter starts from zero).
  *
- * Lookup: a backend's budget is that of its session user, found in the role
- * map, else dbgate.default_budget, else none.  The answer is cached per
- * backend and reused while the shared configuration generation, the session
- * user and dbgate.default_budget are unchanged and no pg_authid
- * invalidation arrived (superuser status may change).  The statement path
- * therefore reads one atomic counter and touches no catalog and no lock.
+ * Which budget a backend belongs to is decided in classify.c, from the
+ * maps installed here.
  *
  *-------------------------------------------------------------------------
  */
@@ -31,13 +28,6 @@
 #include "dbgate.h"
 
 DbgateShared *dbgate_shared = NULL;
-
-/* backend-local lookup cache */
-static bool lookup_valid = false;
-static uint64 lookup_generation;
-static Oid	lookup_user;
-static DbgateLookup lookup_result = {-1, 0, DBGATE_BY_ROLE, InvalidOid};
-static bool lookup_callback_registered = false;
 
 static Size
 procs_count(void)
@@ -58,7 +48,7 @@ dbgate_shmem_size(void)
 												  sizeof(DbgateRoleMap))));
 	size = add_size(size, CACHELINEALIGN(mul_size(dbgate_max_roles,
 												  sizeof(DbgateDbMap))));
-	size = add_size(size, mul_size(procs_count(), sizeof(DbgateProcPadded)));
+	size = add_size(size, dbgate_admission_shmem_size((int) procs_count()));
 	return size;
 }
 
@@ -192,7 +182,7 @@ install_initial(const DbgateConfig *config)
 
 		b->in_use = true;
 		b->incarnation++;
-		b->conf = config->budgets[i];
+		dbgate_admission_budget_created(b, &config->budgets[i]);
 		pg_atomic_write_u64(&b->state, dbgate_st_make(b->incarnation, 0, 0));
 		dbgate_reset_budget_stats(b, now);
 	}
@@ -230,13 +220,15 @@ dbgate_shmem_init(void)
 		base += CACHELINEALIGN(mul_size(sh->max_roles, sizeof(DbgateRoleMap)));
 		sh->dbs = (DbgateDbMap *) base;
 		base += CACHELINEALIGN(mul_size(sh->max_roles, sizeof(DbgateDbMap)));
-		sh->procs = (DbgateProcPadded *) base;
+		sh->procs = base;
+		dbgate_admission_shmem_init(base, sh->max_procs);
+		pg_atomic_init_u32(&sh->enabled, dbgate_enabled ? 1 : 0);
+		sh->wait_event_info = PG_WAIT_EXTENSION;
 
 		for (i = 0; i < sh->max_budgets; i++)
 		{
 			sh->budgets[i].d.in_use = false;
-			sh->budgets[i].d.queue_head = -1;
-			sh->budgets[i].d.queue_tail = -1;
+			pg_atomic_init_u32(&sh->budgets[i].d.conf_seq, 0);
 			pg_atomic_init_u64(&sh->budgets[i].d.state, 0);
 			pg_atomic_init_u32(&sh->budgets[i].d.peak_active, 0);
 			pg_atomic_init_u64(&sh->budgets[i].d.admitted, 0);
@@ -244,16 +236,14 @@ dbgate_shmem_init(void)
 			pg_atomic_init_u64(&sh->budgets[i].d.admitted_after_wait, 0);
 			pg_atomic_init_u64(&sh->budgets[i].d.wait_time_total_us, 0);
 			pg_atomic_init_u64(&sh->budgets[i].d.wait_time_max_us, 0);
-		}
-		for (i = 0; i < sh->max_procs; i++)
-		{
-			sh->procs[i].d.budget = -1;
-			sh->procs[i].d.state = DBGATE_PROC_IDLE;
-			sh->procs[i].d.prev = -1;
-			sh->procs[i].d.next = -1;
+			pg_atomic_init_u64(&sh->budgets[i].d.would_queue, 0);
+			pg_atomic_init_u64(&sh->budgets[i].d.would_reject, 0);
+			pg_atomic_init_u64(&sh->budgets[i].d.terminated_idle, 0);
 		}
 
 	}
+	else
+		dbgate_admission_shmem_attach(sh->procs);
 	LWLockRelease(AddinShmemInitLock);
 
 	/*
@@ -291,27 +281,14 @@ dbgate_reset_budget_stats(DbgateBudget *b, TimestampTz now)
 	pg_atomic_write_u64(&b->admitted_after_wait, 0);
 	pg_atomic_write_u64(&b->wait_time_total_us, 0);
 	pg_atomic_write_u64(&b->wait_time_max_us, 0);
+	pg_atomic_write_u64(&b->would_queue, 0);
+	pg_atomic_write_u64(&b->would_reject, 0);
+	pg_atomic_write_u64(&b->terminated_idle, 0);
 	b->rejected_full = 0;
 	b->rejected_timeout = 0;
 	b->canceled_waiting = 0;
 	b->admitted_lock_holder = 0;
 	b->stats_reset = now;
-}
-
-/* ----------
- * Lookup
- * ----------
- */
-static void
-authid_callback(Datum arg, int cacheid, uint32 hashvalue)
-{
-	lookup_valid = false;
-}
-
-void
-dbgate_invalidate_lookup(void)
-{
-	lookup_valid = false;
 }
 
 /*
@@ -330,85 +307,6 @@ dbgate_find_budget(const char *name)
 			return i;
 	}
 	return -1;
-}
-
-static int
-rolemap_find(Oid roleid)
-{
-	DbgateShared *sh = dbgate_shared;
-	int			lo = 0,
-				hi = sh->nroles - 1;
-
-	while (lo <= hi)
-	{
-		int			mid = lo + (hi - lo) / 2;
-		Oid			r = sh->roles[mid].roleid;
-
-		if (r == roleid)
-			return sh->roles[mid].budget;
-		if (r < roleid)
-			lo = mid + 1;
-		else
-			hi = mid - 1;
-	}
-	return -1;
-}
-
-static const DbgateLookup *
-lookup_slow(Oid user, uint64 generation)
-{
-	DbgateShared *sh = dbgate_shared;
-	int			idx = -1;
-	uint32		inc = 0;
-	DbgateRule	rule = DBGATE_BY_ROLE;
-
-	if (!lookup_callback_registered)
-	{
-		CacheRegisterSyscacheCallback(AUTHOID, authid_callback, (Datum) 0);
-		lookup_callback_registered = true;
-	}
-
-	/* mark valid first: an invalidation arriving meanwhile clears it */
-	lookup_valid = true;
-	lookup_generation = generation;
-	lookup_user = user;
-
-	/* superusers are the administrator's reserve: never gated */
-	if (!superuser_arg(user))
-	{
-		LWLockAcquire(sh->config_lock, LW_SHARED);
-		idx = rolemap_find(user);
-		if (idx < 0 && dbgate_default_budget != NULL &&
-			dbgate_default_budget[0] != '\0')
-		{
-			idx = dbgate_find_budget(dbgate_default_budget);
-			rule = DBGATE_BY_DEFAULT;
-		}
-		if (idx >= 0)
-			inc = sh->budgets[idx].d.incarnation;
-		LWLockRelease(sh->config_lock);
-	}
-
-	lookup_result.budget = idx;
-	lookup_result.incarnation = inc;
-	lookup_result.rule = rule;
-	lookup_result.via = InvalidOid;
-	return &lookup_result;
-}
-
-/*
- * The budget that gates the current statement (budget -1: none), and why.
- */
-const DbgateLookup *
-dbgate_classify(void)
-{
-	Oid			user = GetSessionUserId();
-	uint64		generation = pg_atomic_read_u64(&dbgate_shared->generation);
-
-	if (likely(lookup_valid && generation == lookup_generation &&
-			   user == lookup_user))
-		return &lookup_result;
-	return lookup_slow(user, generation);
 }
 
 /* ----------
@@ -530,17 +428,7 @@ dbgate_install_config(const DbgateConfig *config, XLogRecPtr lsn)
 			continue;
 
 		LWLockAcquire(lock, LW_EXCLUSIVE);
-		while (b->queue_head >= 0)
-		{
-			int			procno = b->queue_head;
-			DbgateProc *p = &sh->procs[procno].d;
-
-			b->queue_head = p->next;
-			p->prev = p->next = -1;
-			p->released = true;
-			SetLatch(&DBGATE_PROC_BY_NUMBER(procno)->procLatch);
-		}
-		b->queue_tail = -1;
+		dbgate_admission_budget_dropped(b);
 		b->in_use = false;
 		b->incarnation++;
 		/* fast-path CASes against the old word fail from now on */
@@ -576,8 +464,7 @@ dbgate_install_config(const DbgateConfig *config, XLogRecPtr lsn)
 			LWLockAcquire(lock, LW_EXCLUSIVE);
 			b->in_use = true;
 			b->incarnation++;
-			b->conf = *c;
-			b->queue_head = b->queue_tail = -1;
+			dbgate_admission_budget_created(b, c);
 			pg_atomic_write_u64(&b->state, dbgate_st_make(b->incarnation, 0, 0));
 			dbgate_reset_budget_stats(b, now);
 			LWLockRelease(lock);
@@ -587,9 +474,8 @@ dbgate_install_config(const DbgateConfig *config, XLogRecPtr lsn)
 		b = &sh->budgets[idx].d;
 		lock = dbgate_budget_lock(idx);
 		LWLockAcquire(lock, LW_EXCLUSIVE);
-		b->conf = *c;
 		/* a raised limit admits waiting statements at once */
-		(void) dbgate_grant_waiters(b, idx);
+		dbgate_admission_set_limits(b, c, true);
 		LWLockRelease(lock);
 	}
 

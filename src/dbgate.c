@@ -28,15 +28,13 @@
 #include "compat.h"
 #include "dbgate.h"
 
-PG_MODULE_MAGIC;
+DBGATE_MODULE_MAGIC("dbgate", "1.1");
 
 /* GUCs */
 bool		dbgate_enabled = true;
 int			dbgate_max_budgets = 64;
 int			dbgate_max_roles = 1024;
 char	   *dbgate_default_budget = NULL;
-
-uint32		dbgate_wait_event_info = PG_WAIT_EXTENSION;
 
 /* saved hook values */
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
@@ -46,6 +44,7 @@ static ExecutorRun_hook_type prev_ExecutorRun = NULL;
 static ExecutorFinish_hook_type prev_ExecutorFinish = NULL;
 static ExecutorEnd_hook_type prev_ExecutorEnd = NULL;
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
+static emit_log_hook_type prev_emit_log_hook = NULL;
 
 void		_PG_init(void);
 
@@ -61,6 +60,7 @@ static void dbgate_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 								  ParamListInfo params,
 								  QueryEnvironment *queryEnv,
 								  DestReceiver *dest, QueryCompletion *qc);
+static void dbgate_emit_log_hook(ErrorData *edata);
 static void dbgate_xact_callback(XactEvent event, void *arg);
 static void dbgate_subxact_callback(SubXactEvent event,
 									SubTransactionId mySubid,
@@ -84,6 +84,19 @@ assign_default_budget(const char *newval, void *extra)
 	dbgate_invalidate_lookup();
 }
 
+/*
+ * The postmaster publishes dbgate.enabled for queued backends, which must
+ * not reload the configuration file in the middle of a statement: it
+ * reloads before it signals its children, and a signalled waiter wakes on
+ * its latch and reads the shared value.
+ */
+static void
+assign_enabled(bool newval, void *extra)
+{
+	if (!IsUnderPostmaster && dbgate_shared != NULL)
+		pg_atomic_write_u32(&dbgate_shared->enabled, newval ? 1 : 0);
+}
+
 void
 _PG_init(void)
 {
@@ -97,7 +110,7 @@ _PG_init(void)
 							 true,
 							 PGC_SIGHUP,
 							 0,
-							 NULL, NULL, NULL);
+							 NULL, assign_enabled, NULL);
 
 	DefineCustomIntVariable("dbgate.max_budgets",
 							"Maximum number of budgets.",
@@ -144,6 +157,10 @@ _PG_init(void)
 	ExecutorEnd_hook = dbgate_ExecutorEnd;
 	prev_ProcessUtility = ProcessUtility_hook;
 	ProcessUtility_hook = dbgate_ProcessUtility;
+	prev_emit_log_hook = emit_log_hook;
+	emit_log_hook = dbgate_emit_log_hook;
+	/* planner_hook: parallel.c */
+	dbgate_parallel_init();
 
 	/* configuration changes travel with the WAL */
 	dbgate_wal_init();
@@ -179,6 +196,18 @@ dbgate_shmem_startup_hook(void)
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
 	dbgate_shmem_init();
+	/* once, here, so that no backend has a step left that could fail */
+	if (!IsUnderPostmaster)
+		dbgate_shared->wait_event_info = dbgate_queue_wait_event();
+}
+
+static void
+dbgate_emit_log_hook(ErrorData *edata)
+{
+	if (dbgate_shared != NULL)
+		dbgate_admission_log(edata);
+	if (prev_emit_log_hook)
+		prev_emit_log_hook(edata);
 }
 
 /* ----------
@@ -189,6 +218,7 @@ static void
 dbgate_ExecutorStart(QueryDesc *queryDesc, int eflags)
 {
 	dbgate_executor_start(queryDesc, eflags);
+	dbgate_parallel_executor_start(queryDesc);
 
 	if (prev_ExecutorStart)
 		prev_ExecutorStart(queryDesc, eflags);
@@ -331,12 +361,16 @@ dbgate_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 	if (dbgate_shared != NULL && IsA(parsetree, DropdbStmt))
 		dropped_db = get_database_oid(((DropdbStmt *) parsetree)->dbname, true);
 
+	if (dbgate_shared != NULL)
+		dbgate_admission_utility_start();
 	if (prev_ProcessUtility)
 		prev_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
 							queryEnv, dest, qc);
 	else
 		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
 								params, queryEnv, dest, qc);
+	if (dbgate_shared != NULL)
+		dbgate_admission_utility_done();
 
 	if (dropped != NIL)
 	{

@@ -5,7 +5,8 @@
  *
  * Files and what they own:
  *	  dbgate.c		module entry, GUCs, hook installation, xact callbacks
- *	  budgets.c		the shared budget table, role map and budget lookup
+ *	  budgets.c		the shared budget table and role map
+ *	  classify.c	which budget gates a backend (the lookup and its cache)
  *	  admission.c	admit / queue / hand off / release of slots
  *	  limits.c		per-budget statement_timeout and lock_timeout
  *	  confimage.c	configuration images (backend-local copies)
@@ -14,6 +15,7 @@
  *	  wal.c			WAL records of configuration changes and their redo
  *	  sqlfuncs.c	SQL-callable configuration functions, dbgate.budgets
  *	  status.c		the live views dbgate.status and dbgate.backends
+ *	  parallel.c	a budget's parallel_workers: planner and plan capping
  *
  *-------------------------------------------------------------------------
  */
@@ -27,6 +29,7 @@
 #include "executor/execdesc.h"
 #include "port/atomics.h"
 #include "storage/lwlock.h"
+#include "utils/elog.h"
 #include "utils/timestamp.h"
 
 #define DBGATE_STATE_FILE		"dbgate.state"
@@ -131,7 +134,14 @@ typedef struct DbgateBudget
 	/* identity: written with config_lock and this budget's lock exclusive */
 	bool		in_use;
 	uint32		incarnation;	/* bumped whenever the entry is (re)used */
-	DbgateBudgetConf conf;		/* limits: written under the budget lock */
+
+	/*
+	 * Limits: written only by dbgate_admission_set_limits(), under the
+	 * budget lock and inside conf_seq (odd while writing); read without
+	 * the lock only through admission.c's read_limits().
+	 */
+	pg_atomic_uint32 conf_seq;
+	DbgateBudgetConf conf;
 
 	/*
 	 * Live counts: one atomic word, see DBGATE_ST_*.  'active' changes
@@ -151,6 +161,9 @@ typedef struct DbgateBudget
 	pg_atomic_uint64 admitted_after_wait;
 	pg_atomic_uint64 wait_time_total_us;
 	pg_atomic_uint64 wait_time_max_us;
+	pg_atomic_uint64 would_queue;	/* shadow mode */
+	pg_atomic_uint64 would_reject;
+	pg_atomic_uint64 terminated_idle;
 	/* the rest only change under the budget lock */
 	uint64		rejected_full;
 	uint64		rejected_timeout;
@@ -175,14 +188,19 @@ typedef union DbgateBudgetPadded
 } DbgateBudgetPadded;
 
 /*
- * The state word of a budget: | tag:16 | active:24 | queued:24 |.  The tag
- * is the low 16 bits of the budget's incarnation, so that a compare-and-swap
- * against a dropped (or dropped and reused) entry fails.  Counts never come
- * near 2^24: both are bounded by the number of backends.
+ * The state word of a budget: | tag:28 | active:18 | queued:18 |.  The tag
+ * is the low 28 bits of the budget's incarnation, so that a compare-and-swap
+ * (or a release) against a dropped entry, or one dropped and reused up to
+ * 2^28 - 1 times since, fails.  Counts never exceed 2^18 - 1: both are
+ * bounded by the number of backends, which PostgreSQL limits to
+ * MAX_BACKENDS = 2^18 - 1.
  */
+#define DBGATE_ST_BITS			18
 #define DBGATE_ST_ONE_QUEUED	UINT64CONST(1)
-#define DBGATE_ST_ONE_ACTIVE	(UINT64CONST(1) << 24)
-#define DBGATE_ST_MASK			UINT64CONST(0xFFFFFF)
+#define DBGATE_ST_ONE_ACTIVE	(UINT64CONST(1) << DBGATE_ST_BITS)
+#define DBGATE_ST_MASK			((UINT64CONST(1) << DBGATE_ST_BITS) - 1)
+#define DBGATE_ST_TAG_SHIFT		(2 * DBGATE_ST_BITS)
+#define DBGATE_ST_TAG_MASK		((UINT64CONST(1) << (64 - DBGATE_ST_TAG_SHIFT)) - 1)
 
 static inline uint32
 dbgate_st_queued(uint64 st)
@@ -193,59 +211,27 @@ dbgate_st_queued(uint64 st)
 static inline uint32
 dbgate_st_active(uint64 st)
 {
-	return (uint32) ((st >> 24) & DBGATE_ST_MASK);
+	return (uint32) ((st >> DBGATE_ST_BITS) & DBGATE_ST_MASK);
 }
 
 static inline uint32
 dbgate_st_tag(uint64 st)
 {
-	return (uint32) (st >> 48);
+	return (uint32) (st >> DBGATE_ST_TAG_SHIFT);
 }
 
 static inline uint32
 dbgate_tag_of(uint32 incarnation)
 {
-	return incarnation & 0xFFFF;
+	return (uint32) (incarnation & DBGATE_ST_TAG_MASK);
 }
 
 static inline uint64
 dbgate_st_make(uint32 incarnation, uint32 active, uint32 queued)
 {
-	return ((uint64) dbgate_tag_of(incarnation) << 48) |
-		((uint64) active << 24) | (uint64) queued;
+	return ((uint64) dbgate_tag_of(incarnation) << DBGATE_ST_TAG_SHIFT) |
+		((uint64) active << DBGATE_ST_BITS) | (uint64) queued;
 }
-
-typedef enum DbgateProcState
-{
-	DBGATE_PROC_IDLE = 0,		/* neither queued nor holding a slot */
-	DBGATE_PROC_QUEUED,			/* in a budget's queue */
-	DBGATE_PROC_ACTIVE			/* holds a slot */
-} DbgateProcState;
-
-/*
- * Per-backend entry, indexed by proc number.  While state != IDLE every
- * field is protected by the lock of budget 'budget'; the owning backend
- * alone moves it from IDLE to another state.
- */
-typedef struct DbgateProc
-{
-	int32		budget;			/* budget index, -1 when idle */
-	uint32		incarnation;	/* of that budget */
-	uint8		state;			/* DbgateProcState */
-	bool		granted;		/* queued, and a slot was handed over */
-	bool		released;		/* queued, and the budget no longer gates */
-	int32		prev;			/* queue links: proc numbers or -1 */
-	int32		next;
-	int32		pid;
-	Oid			roleid;			/* session user */
-	TimestampTz state_since;
-} DbgateProc;
-
-typedef union DbgateProcPadded
-{
-	DbgateProc	d;
-	char		pad[DBGATE_LINES(sizeof(DbgateProc))];
-} DbgateProcPadded;
 
 /* Role map entry; the map is sorted by roleid. */
 typedef struct DbgateRoleMap
@@ -269,6 +255,13 @@ typedef struct DbgateShared
 	/* bumped after every installed configuration change */
 	pg_atomic_uint64 generation;
 
+	/*
+	 * dbgate.enabled as the postmaster last read it: queued backends look
+	 * here (they do not reload the configuration file mid-statement).
+	 */
+	pg_atomic_uint32 enabled;
+	uint32		wait_event_info;	/* reported while queued */
+
 	int			max_budgets;
 	int			max_roles;
 	int			max_procs;
@@ -280,7 +273,7 @@ typedef struct DbgateShared
 	DbgateBudgetPadded *budgets;	/* [max_budgets] */
 	DbgateRoleMap *roles;		/* [max_roles] */
 	DbgateDbMap *dbs;			/* [max_roles] as well */
-	DbgateProcPadded *procs;	/* [max_procs] */
+	char	   *procs;			/* [max_procs] entries private to admission.c */
 } DbgateShared;
 
 /* dbgate.c */
@@ -288,7 +281,6 @@ extern PGDLLIMPORT bool dbgate_enabled;
 extern PGDLLIMPORT int dbgate_max_budgets;
 extern PGDLLIMPORT int dbgate_max_roles;
 extern PGDLLIMPORT char *dbgate_default_budget;
-extern PGDLLIMPORT uint32 dbgate_wait_event_info;
 extern void dbgate_check_loaded(void);
 
 /* budgets.c */
@@ -296,6 +288,8 @@ extern PGDLLIMPORT DbgateShared *dbgate_shared;
 extern Size dbgate_shmem_size(void);
 extern void dbgate_shmem_request(void);
 extern void dbgate_shmem_init(void);
+
+/* classify.c */
 extern void dbgate_invalidate_lookup(void);
 
 /* How a backend was classified (dbgate.backends.classified_by). */
@@ -316,6 +310,8 @@ typedef struct DbgateLookup
 } DbgateLookup;
 
 extern const DbgateLookup *dbgate_classify(void);
+
+/* budgets.c */
 extern int	dbgate_find_budget(const char *name);
 extern void dbgate_snapshot_config(DbgateConfig *config);
 extern void dbgate_install_config(const DbgateConfig *config, XLogRecPtr lsn);
@@ -331,13 +327,45 @@ dbgate_budget_lock(int idx)
 /* admission.c */
 extern int	dbgate_nrefs;		/* executor runs keeping this backend's slot */
 extern bool dbgate_slot_has_limits;
-extern void dbgate_admission_init(void);
 extern void dbgate_executor_start(QueryDesc *queryDesc, int eflags);
 extern void dbgate_executor_end(QueryDesc *queryDesc);
 extern void dbgate_admission_xact_end(void);
 extern void dbgate_admission_subxact_abort(SubTransactionId mySubid);
-extern bool dbgate_holds_slot(void);
-extern bool dbgate_grant_waiters(DbgateBudget *b, int idx);
+extern void dbgate_admission_utility_start(void);
+extern void dbgate_admission_utility_done(void);
+extern void dbgate_admission_log(ErrorData *edata);
+
+/* admission.c, for the configuration install */
+extern Size dbgate_admission_shmem_size(int max_procs);
+extern void dbgate_admission_shmem_init(void *base, int max_procs);
+extern void dbgate_admission_shmem_attach(void *base);
+extern void dbgate_admission_budget_created(DbgateBudget *b,
+											const DbgateBudgetConf *conf);
+extern void dbgate_admission_set_limits(DbgateBudget *b,
+										const DbgateBudgetConf *conf,
+										bool grant);
+extern void dbgate_admission_budget_dropped(DbgateBudget *b);
+
+/* admission.c, for the views */
+#define DBGATE_ROW_QUEUED		0
+#define DBGATE_ROW_ACTIVE		1
+#define DBGATE_ROW_IDLE_IN_XACT	2
+
+typedef struct DbgateBackendRow
+{
+	int32		pid;
+	Oid			roleid;
+	int			budget;
+	uint8		state;			/* DBGATE_ROW_* */
+	uint8		rule;			/* DbgateRule */
+	Oid			via;
+	TimestampTz since;
+	int32		position;		/* 1 = next; queued only */
+} DbgateBackendRow;
+
+extern int	dbgate_admission_backends(int idx, DbgateBackendRow *rows,
+									  int maxrows);
+extern int	dbgate_admission_idle_count(int idx);
 
 /*
  * A utility command that takes a slot like a query (budget field
@@ -350,6 +378,10 @@ extern bool dbgate_grant_waiters(DbgateBudget *b, int idx);
  */
 extern bool dbgate_utility_begin(void);
 extern void dbgate_utility_end(void);
+
+/* parallel.c */
+extern void dbgate_parallel_init(void);
+extern void dbgate_parallel_executor_start(QueryDesc *queryDesc);
 
 /* limits.c */
 typedef struct DbgateLimitState
@@ -371,6 +403,9 @@ typedef struct DbgateLimitState
 extern void dbgate_limits_apply(DbgateLimitState *st, TimestampTz start,
 								int statement_timeout_ms, int lock_timeout_ms);
 extern void dbgate_limits_restore(DbgateLimitState *st, bool is_error);
+extern void dbgate_idle_timeout_apply(int idle_timeout_ms);
+extern void dbgate_idle_timeout_restore(void);
+extern bool dbgate_idle_timeout_applied(void);
 
 /* admission.c, around ExecutorRun / ExecutorFinish */
 extern bool dbgate_run_begin(QueryDesc *queryDesc, DbgateLimitState *st);

@@ -42,6 +42,18 @@
  *	  put back only if it is still the gate's (the record still carries the
  *	  gate's mark); a value the statement set stays.
  *
+ * idle_in_transaction_timeout
+ *	  While a slot is kept between statements of a transaction (see
+ *	  admission.c), PostgreSQL's own idle_in_transaction_session_timeout is
+ *	  tightened to the budget's value: PostgresMain arms its timer from the
+ *	  variable when it goes idle in a transaction and ends the session with
+ *	  its own FATAL (25P03) when it fires, so the gate sets the variable
+ *	  while the slot is kept and puts the session's value back as soon as
+ *	  anything runs (ExecutorStart, any utility command such as SHOW or
+ *	  SET) and when the slot is returned.  No GUC machinery is involved;
+ *	  the value is put back only if it is still the gate's (a reload of the
+ *	  configuration file may have replaced it, and then that value stays).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -225,4 +237,47 @@ dbgate_limits_restore(DbgateLimitState *st, bool is_error)
 
 	if (fired)
 		CHECK_FOR_INTERRUPTS();
+}
+
+/* ----------
+ * idle_in_transaction_timeout
+ * ----------
+ */
+static bool idle_applied = false;
+static int	idle_ours;			/* the value the gate set */
+static int	idle_session;		/* the session's value before */
+
+void
+dbgate_idle_timeout_apply(int idle_timeout_ms)
+{
+	if (idle_applied)
+	{
+		if (IdleInTransactionSessionTimeout == idle_ours)
+			return;
+		/* replaced meanwhile: start again from the new value */
+		idle_applied = false;
+	}
+	if (IdleInTransactionSessionTimeout != 0 &&
+		IdleInTransactionSessionTimeout <= idle_timeout_ms)
+		return;					/* the session's own is tighter */
+	idle_session = IdleInTransactionSessionTimeout;
+	idle_ours = idle_timeout_ms;
+	IdleInTransactionSessionTimeout = idle_timeout_ms;
+	idle_applied = true;
+}
+
+void
+dbgate_idle_timeout_restore(void)
+{
+	if (likely(!idle_applied))
+		return;
+	if (IdleInTransactionSessionTimeout == idle_ours)
+		IdleInTransactionSessionTimeout = idle_session;
+	idle_applied = false;
+}
+
+bool
+dbgate_idle_timeout_applied(void)
+{
+	return idle_applied && IdleInTransactionSessionTimeout == idle_ours;
 }

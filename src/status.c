@@ -13,6 +13,7 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "utils/acl.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 
@@ -20,165 +21,210 @@
 #include "dbgate.h"
 
 PG_FUNCTION_INFO_V1(dbgate_budget_status);
+PG_FUNCTION_INFO_V1(dbgate_budget_status_1_1);
 PG_FUNCTION_INFO_V1(dbgate_backend_status);
+PG_FUNCTION_INFO_V1(dbgate_backend_status_1_1);
 
-#define BUDGET_STATUS_COLS	17
-#define BACKEND_STATUS_COLS 6
+/* columns of 1.0, and of 1.1 (which adds columns at the end) */
+#define BUDGET_STATUS_COLS_1_0	17
+#define BUDGET_STATUS_COLS		21
+#define BACKEND_STATUS_COLS_1_0 6
+#define BACKEND_STATUS_COLS		7
 
-Datum
-dbgate_budget_status(PG_FUNCTION_ARGS)
+/* What one row of dbgate.status shows, copied out of shared memory. */
+typedef struct StatusRow
+{
+	char		name[NAMEDATALEN];
+	int32		max_active;
+	int32		max_queued;
+	uint64		st;
+	uint32		peak_active;
+	int32		peak_queued;
+	uint64		admitted;
+	uint64		after_wait;
+	uint64		rejected_full;
+	uint64		rejected_timeout;
+	uint64		canceled;
+	uint64		lock_holder;
+	uint64		wait_total_us;
+	uint64		wait_max_us;
+	uint64		active_time_us;
+	TimestampTz stats_reset;
+	int32		idle_in_xact;
+	uint64		terminated_idle;
+	uint64		would_queue;
+	uint64		would_reject;
+} StatusRow;
+
+static Datum
+budget_status(FunctionCallInfo fcinfo, int ncols)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	DbgateShared *sh;
-	int			i;
-
-	dbgate_check_loaded();
-	sh = dbgate_shared;
-	InitMaterializedSRF(fcinfo, 0);
-	Assert(rsinfo->setDesc->natts == BUDGET_STATUS_COLS);
-
-	LWLockAcquire(sh->config_lock, LW_SHARED);
-	for (i = 0; i < sh->max_budgets; i++)
-	{
-		DbgateBudget *b = &sh->budgets[i].d;
-		Datum		values[BUDGET_STATUS_COLS];
-		bool		nulls[BUDGET_STATUS_COLS];
-		uint64		st;
-		uint32		peak_active;
-		uint64		admitted;
-		uint64		active_time_us;
-		int32		peak_queued;
-		uint64		after_wait,
-					rejected_full,
-					rejected_timeout,
-					canceled,
-					lock_holder,
-					wait_total_us,
-					wait_max_us;
-		TimestampTz stats_reset;
-
-		if (!b->in_use)
-			continue;
-
-		/*
-		 * One reading of the state word gives consistent active and queued
-		 * counts; the rest is copied under the budget lock.
-		 */
-		LWLockAcquire(dbgate_budget_lock(i), LW_SHARED);
-		st = pg_atomic_read_u64(&b->state);
-		peak_active = pg_atomic_read_u32(&b->peak_active);
-		admitted = pg_atomic_read_u64(&b->admitted);
-		active_time_us = pg_atomic_read_u64(&b->active_time_total_us);
-		peak_queued = b->peak_queued;
-		after_wait = pg_atomic_read_u64(&b->admitted_after_wait);
-		rejected_full = b->rejected_full;
-		rejected_timeout = b->rejected_timeout;
-		canceled = b->canceled_waiting;
-		lock_holder = b->admitted_lock_holder;
-		wait_total_us = pg_atomic_read_u64(&b->wait_time_total_us);
-		wait_max_us = pg_atomic_read_u64(&b->wait_time_max_us);
-		stats_reset = b->stats_reset;
-		LWLockRelease(dbgate_budget_lock(i));
-
-		memset(nulls, 0, sizeof(nulls));
-		values[0] = CStringGetTextDatum(b->conf.name);
-		values[1] = Int32GetDatum(b->conf.max_active);
-		values[2] = Int32GetDatum((int32) dbgate_st_active(st));
-		values[3] = Int32GetDatum(b->conf.max_queued);
-		values[4] = Int32GetDatum((int32) dbgate_st_queued(st));
-		values[5] = Int32GetDatum((int32) Max(peak_active, dbgate_st_active(st)));
-		values[6] = Int32GetDatum(peak_queued);
-		values[7] = Int64GetDatum((int64) admitted);
-		values[8] = Int64GetDatum((int64) after_wait);
-		values[9] = Int64GetDatum((int64) rejected_full);
-		values[10] = Int64GetDatum((int64) rejected_timeout);
-		values[11] = Int64GetDatum((int64) canceled);
-		values[12] = Int64GetDatum((int64) lock_holder);
-		values[13] = Float8GetDatum((double) wait_total_us / 1000.0);
-		values[14] = Float8GetDatum((double) wait_max_us / 1000.0);
-		values[15] = Float8GetDatum((double) active_time_us / 1000.0);
-		values[16] = TimestampTzGetDatum(stats_reset);
-		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
-	}
-	LWLockRelease(sh->config_lock);
-	return (Datum) 0;
-}
-
-typedef struct BackendRow
-{
-	int32		pid;
-	Oid			roleid;
-	int			budget;
-	bool		queued;
-	TimestampTz since;
-	int32		position;
-} BackendRow;
-
-Datum
-dbgate_backend_status(PG_FUNCTION_ARGS)
-{
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	DbgateShared *sh;
-	BackendRow *rows;
-	char	   (*names)[NAMEDATALEN];
+	StatusRow  *rows;
 	int			nrows = 0;
 	int			i;
 
 	dbgate_check_loaded();
 	sh = dbgate_shared;
 	InitMaterializedSRF(fcinfo, 0);
-	Assert(rsinfo->setDesc->natts == BACKEND_STATUS_COLS);
+	if (rsinfo->setDesc->natts != ncols)
+		elog(ERROR, "incorrect number of output columns: %d instead of %d",
+			 rsinfo->setDesc->natts, ncols);
 
-	rows = palloc(sizeof(BackendRow) * sh->max_procs);
-	names = palloc(sizeof(*names) * sh->max_budgets);
-
+	rows = palloc(sizeof(StatusRow) * sh->max_budgets);
 	LWLockAcquire(sh->config_lock, LW_SHARED);
 	for (i = 0; i < sh->max_budgets; i++)
 	{
 		DbgateBudget *b = &sh->budgets[i].d;
-		int			p;
-		int			pos = 0;
+		StatusRow  *r;
+
+		if (!b->in_use)
+			continue;
+		r = &rows[nrows++];
+
+		/*
+		 * One reading of the state word gives consistent active and queued
+		 * counts; the rest is copied under the budget lock.
+		 */
+		LWLockAcquire(dbgate_budget_lock(i), LW_SHARED);
+		strlcpy(r->name, b->conf.name, NAMEDATALEN);
+		r->max_active = b->conf.max_active;
+		r->max_queued = b->conf.max_queued;
+		r->st = pg_atomic_read_u64(&b->state);
+		r->peak_active = pg_atomic_read_u32(&b->peak_active);
+		r->admitted = pg_atomic_read_u64(&b->admitted);
+		r->active_time_us = pg_atomic_read_u64(&b->active_time_total_us);
+		r->peak_queued = b->peak_queued;
+		r->after_wait = pg_atomic_read_u64(&b->admitted_after_wait);
+		r->rejected_full = b->rejected_full;
+		r->rejected_timeout = b->rejected_timeout;
+		r->canceled = b->canceled_waiting;
+		r->lock_holder = b->admitted_lock_holder;
+		r->wait_total_us = pg_atomic_read_u64(&b->wait_time_total_us);
+		r->wait_max_us = pg_atomic_read_u64(&b->wait_time_max_us);
+		r->stats_reset = b->stats_reset;
+		r->terminated_idle = pg_atomic_read_u64(&b->terminated_idle);
+		r->would_queue = pg_atomic_read_u64(&b->would_queue);
+		r->would_reject = pg_atomic_read_u64(&b->would_reject);
+		LWLockRelease(dbgate_budget_lock(i));
+		r->idle_in_xact = dbgate_admission_idle_count(i);
+	}
+	LWLockRelease(sh->config_lock);
+
+	for (i = 0; i < nrows; i++)
+	{
+		StatusRow  *r = &rows[i];
+		Datum		values[BUDGET_STATUS_COLS];
+		bool		nulls[BUDGET_STATUS_COLS];
+		uint32		active = dbgate_st_active(r->st);
+
+		memset(nulls, 0, sizeof(nulls));
+		values[0] = CStringGetTextDatum(r->name);
+		values[1] = Int32GetDatum(r->max_active);
+		values[2] = Int32GetDatum((int32) active);
+		values[3] = Int32GetDatum(r->max_queued);
+		values[4] = Int32GetDatum((int32) dbgate_st_queued(r->st));
+		values[5] = Int32GetDatum((int32) Max(r->peak_active, active));
+		values[6] = Int32GetDatum(r->peak_queued);
+		values[7] = Int64GetDatum((int64) r->admitted);
+		values[8] = Int64GetDatum((int64) r->after_wait);
+		values[9] = Int64GetDatum((int64) r->rejected_full);
+		values[10] = Int64GetDatum((int64) r->rejected_timeout);
+		values[11] = Int64GetDatum((int64) r->canceled);
+		values[12] = Int64GetDatum((int64) r->lock_holder);
+		values[13] = Float8GetDatum((double) r->wait_total_us / 1000.0);
+		values[14] = Float8GetDatum((double) r->wait_max_us / 1000.0);
+		values[15] = Float8GetDatum((double) r->active_time_us / 1000.0);
+		values[16] = TimestampTzGetDatum(r->stats_reset);
+		/* 1.1 */
+		values[17] = Int32GetDatum(Min(r->idle_in_xact, (int32) active));
+		values[18] = Int64GetDatum((int64) r->terminated_idle);
+		values[19] = Int64GetDatum((int64) r->would_queue);
+		values[20] = Int64GetDatum((int64) r->would_reject);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
+}
+
+Datum
+dbgate_budget_status(PG_FUNCTION_ARGS)
+{
+	return budget_status(fcinfo, BUDGET_STATUS_COLS_1_0);
+}
+
+Datum
+dbgate_budget_status_1_1(PG_FUNCTION_ARGS)
+{
+	return budget_status(fcinfo, BUDGET_STATUS_COLS);
+}
+
+static const char *
+row_state(uint8 state)
+{
+	switch (state)
+	{
+		case DBGATE_ROW_QUEUED:
+			return "queued";
+		case DBGATE_ROW_IDLE_IN_XACT:
+			return "idle in transaction";
+		default:
+			return "active";
+	}
+}
+
+static char *
+classified_by(const DbgateBackendRow *row)
+{
+	switch ((DbgateRule) row->rule)
+	{
+		case DBGATE_BY_ROLE:
+			return pstrdup("role");
+		case DBGATE_BY_MEMBER:
+			{
+				char	   *group = GetUserNameFromId(row->via, true);
+
+				return psprintf("member of %s", group ? group : "?");
+			}
+		case DBGATE_BY_DATABASE:
+			return pstrdup("database");
+		case DBGATE_BY_DEFAULT:
+			return pstrdup("default");
+	}
+	return pstrdup("?");
+}
+
+static Datum
+backend_status(FunctionCallInfo fcinfo, int ncols)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	DbgateShared *sh;
+	DbgateBackendRow *rows;
+	char		(*names)[NAMEDATALEN];
+	int			nrows = 0;
+	int			i;
+
+	dbgate_check_loaded();
+	sh = dbgate_shared;
+	InitMaterializedSRF(fcinfo, 0);
+	if (rsinfo->setDesc->natts != ncols)
+		elog(ERROR, "incorrect number of output columns: %d instead of %d",
+			 rsinfo->setDesc->natts, ncols);
+
+	/* a backend is queued in one budget or holds one slot: max_procs rows */
+	rows = palloc(sizeof(DbgateBackendRow) * sh->max_procs);
+	names = palloc(sizeof(*names) * sh->max_budgets);
+
+	LWLockAcquire(sh->config_lock, LW_SHARED);
+	for (i = 0; i < sh->max_budgets && nrows < sh->max_procs; i++)
+	{
+		DbgateBudget *b = &sh->budgets[i].d;
 
 		if (!b->in_use)
 			continue;
 		strlcpy(names[i], b->conf.name, NAMEDATALEN);
-
-		/* one consistent picture per budget */
-		LWLockAcquire(dbgate_budget_lock(i), LW_SHARED);
-		for (p = b->queue_head; p >= 0; p = sh->procs[p].d.next)
-		{
-			DbgateProc *e = &sh->procs[p].d;
-			BackendRow *row = &rows[nrows++];
-
-			row->pid = e->pid;
-			row->roleid = e->roleid;
-			row->budget = i;
-			row->queued = true;
-			row->since = e->state_since;
-			row->position = ++pos;
-			if (nrows >= sh->max_procs)
-				break;
-		}
-		for (p = 0; p < sh->max_procs && nrows < sh->max_procs; p++)
-		{
-			DbgateProc *e = &sh->procs[p].d;
-			BackendRow *row;
-
-			if (e->budget != i || e->incarnation != b->incarnation)
-				continue;
-			/* a granted waiter already holds its slot */
-			if (!(e->state == DBGATE_PROC_ACTIVE ||
-				  (e->state == DBGATE_PROC_QUEUED && e->granted)))
-				continue;
-			row = &rows[nrows++];
-			row->pid = e->pid;
-			row->roleid = e->roleid;
-			row->budget = i;
-			row->queued = false;
-			row->since = e->state_since;
-			row->position = 0;
-		}
-		LWLockRelease(dbgate_budget_lock(i));
+		nrows += dbgate_admission_backends(i, rows + nrows,
+										   sh->max_procs - nrows);
 	}
 	LWLockRelease(sh->config_lock);
 
@@ -201,13 +247,27 @@ dbgate_backend_status(PG_FUNCTION_ARGS)
 		else
 			nulls[1] = true;
 		values[2] = CStringGetTextDatum(names[rows[i].budget]);
-		values[3] = CStringGetTextDatum(rows[i].queued ? "queued" : "active");
+		values[3] = CStringGetTextDatum(row_state(rows[i].state));
 		values[4] = TimestampTzGetDatum(rows[i].since);
-		if (rows[i].queued)
+		if (rows[i].state == DBGATE_ROW_QUEUED)
 			values[5] = Int32GetDatum(rows[i].position);
 		else
 			nulls[5] = true;
+		/* 1.1 */
+		values[6] = CStringGetTextDatum(classified_by(&rows[i]));
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
+}
+
+Datum
+dbgate_backend_status(PG_FUNCTION_ARGS)
+{
+	return backend_status(fcinfo, BACKEND_STATUS_COLS_1_0);
+}
+
+Datum
+dbgate_backend_status_1_1(PG_FUNCTION_ARGS)
+{
+	return backend_status(fcinfo, BACKEND_STATUS_COLS);
 }

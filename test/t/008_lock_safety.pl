@@ -3,6 +3,11 @@
 # waits) is admitted beyond the limit within about deadlock_timeout and
 # counted in admitted_lock_holder.  A queued statement that blocks nobody
 # keeps waiting.
+#
+# A transaction that holds a transaction ID keeps its slot (scope
+# 'statement'), so its next statement never queues; the queued
+# transactions here hold locks taken without one: advisory locks (T1, U),
+# while the slot holders wait for them.
 use strict;
 use warnings FATAL => 'all';
 
@@ -76,34 +81,35 @@ sub end_counters
 }
 
 # ---------------------------------------------------------------------------
-# T1 updates a row and stays open; T2 updates the same row: admitted, it
-# waits for T1's row lock.  T1's next statement would wait for T2's slot.
+# T1 takes an advisory lock and stays open (read-only: its slot is returned
+# after each statement); T2 asks for the same lock: admitted, it waits for
+# T1.  T1's next statement would wait for T2's slot.
 
-$t1->query('BEGIN; UPDATE ls_rows SET v = v + 1 WHERE id = 1;');
-$t2->send('UPDATE ls_rows SET v = v + 10 WHERE id = 1');
-waits_for_lock($t2, 'direct: T2 holds the slot and waits for T1\'s row lock');
-lock_holder_admitted('SELECT v FROM ls_rows WHERE id = 1', '1', 'direct');
+$t1->query('BEGIN; SELECT pg_advisory_xact_lock(1);');
+$t2->send('SELECT pg_advisory_xact_lock(1)');
+waits_for_lock($t2, 'direct: T2 holds the slot and waits for T1\'s lock');
+lock_holder_admitted('SELECT v FROM ls_rows WHERE id = 1', '0', 'direct');
 $t1->query('COMMIT');
 my ($out, $err) = $t2->result;
 is($err, '', 'direct: T2 finishes after T1 commits');
-is($node->safe_psql('postgres', 'SELECT v FROM ls_rows WHERE id = 1'),
-	'11', 'direct: both updates done');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM pg_locks WHERE locktype = \'advisory\''),
+	'0', 'direct: no advisory lock is left');
 end_counters('direct');
 
 # ---------------------------------------------------------------------------
-# The same with the row lock taken inside a savepoint (T2 waits for T1's
+# The same with the lock taken inside a savepoint (T2 waits for T1's
 # subtransaction).
 
-$t1->query('BEGIN; SAVEPOINT s1; UPDATE ls_rows SET v = v + 1 WHERE id = 2;');
-$t2->send('UPDATE ls_rows SET v = v + 10 WHERE id = 2');
+$t1->query('BEGIN; SAVEPOINT s1; SELECT pg_advisory_xact_lock(2);');
+$t2->send('SELECT pg_advisory_xact_lock(2)');
 waits_for_lock($t2, 'savepoint: T2 waits for T1\'s subtransaction');
-lock_holder_admitted('SELECT v FROM ls_rows WHERE id = 2', '1', 'savepoint');
+lock_holder_admitted('SELECT v FROM ls_rows WHERE id = 2', '0', 'savepoint');
 $t1->query('ROLLBACK TO SAVEPOINT s1');
 ($out, $err) = $t2->result;
 is($err, '', 'savepoint: T2 finishes after T1 rolls back to the savepoint');
 $t1->query('COMMIT');
-is($node->safe_psql('postgres', 'SELECT v FROM ls_rows WHERE id = 2'),
-	'10', 'savepoint: only T2\'s update is left');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM pg_locks WHERE locktype = \'advisory\''),
+	'0', 'savepoint: no advisory lock is left');
 end_counters('savepoint');
 
 # ---------------------------------------------------------------------------
@@ -112,14 +118,14 @@ end_counters('savepoint');
 # gets the slot when T2 finishes.
 
 my $w = DbgateTest::Session->new($node, user => 'ls_user', name => 'w');
-$t1->query('BEGIN; UPDATE ls_rows SET v = v + 1 WHERE id = 1;');
-$t2->send('UPDATE ls_rows SET v = v + 10 WHERE id = 1');
-waits_for_lock($t2, 'behind W: T2 holds the slot and waits for T1\'s row lock');
+$t1->query('BEGIN; SELECT pg_advisory_xact_lock(1);');
+$t2->send('SELECT pg_advisory_xact_lock(1)');
+waits_for_lock($t2, 'behind W: T2 holds the slot and waits for T1\'s lock');
 $w->send(q{SELECT 'w'});
 poll_ok($node, 'SELECT queue_position FROM dbgate.backends WHERE pid = ' . $w->pid,
 	'1', 'behind W: W is queued first');
 ($out, $err) = $t1->query('SELECT v FROM ls_rows WHERE id = 1');
-is("$out|$err", '12|', 'behind W: T1\'s statement runs although W is ahead of it');
+is("$out|$err", '0|', 'behind W: T1\'s statement runs although W is ahead of it');
 is(backends_of($node, 'ls_budget'),
 	$t2->pid . ':active:-,' . $w->pid . ':queued:1',
 	'behind W: W is still queued at the head');
@@ -150,17 +156,17 @@ $w->quit;
 
 # ---------------------------------------------------------------------------
 # A chain: T2 (slot holder) waits for T3 (a superuser, not gated), which
-# waits for T1's row lock.
+# waits for T1's lock.
 
-$t1->query('BEGIN; UPDATE ls_rows SET v = v + 1 WHERE id = 3;');
+$t1->query('BEGIN; SELECT pg_advisory_xact_lock(3);');
 $su->query('BEGIN; UPDATE ls_rows SET v = v + 100 WHERE id = 4;');
-$su->send('UPDATE ls_rows SET v = v + 100 WHERE id = 3');
+$su->send('SELECT pg_advisory_xact_lock(3); UPDATE ls_rows SET v = v + 100 WHERE id = 3');
 poll_ok($node,
 	'SELECT wait_event_type FROM pg_stat_activity WHERE pid = ' . $su->pid,
 	'Lock', 'chain: T3 waits for T1');
 $t2->send('UPDATE ls_rows SET v = v + 10 WHERE id = 4');
 waits_for_lock($t2, 'chain: T2 holds the slot and waits for T3');
-lock_holder_admitted('SELECT v FROM ls_rows WHERE id = 3', '1', 'chain');
+lock_holder_admitted('SELECT v FROM ls_rows WHERE id = 3', '0', 'chain');
 $t1->query('COMMIT');
 ($out, $err) = $su->result;
 is($err, '', 'chain: T3 finishes after T1 commits');
@@ -168,15 +174,15 @@ $su->query('COMMIT');
 ($out, $err) = $t2->result;
 is($err, '', 'chain: T2 finishes after T3 commits');
 is( $node->safe_psql('postgres', 'SELECT v FROM ls_rows WHERE id IN (3, 4) ORDER BY id'),
-	"101\n110", 'chain: all updates done');
+	"100\n110", 'chain: all updates done');
 end_counters('chain');
 
 # ---------------------------------------------------------------------------
-# Control: T1 holds a row lock nobody waits for; the slot holder T2 waits
+# Control: T1 holds a lock nobody waits for; the slot holder T2 waits
 # for a lock of the superuser.  T1's statement stays queued (for several
 # deadlock_timeout periods) and is admitted normally when T2 finishes.
 
-$t1->query('BEGIN; UPDATE ls_rows SET v = v + 1 WHERE id = 5;');
+$t1->query('BEGIN; SELECT pg_advisory_xact_lock(5);');
 $su->query('BEGIN; UPDATE ls_rows SET v = v + 100 WHERE id = 6;');
 $t2->send('UPDATE ls_rows SET v = v + 10 WHERE id = 6');
 waits_for_lock($t2, 'control: T2 holds the slot and waits for the superuser');
@@ -194,7 +200,7 @@ $su->query('COMMIT');
 ($out, $err) = $t2->result;
 is($err, '', 'control: T2 finishes after the superuser commits');
 ($out, $err) = $t1->result;
-is("$out|$err", '1|', 'control: T1\'s statement runs once the slot is free');
+is("$out|$err", '0|', 'control: T1\'s statement runs once the slot is free');
 $t1->query('COMMIT');
 counters_are(
 	$node, 'ls_budget',
@@ -204,8 +210,8 @@ is(backends_of($node, 'ls_budget'), '', 'control: dbgate.backends is empty');
 
 # ---------------------------------------------------------------------------
 # Across budgets: T1 (budget A) waits for A's slot, held by S, which waits
-# for U's row lock; U (budget B) waits for B's slot, held by V, which waits
-# for T1's row lock.  Each queued statement waits for a slot that only its
+# for U's lock; U (budget B) waits for B's slot, held by V, which waits
+# for T1's lock.  Each queued statement waits for a slot that only its
 # own transaction can free; one of them must be admitted as a lock holder
 # (queue_timeout bounds the test if neither is).
 
@@ -220,11 +226,11 @@ $node->safe_psql(
 });
 my $u = DbgateTest::Session->new($node, user => 'ls_other_user', name => 'u');
 my $v = DbgateTest::Session->new($node, user => 'ls_other_user', name => 'v');
-$t1->query('BEGIN; UPDATE ls_rows SET v = v + 1 WHERE id = 1;');
-$u->query('BEGIN; UPDATE ls_rows SET v = v + 1 WHERE id = 2;');
-$v->send('UPDATE ls_rows SET v = v + 10 WHERE id = 1');
+$t1->query('BEGIN; SELECT pg_advisory_xact_lock(1);');
+$u->query('BEGIN; SELECT pg_advisory_xact_lock(2);');
+$v->send('SELECT pg_advisory_xact_lock(1)');
 waits_for_lock($v, 'across budgets: V holds B\'s slot and waits for T1');
-$t2->send('UPDATE ls_rows SET v = v + 10 WHERE id = 2');
+$t2->send('SELECT pg_advisory_xact_lock(2)');
 waits_for_lock($t2, 'across budgets: S holds A\'s slot and waits for U');
 $t1->send('SELECT 1');
 $u->send('SELECT 2');
