@@ -115,9 +115,10 @@ typedef struct DbgateConfig
  * Shared memory.
  *
  * Locks (see admission.c for the slot life cycle):
- *	  config_lock	the identity of budget entries (in_use, incarnation, name)
- *					and the role map.  Shared for lookups and views,
- *					exclusive while a committed configuration is installed.
+ *	  config_lock	the identity of budget entries (in_use, incarnation, name),
+ *					the role and database maps and state_lsn.  Shared for
+ *					lookups and views, exclusive while a committed (or, in
+ *					recovery, a replayed) configuration is installed.
  *	  commit lock	a heavyweight lock (not in shared memory here, see
  *					config.c) that serialises configuration commits; taken
  *					at PRE_COMMIT, released with the transaction's locks.
