@@ -95,8 +95,21 @@ typedef struct DbgateDbConf
 } DbgateDbConf;
 
 /*
+ * A hash index of an image's role or database assignments by OID (see
+ * confimage.c): built when first needed, kept up to date by the image
+ * functions.  slots == NULL: none.
+ */
+typedef struct DbgateOidIndex
+{
+	int32	   *slots;			/* array position + 1; 0 = empty */
+	uint32		mask;			/* number of slots - 1 */
+} DbgateOidIndex;
+
+/*
  * A complete configuration (backend-local): what the state file holds and
- * what a committing transaction installs into shared memory.
+ * what a committing transaction installs into shared memory.  The arrays
+ * are changed only through the image functions of confimage.c once
+ * assignments have been looked up (the indexes follow them).
  */
 typedef struct DbgateConfig
 {
@@ -109,6 +122,8 @@ typedef struct DbgateConfig
 	int			ndbs;
 	int			maxdbs;
 	DbgateDbConf *dbs;
+	DbgateOidIndex role_index;
+	DbgateOidIndex db_index;
 } DbgateConfig;
 
 /* ----------
