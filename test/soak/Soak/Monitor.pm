@@ -8,6 +8,8 @@
 #
 # Both views are read by one statement: each view is consistent per budget
 # (read under that budget's lock), the two are a few microseconds apart.
+# The start of each backend's transaction (pg_stat_activity.xact_start) tells
+# one transaction's slot from the next one's.
 # Through a crash restart the monitor reconnects; Soak::Check tells the
 # epochs apart by stats_reset.
 package Soak::Monitor;
@@ -27,13 +29,14 @@ SELECT extract(epoch FROM clock_timestamp()),
                  budget, max_active, active, max_queued, queued,
                  admitted, admitted_after_wait, rejected_full,
                  rejected_timeout, canceled_waiting, admitted_lock_holder,
-                 peak_active, peak_queued, extract(epoch FROM stats_reset))),
+                 peak_active, peak_queued, extract(epoch FROM stats_reset),
+                 idle_in_transaction, terminated_idle)),
                '[]')
           FROM dbgate.status),
        (SELECT coalesce(json_agg(json_build_array(
-                 pid, role, budget, state, extract(epoch FROM state_since),
-                 queue_position)), '[]')
-          FROM dbgate.backends)
+                 b.pid, b.role, b.budget, b.state, extract(epoch FROM b.state_since),
+                 b.queue_position, extract(epoch FROM a.xact_start))), '[]')
+          FROM dbgate.backends b LEFT JOIN pg_stat_activity a ON a.pid = b.pid)
 SQL
 
 # Column positions in a status sample, used by Soak::Check.
@@ -51,14 +54,17 @@ our %S = (
 	admitted_lock_holder => 10,
 	peak_active => 11,
 	peak_queued => 12,
-	stats_reset => 13);
+	stats_reset => 13,
+	idle_in_transaction => 14,
+	terminated_idle => 15);
 our %B = (
 	pid => 0,
 	role => 1,
 	budget => 2,
 	state => 3,
 	since => 4,
-	position => 5);
+	position => 5,
+	xact_start => 6);
 
 sub run
 {
