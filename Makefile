@@ -3,6 +3,7 @@ MODULE_big = dbgate
 OBJS = \
 	src/dbgate.o \
 	src/budgets.o \
+	src/classify.o \
 	src/admission.o \
 	src/limits.o \
 	src/confimage.o \
@@ -10,7 +11,8 @@ OBJS = \
 	src/persist.o \
 	src/wal.o \
 	src/sqlfuncs.o \
-	src/status.o
+	src/status.o \
+	src/parallel.o
 
 EXTENSION = dbgate
 DATA = sql/dbgate--1.0.sql sql/dbgate--1.0--1.1.sql

@@ -28,7 +28,7 @@
 #include "compat.h"
 #include "dbgate.h"
 
-PG_MODULE_MAGIC;
+DBGATE_MODULE_MAGIC("dbgate", "1.1");
 
 /* GUCs */
 bool		dbgate_enabled = true;
@@ -159,6 +159,8 @@ _PG_init(void)
 	ProcessUtility_hook = dbgate_ProcessUtility;
 	prev_emit_log_hook = emit_log_hook;
 	emit_log_hook = dbgate_emit_log_hook;
+	/* planner_hook: parallel.c */
+	dbgate_parallel_init();
 
 	/* configuration changes travel with the WAL */
 	dbgate_wal_init();
@@ -216,6 +218,7 @@ static void
 dbgate_ExecutorStart(QueryDesc *queryDesc, int eflags)
 {
 	dbgate_executor_start(queryDesc, eflags);
+	dbgate_parallel_executor_start(queryDesc);
 
 	if (prev_ExecutorStart)
 		prev_ExecutorStart(queryDesc, eflags);

@@ -5,7 +5,8 @@
  *
  * Files and what they own:
  *	  dbgate.c		module entry, GUCs, hook installation, xact callbacks
- *	  budgets.c		the shared budget table, role map and budget lookup
+ *	  budgets.c		the shared budget table and role map
+ *	  classify.c	which budget gates a backend (the lookup and its cache)
  *	  admission.c	admit / queue / hand off / release of slots
  *	  limits.c		per-budget statement_timeout and lock_timeout
  *	  confimage.c	configuration images (backend-local copies)
@@ -14,6 +15,7 @@
  *	  wal.c			WAL records of configuration changes and their redo
  *	  sqlfuncs.c	SQL-callable configuration functions, dbgate.budgets
  *	  status.c		the live views dbgate.status and dbgate.backends
+ *	  parallel.c	a budget's parallel_workers: planner and plan capping
  *
  *-------------------------------------------------------------------------
  */
@@ -286,6 +288,8 @@ extern PGDLLIMPORT DbgateShared *dbgate_shared;
 extern Size dbgate_shmem_size(void);
 extern void dbgate_shmem_request(void);
 extern void dbgate_shmem_init(void);
+
+/* classify.c */
 extern void dbgate_invalidate_lookup(void);
 
 /* How a backend was classified (dbgate.backends.classified_by). */
@@ -306,6 +310,8 @@ typedef struct DbgateLookup
 } DbgateLookup;
 
 extern const DbgateLookup *dbgate_classify(void);
+
+/* budgets.c */
 extern int	dbgate_find_budget(const char *name);
 extern void dbgate_snapshot_config(DbgateConfig *config);
 extern void dbgate_install_config(const DbgateConfig *config, XLogRecPtr lsn);
@@ -372,6 +378,10 @@ extern int	dbgate_admission_idle_count(int idx);
  */
 extern bool dbgate_utility_begin(void);
 extern void dbgate_utility_end(void);
+
+/* parallel.c */
+extern void dbgate_parallel_init(void);
+extern void dbgate_parallel_executor_start(QueryDesc *queryDesc);
 
 /* limits.c */
 typedef struct DbgateLimitState
