@@ -15,6 +15,11 @@
 #     (pg_stat_activity.xact_start) at an earlier state_since, or was not
 #     seen in the previous sample;
 #   - 0 <= idle_in_transaction <= active;
+#   - a transaction that kept its slot (seen 'idle in transaction') never
+#     queues again, and a slot is never kept by a backend that is outside a
+#     transaction (pg_stat_activity.state 'idle'): both judged only on rows
+#     whose state began before the sample time, when pg_stat_activity was
+#     already read;
 #   - counters never decrease while stats_reset stays the same;
 #   - limits never show a value that was only set in a rolled-back
 #     transaction;
@@ -84,6 +89,7 @@ sub check_samples
 	my %prev_rows;  # budget -> state -> rows of the previous sample
 	my %lh_hist;    # same key -> [[t, admitted_lock_holder], ...]
 	my %held_from;  # "pid@xact_start" -> earliest time its slot may date from
+	my %kept_in;    # "pid@xact_start" -> when it was seen keeping a slot
 	my $prev_t;
 
 	open(my $fh, '<', $p{file}) or die "$p{file}: $!";
@@ -102,8 +108,30 @@ sub check_samples
 		my (%rows, %pids, %held_now);
 		for my $b (@$backends)
 		{
-			my ($pid, $role, $budget, $state, $since, $pos, $xs) =
-			  @$b[ @B{qw(pid role budget state since position xact_start)} ];
+			my ($pid, $role, $budget, $state, $since, $pos, $xs, $pstate) =
+			  @$b[ @B{qw(pid role budget state since position xact_start pstate)} ];
+			# in this state since before pg_stat_activity was read: what
+			# that shows of the backend is of the same moment
+			$viol->($t, "backend $pid keeps a slot of $budget outside a transaction")
+			  if $since <= $t
+			  && $state eq 'idle in transaction'
+			  && ($pstate // '') eq 'idle';
+			if ($since <= $t && defined $xs)
+			{
+				my $k = "$pid\@$xs";
+				if ($state eq 'idle in transaction')
+				{
+					$kept_in{$k} //= $t;
+				}
+				elsif ($state eq 'queued' && defined $kept_in{$k})
+				{
+					$viol->($t,
+						sprintf(
+							'backend %d queued in %s in the transaction in which it kept a slot '
+							  . '(seen idle in transaction at %.3f)',
+							$pid, $budget, $kept_in{$k}));
+				}
+			}
 			$viol->($t, "pid $pid has two rows in dbgate.backends")
 			  if $pids{$pid}++;
 			my $want = $p{role_budget}{$role};

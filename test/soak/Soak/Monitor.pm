@@ -8,8 +8,11 @@
 #
 # Both views are read by one statement: each view is consistent per budget
 # (read under that budget's lock), the two are a few microseconds apart.
-# The start of each backend's transaction (pg_stat_activity.xact_start) tells
-# one transaction's slot from the next one's.
+# The start of each backend's transaction and its state in pg_stat_activity
+# tell one transaction's slot from the next one's.  The statement reads
+# pg_stat_activity first (a backend reads it once per transaction, as a
+# snapshot), then the time: what it shows of a backend is as of the sample
+# time or earlier, dbgate.backends as of that time or later.
 # Through a crash restart the monitor reconnects; Soak::Check tells the
 # epochs apart by stats_reset.
 package Soak::Monitor;
@@ -24,7 +27,8 @@ use Time::HiRes qw(time sleep);
 use Soak::Common qw(flag_set dsn);
 
 my $SAMPLE_SQL = <<'SQL';
-SELECT extract(epoch FROM clock_timestamp()),
+SELECT (SELECT count(*) FROM pg_stat_activity),
+       extract(epoch FROM clock_timestamp()),
        (SELECT coalesce(json_agg(json_build_array(
                  budget, max_active, active, max_queued, queued,
                  admitted, admitted_after_wait, rejected_full,
@@ -35,7 +39,8 @@ SELECT extract(epoch FROM clock_timestamp()),
           FROM dbgate.status),
        (SELECT coalesce(json_agg(json_build_array(
                  b.pid, b.role, b.budget, b.state, extract(epoch FROM b.state_since),
-                 b.queue_position, extract(epoch FROM a.xact_start))), '[]')
+                 b.queue_position, extract(epoch FROM a.xact_start), a.state)),
+               '[]')
           FROM dbgate.backends b LEFT JOIN pg_stat_activity a ON a.pid = b.pid)
 SQL
 
@@ -64,7 +69,8 @@ our %B = (
 	state => 3,
 	since => 4,
 	position => 5,
-	xact_start => 6);
+	xact_start => 6,
+	pstate => 7);
 
 sub run
 {
@@ -95,6 +101,7 @@ sub run
 			sleep 0.1;
 			next;
 		}
+		shift @$row;    # the count that took the activity snapshot
 		print $out join("\t", @$row), "\n";
 		my $left = $interval - (time - $t0);
 		sleep $left if $left > 0;
