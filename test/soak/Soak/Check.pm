@@ -39,7 +39,6 @@ use strict;
 use warnings;
 
 use Exporter 'import';
-use JSON::PP ();
 
 use Soak::Monitor;
 
@@ -66,7 +65,6 @@ my @COUNTERS = qw(admitted admitted_after_wait rejected_full rejected_timeout
 sub check_samples
 {
 	my (%p) = @_;
-	my $json = JSON::PP->new;
 	my %r = (
 		samples => 0,
 		violations => [],
@@ -96,10 +94,10 @@ sub check_samples
 	while (my $line = <$fh>)
 	{
 		chomp $line;
-		my ($t, $sj, $bj) = split /\t/, $line;
+		my ($t, $sj, $bj) = split /\t/, $line, -1;
 		next unless defined $bj;
-		my $status = $json->decode($sj);
-		my $backends = $json->decode($bj);
+		my $status = Soak::Monitor::read_rows($sj);
+		my $backends = Soak::Monitor::read_rows($bj);
 		$r{samples}++;
 		$r{max_gap} = $t - $prev_t
 		  if defined $prev_t && $t - $prev_t > $r{max_gap};

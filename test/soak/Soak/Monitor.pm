@@ -4,7 +4,10 @@
 # sample every INTERVAL seconds until the run directory's "stop-monitor"
 # file appears, and appends it to monitor.samples as one line:
 #
-#   <server time> TAB <status rows as JSON> TAB <backends rows as JSON>
+#   <server time> TAB <status rows> TAB <backends rows>
+#
+# (rows separated by ';', fields by ',', in the order of %S and %B; see
+# read_rows)
 #
 # Both views are read by one statement: each view is consistent per budget
 # (read under that budget's lock), the two are a few microseconds apart.
@@ -26,21 +29,25 @@ use Time::HiRes qw(time sleep);
 
 use Soak::Common qw(flag_set dsn);
 
+# Rows as "field,field,...;field,..." (no name used here has a comma or a
+# semicolon; NULL is an empty field): far quicker to read back than JSON.
 my $SAMPLE_SQL = <<'SQL';
 SELECT (SELECT count(*) FROM pg_stat_activity),
        extract(epoch FROM clock_timestamp()),
-       (SELECT coalesce(json_agg(json_build_array(
+       (SELECT coalesce(string_agg(concat_ws(',',
                  budget, max_active, active, max_queued, queued,
                  admitted, admitted_after_wait, rejected_full,
                  rejected_timeout, canceled_waiting, admitted_lock_holder,
-                 peak_active, peak_queued, extract(epoch FROM stats_reset),
-                 idle_in_transaction, terminated_idle)),
-               '[]')
+                 peak_active, peak_queued,
+                 coalesce(extract(epoch FROM stats_reset)::text, ''),
+                 idle_in_transaction, terminated_idle), ';'), '')
           FROM dbgate.status),
-       (SELECT coalesce(json_agg(json_build_array(
-                 b.pid, b.role, b.budget, b.state, extract(epoch FROM b.state_since),
-                 b.queue_position, extract(epoch FROM a.xact_start), a.state)),
-               '[]')
+       (SELECT coalesce(string_agg(concat_ws(',',
+                 b.pid, b.role, b.budget, b.state,
+                 extract(epoch FROM b.state_since),
+                 coalesce(b.queue_position::text, ''),
+                 coalesce(extract(epoch FROM a.xact_start)::text, ''),
+                 coalesce(a.state, '')), ';'), '')
           FROM dbgate.backends b LEFT JOIN pg_stat_activity a ON a.pid = b.pid)
 SQL
 
@@ -72,6 +79,14 @@ our %B = (
 	xact_start => 6,
 	pstate => 7);
 
+# read_rows(TEXT) -> [[field, ...], ...]; empty fields are undef.
+sub read_rows
+{
+	my ($text) = @_;
+	return [] if !defined $text || $text eq '';
+	return [ map { [ map { $_ eq '' ? undef : $_ } split /,/, $_, -1 ] } split /;/, $text ];
+}
+
 sub run
 {
 	my (%p) = @_;
@@ -101,8 +116,8 @@ sub run
 			sleep 0.1;
 			next;
 		}
-		shift @$row;    # the count that took the activity snapshot
-		print $out join("\t", @$row), "\n";
+		# (without the count that took the activity snapshot)
+		print $out join("\t", @$row[ 1 .. $#$row ]), "\n";
 		my $left = $interval - (time - $t0);
 		sleep $left if $left > 0;
 	}
