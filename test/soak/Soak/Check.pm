@@ -18,8 +18,8 @@
 #   - a transaction that kept its slot (seen 'idle in transaction') never
 #     queues again, and a slot is never kept by a backend that is outside a
 #     transaction (pg_stat_activity.state 'idle'): both judged only on rows
-#     whose state began before the sample time, when pg_stat_activity was
-#     already read;
+#     whose state began before the sample time, which is taken before
+#     pg_stat_activity is read;
 #   - counters never decrease while stats_reset stays the same;
 #   - limits never show a value that was only set in a rolled-back
 #     transaction;
@@ -108,8 +108,9 @@ sub check_samples
 		{
 			my ($pid, $role, $budget, $state, $since, $pos, $xs, $pstate) =
 			  @$b[ @B{qw(pid role budget state since position xact_start pstate)} ];
-			# in this state since before pg_stat_activity was read: what
-			# that shows of the backend is of the same moment
+			# in this state since before the sample time, so already when
+			# pg_stat_activity was read: what that shows of the backend is of
+			# the same state
 			$viol->($t, "backend $pid keeps a slot of $budget outside a transaction")
 			  if $since <= $t
 			  && $state eq 'idle in transaction'

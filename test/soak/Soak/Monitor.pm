@@ -12,10 +12,10 @@
 # Both views are read by one statement: each view is consistent per budget
 # (read under that budget's lock), the two are a few microseconds apart.
 # The start of each backend's transaction and its state in pg_stat_activity
-# tell one transaction's slot from the next one's.  The statement reads
-# pg_stat_activity first (a backend reads it once per transaction, as a
-# snapshot), then the time: what it shows of a backend is as of the sample
-# time or earlier, dbgate.backends as of that time or later.
+# tell one transaction's slot from the next one's.  The statement reads the
+# time, then pg_stat_activity (a backend reads it once per transaction, as a
+# snapshot), then the views: a backends row whose state began before the
+# sample time was in that state when pg_stat_activity was read.
 # Through a crash restart the monitor reconnects; Soak::Check tells the
 # epochs apart by stats_reset.
 package Soak::Monitor;
@@ -32,8 +32,8 @@ use Soak::Common qw(flag_set dsn);
 # Rows as "field,field,...;field,..." (no name used here has a comma or a
 # semicolon; NULL is an empty field): far quicker to read back than JSON.
 my $SAMPLE_SQL = <<'SQL';
-SELECT (SELECT count(*) FROM pg_stat_activity),
-       extract(epoch FROM clock_timestamp()),
+SELECT extract(epoch FROM clock_timestamp()),
+       (SELECT count(*) FROM pg_stat_activity),
        (SELECT coalesce(string_agg(concat_ws(',',
                  budget, max_active, active, max_queued, queued,
                  admitted, admitted_after_wait, rejected_full,
@@ -117,7 +117,7 @@ sub run
 			next;
 		}
 		# (without the count that took the activity snapshot)
-		print $out join("\t", @$row[ 1 .. $#$row ]), "\n";
+		print $out join("\t", @$row[ 0, 2 .. $#$row ]), "\n";
 		my $left = $interval - (time - $t0);
 		sleep $left if $left > 0;
 	}
