@@ -355,9 +355,11 @@ sub grandfathered
 	my ($lowerings, $t, $rows) = @_;
 	return 0 unless $lowerings && $rows;
 	my $latest;
+	# (the sample's time is taken before the views are read: a lowering
+	# that began a moment after it may be in effect in them)
 	for my $l (@$lowerings)
 	{
-		$latest = $l->[1] if $l->[0] <= $t;
+		$latest = $l->[1] if $l->[0] <= $t + 0.1;
 	}
 	return 0 unless defined $latest;
 	my %seen;
