@@ -24,6 +24,11 @@
 # budget of the same name).  Scope 'transaction' keeps the slot of a
 # read-only transaction.  Last, lock-holder admission when the holder of a
 # kept slot waits for a lock in a utility command.
+#
+# Marked TODO (known not to hold yet): the budget's timeout after a
+# subtransaction abort undoes a SET of idle_in_transaction_session_timeout,
+# the session's setting as PL/pgSQL sees it inside a DO block that keeps
+# the slot, and the lock-holder case.
 use strict;
 use warnings FATAL => 'all';
 
@@ -65,8 +70,31 @@ my %budget = (statement => 'k_stmt', transaction => 'k_tx');
 my %role = (statement => 'k_s', transaction => 'k_t');
 my @scopes = ('statement', 'transaction');
 
-# a superuser session (never gated) for advisory locks
-my $su = DbgateTest::Session->new($node);
+# A superuser session (never gated) that holds advisory lock KEY until
+# unlock() (sessions are short-lived: a background psql has a time limit
+# for its whole life).
+sub lock_key
+{
+	my ($key) = @_;
+	my $s = DbgateTest::Session->new($node);
+	$s->query("SELECT pg_advisory_lock($key)");
+	$s->{key} = $key;
+	return $s;
+}
+
+sub unlock
+{
+	my ($s) = @_;
+	$s->query("SELECT pg_advisory_unlock($s->{key})");
+	$s->quit;
+	return;
+}
+
+sub su_sql
+{
+	my ($sql) = @_;
+	return $node->safe_psql('postgres', $sql);
+}
 
 # H's transaction: the slot is kept after it in both scopes
 my $hold = 'BEGIN; UPDATE k_rows SET v = v + 1 WHERE id = 1;';
@@ -129,11 +157,21 @@ sub start_case
 	return ($h, $w);
 }
 
-# W got the slot that H's transaction had: its UPDATE ran.
+# W got the slot that H's transaction had: its UPDATE ran.  (With
+# 'w_lock', see finish_case(): W then waits for the advisory lock.)
 sub w_admitted
 {
-	my ($w, $what) = @_;
+	my ($w, $what, $w_lock) = @_;
 	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	if ($w_lock)
+	{
+		return poll_ok(
+			$node,
+			q{SELECT b.state || ':' || a.wait_event_type FROM dbgate.backends b
+			  JOIN pg_stat_activity a USING (pid) WHERE pid = } . $w->pid,
+			'active:Lock',
+			"$what: W gets the slot, its UPDATE runs");
+	}
 	poll_ok($node, state_of($w), 'idle in transaction:-',
 		"$what: W gets the slot and keeps it");
 	my (undef, $err) = $w->result;
@@ -143,23 +181,32 @@ sub w_admitted
 
 # H is done with (ended or gone); W still holds the slot: exactly one
 # active, two admissions.  Then W commits and everything is back.
+#
+# With an idle_in_transaction_timeout, W must not be idle while it holds
+# the slot: it waits for advisory lock 10 (locker 'w_lock') and commits at
+# once when it has it.
 sub finish_case
 {
 	my ($scope, $h, $w, $what, %p) = @_;
 	local $Test::Builder::Level = $Test::Builder::Level + 1;
 	my $b = $budget{$scope};
-	my $admitted = $p{admitted} // 2;
-	my $after_wait = $p{after_wait} // 1;
-	is(backends_of($node, $b), $w->pid . ':idle in transaction:-',
+	my $err;
+	is( backends_of($node, $b),
+		$w->pid . ($p{w_lock} ? ':active:-' : ':idle in transaction:-'),
 		"$what: only W holds a slot");
-	counters_are(
-		$node, $b,
-		{ active => 1, admitted => $admitted, admitted_after_wait => $after_wait },
+	counters_are($node, $b, { active => 1, admitted => 2, admitted_after_wait => 1 },
 		"$what: H's slot was returned once, to W");
-	my (undef, $err) = $w->query('COMMIT');
+	if ($p{w_lock})
+	{
+		unlock($p{w_lock});
+		(undef, $err) = $w->result;
+	}
+	else
+	{
+		(undef, $err) = $w->query('COMMIT');
+	}
 	is($err, '', "$what: W commits");
-	counters_are($node, $b,
-		{ admitted => $admitted, admitted_after_wait => $after_wait },
+	counters_are($node, $b, { admitted => 2, admitted_after_wait => 1 },
 		"$what: counters at the end");
 	is(backends_of($node, $b), '', "$what: dbgate.backends is empty");
 	is(column_of($b, 'idle_in_transaction'), '0', "$what: idle_in_transaction is 0");
@@ -173,7 +220,7 @@ sub finish_case
 	return;
 }
 
-my ($h, $w, $out, $err, $state);
+my ($h, $w, $out, $err, $state, $lk);
 
 for my $scope (@scopes)
 {
@@ -242,7 +289,7 @@ for my $scope (@scopes)
 	# cancel while it waits for the client; the slot stays kept.
 	$what = "$scope, cancel while idle";
 	($h, $w) = start_case($scope, $what);
-	($out) = $su->query('SELECT pg_cancel_backend(' . $h->pid . ')');
+	$out = su_sql('SELECT pg_cancel_backend(' . $h->pid . ')');
 	is($out, 't', "$what: H is signalled");
 	($out, $err) = $h->query('SELECT v FROM k_rows WHERE id = 3');
 	is($err, '', "$what: H's transaction goes on");
@@ -264,7 +311,7 @@ for my $scope (@scopes)
 	is( backends_of($node, $b),
 		$h->pid . ':active:-,' . $w->pid . ':queued:1',
 		"$what: H's statement runs under the kept slot");
-	$su->query('SELECT pg_cancel_backend(' . $h->pid . ')');
+	su_sql('SELECT pg_cancel_backend(' . $h->pid . ')');
 	($out, $err, $state) = $h->result;
 	is($state, '57014', "$what: H's statement is canceled");
 	w_admitted($w, $what);
@@ -277,7 +324,7 @@ for my $scope (@scopes)
 	# pg_terminate_backend while idle and while active.
 	$what = "$scope, terminate while idle";
 	($h, $w) = start_case($scope, $what);
-	$su->query('SELECT pg_terminate_backend(' . $h->pid . ')');
+	su_sql('SELECT pg_terminate_backend(' . $h->pid . ')');
 	gone_ok($h, $what);
 	w_admitted($w, $what);
 	$h->send('SELECT 1');
@@ -292,7 +339,7 @@ for my $scope (@scopes)
 	poll_ok($node,
 		'SELECT wait_event FROM pg_stat_activity WHERE pid = ' . $h->pid,
 		'PgSleep', "$what: H's statement runs");
-	$su->query('SELECT pg_terminate_backend(' . $h->pid . ')');
+	su_sql('SELECT pg_terminate_backend(' . $h->pid . ')');
 	like($h->wait_exit, qr/FATAL:  57P01: terminating connection due to administrator command/,
 		"$what: H ends with 57P01");
 	gone_ok($h, $what);
@@ -307,8 +354,7 @@ for my $scope (@scopes)
 	($out, $err) = $h->query("PREPARE TRANSACTION 'k_$scope'");
 	is($err, '', "$what: H prepares its transaction");
 	w_admitted($w, $what);
-	($out, $err) = $su->query("COMMIT PREPARED 'k_$scope'");
-	is($err, '', "$what: COMMIT PREPARED by a superuser");
+	su_sql("COMMIT PREPARED 'k_$scope'");
 	is($node->safe_psql('postgres', 'SELECT count(*) FROM pg_prepared_xacts'),
 		'0', "$what: no prepared transaction is left");
 	finish_case($scope, $h, $w, $what);
@@ -323,7 +369,7 @@ for my $scope (@scopes)
 	my ($v5, $v6) = split /,/, $before;
 	$h = DbgateTest::Session->new($node, user => $role{$scope});
 	$w = DbgateTest::Session->new($node, user => $role{$scope});
-	$su->query('SELECT pg_advisory_lock(9)');
+	$lk = lock_key(9);
 	$h->send('CALL k_proc()');
 	poll_ok($node,
 		'SELECT wait_event_type FROM pg_stat_activity WHERE pid = ' . $h->pid,
@@ -332,7 +378,7 @@ for my $scope (@scopes)
 	poll_ok($node, state_of($w), 'queued:1', "$what: W is queued");
 	counters_are($node, $b, { active => 1, queued => 1, admitted => 1 },
 		"$what: the procedure keeps the slot after its UPDATE");
-	$su->query('SELECT pg_advisory_unlock(9)');
+	unlock($lk);
 	w_admitted($w, $what);
 	poll_ok($node, state_of($h), 'queued:1',
 		"$what: the procedure's next UPDATE queues behind W");
@@ -399,7 +445,8 @@ for my $scope (@scopes)
 
 # Runs H's transaction with SQL, then has it wait for advisory lock 9 and
 # W queue, and lets H go on with the statements in 'after' (if any) and go
-# idle.  Returns (H, W, H's output, H's errors).
+# idle.  W, once admitted, waits for advisory lock 10 (see finish_case()).
+# Returns (H, W, H's output, H's errors, the locker of lock 10).
 sub start_idle_case
 {
 	my ($scope, $what, $sql, %p) = @_;
@@ -413,21 +460,22 @@ sub start_idle_case
 		my (undef, $e) = $hs->query($session_sql);
 		is($e, '', "$what: H's session setting");
 	}
-	$su->query('SELECT pg_advisory_lock(9)');
+	my $lk = lock_key(9);
 	$hs->send($sql . q{; SELECT 'locked' FROM pg_advisory_xact_lock_shared(9)}
 		  . (defined $p{after} ? "; $p{after}" : ''));
 	poll_ok($node,
 		'SELECT wait_event_type FROM pg_stat_activity WHERE pid = ' . $hs->pid,
 		'Lock', "$what: H waits for the advisory lock");
-	$ws->send($wait);
+	my $lk10 = lock_key(10);
+	$ws->send("$wait; SELECT pg_advisory_xact_lock_shared(10); COMMIT");
 	poll_ok($node, state_of($ws), 'queued:1', "$what: W is queued");
 	is( backends_of($node, $b),
 		$hs->pid . ':active:-,' . $ws->pid . ':queued:1',
 		"$what: H holds the slot, W is queued");
-	$su->query('SELECT pg_advisory_unlock(9)');
+	unlock($lk);
 	my ($o, $e) = $hs->result;
 	is($e, '', "$what: H's statements ran") unless $p{error};
-	return ($hs, $ws, $o, $e);
+	return ($hs, $ws, $o, $e, $lk10);
 }
 
 # H is ended by an idle-in-transaction timeout: its client and the server
@@ -437,7 +485,7 @@ sub idle_timeout_fires
 	my ($h, $w, $what, $log_offset) = @_;
 	local $Test::Builder::Level = $Test::Builder::Level + 1;
 	gone_ok($h, $what);
-	w_admitted($w, $what);
+	w_admitted($w, $what, 1);
 	$h->send('SELECT 1');
 	like(
 		$h->wait_exit,
@@ -462,11 +510,11 @@ for my $scope (@scopes)
 	my $first = $scope eq 'statement' ? 'UPDATE k_rows SET v = v + 1 WHERE id = 1' : 'SELECT 1';
 	my $show = q{SHOW idle_in_transaction_session_timeout;
 		SELECT current_setting('idle_in_transaction_session_timeout')};
-	($h, $w, $out) = start_idle_case($scope, $what, "BEGIN; $first; $show");
+	($h, $w, $out, undef, $lk) = start_idle_case($scope, $what, "BEGIN; $first; $show");
 	is($out, ($scope eq 'statement' ? '' : "1\n") . "0\n0\nlocked",
 		"$what: SHOW and current_setting() show the session's own value");
 	idle_timeout_fires($h, $w, $what, $log_offset);
-	finish_case($scope, $h, $w, $what, terminated_idle => 1);
+	finish_case($scope, $h, $w, $what, terminated_idle => 1, w_lock => $lk);
 
 	# the session's own setting is looser (set before the transaction, or
 	# inside it while the slot is kept): the budget's applies, SHOW shows
@@ -475,19 +523,19 @@ for my $scope (@scopes)
 	$log_offset = -s $node->logfile;
 	if ($scope eq 'statement')
 	{
-		($h, $w, $out) = start_idle_case($scope, $what,
+		($h, $w, $out, undef, $lk) = start_idle_case($scope, $what,
 			"BEGIN; $first; $show",
 			session => q{SET idle_in_transaction_session_timeout = '1h'});
 	}
 	else
 	{
-		($h, $w, $out) = start_idle_case($scope, $what,
+		($h, $w, $out, undef, $lk) = start_idle_case($scope, $what,
 			"BEGIN; $first; SET idle_in_transaction_session_timeout = '1h'; $show");
 	}
 	is($out, ($scope eq 'statement' ? '' : "1\n") . "1h\n1h\nlocked",
 		"$what: SHOW and current_setting() show the session's own value");
 	idle_timeout_fires($h, $w, $what, $log_offset);
-	finish_case($scope, $h, $w, $what, terminated_idle => 1);
+	finish_case($scope, $h, $w, $what, terminated_idle => 1, w_lock => $lk);
 }
 
 # The session's own setting is tighter: it stays in force (PostgreSQL's own
@@ -497,12 +545,12 @@ for my $scope (@scopes)
 	$node->safe_psql('postgres',
 		"SELECT dbgate.alter_budget('k_stmt', idle_in_transaction_timeout => '1h')");
 	my $log_offset = -s $node->logfile;
-	($h, $w, $out) = start_idle_case('statement', $what,
+	($h, $w, $out, undef, $lk) = start_idle_case('statement', $what,
 		'BEGIN; UPDATE k_rows SET v = v + 1 WHERE id = 1; SHOW idle_in_transaction_session_timeout',
 		session => q{SET idle_in_transaction_session_timeout = '500ms'});
 	is($out, "500ms\nlocked", "$what: SHOW shows the session's own value");
 	idle_timeout_fires($h, $w, $what, $log_offset);
-	finish_case('statement', $h, $w, $what, terminated_idle => 0);
+	finish_case('statement', $h, $w, $what, terminated_idle => 0, w_lock => $lk);
 }
 
 # No kept slot, no budget timeout: a read-only transaction of scope
@@ -548,7 +596,7 @@ for my $after ('ROLLBACK TO SAVEPOINT a', 'SELECT 1 / (v - v) FROM k_rows WHERE 
 		q{SELECT dbgate.alter_budget('k_stmt', idle_in_transaction_timeout => '300ms');
 		  SELECT dbgate.reset_stats('k_stmt')});
 	my $log_offset = -s $node->logfile;
-	($h, $w, $out, $err) = start_idle_case('statement', $what,
+	($h, $w, $out, $err, $lk) = start_idle_case('statement', $what,
 		q{BEGIN; UPDATE k_rows SET v = v + 1 WHERE id = 1;
 		  SAVEPOINT a; SET idle_in_transaction_session_timeout = '1h'},
 		session => q{SET idle_in_transaction_session_timeout = '3s'},
@@ -563,7 +611,37 @@ for my $after ('ROLLBACK TO SAVEPOINT a', 'SELECT 1 / (v - v) FROM k_rows WHERE 
 		is(column_of('k_stmt', 'terminated_idle'), '1',
 			"$what: ended by the budget's timeout");
 	}
-	finish_case('statement', $h, $w, $what, terminated_idle => undef);
+	finish_case('statement', $h, $w, $what, terminated_idle => undef, w_lock => $lk);
+}
+# Inside a DO block the slot is kept after a write while the block goes on:
+# what PL/pgSQL evaluates without the executor must still see, and set, the
+# session's own setting.
+{
+	my $what = 'statement, idle_in_transaction_session_timeout inside a DO block';
+	my $s = DbgateTest::Session->new($node, user => 'k_s');
+	($out, $err) = $s->query(
+		q{DO $$ BEGIN UPDATE k_rows SET v = v + 1 WHERE id = 1;
+		  RAISE NOTICE 'seen: %', current_setting('idle_in_transaction_session_timeout');
+		  END $$});
+  TODO:
+	{
+		local $TODO = 'the budget\'s value is set while the DO block still runs';
+		like($err, qr/NOTICE:  00000: seen: 0\n/,
+			"$what: current_setting() shows the session's own value");
+	}
+	($out, $err) = $s->query(
+		q{DO $$ DECLARE x text; BEGIN UPDATE k_rows SET v = v + 1 WHERE id = 1;
+		  x := set_config('idle_in_transaction_session_timeout', '1h', true);
+		  END $$;
+		  SHOW idle_in_transaction_session_timeout});
+  TODO:
+	{
+		local $TODO = 'set_config() saves the budget\'s value as the one to go back to';
+		is("$out|$err", '0|',
+			"$what: a local set_config() there leaves the session's own value");
+	}
+	is(backends_of($node, 'k_stmt'), '', "$what: no slot is held afterwards");
+	$s->quit;
 }
 $node->safe_psql('postgres',
 	q{SELECT dbgate.alter_budget('k_stmt', idle_in_transaction_timeout => '0');
@@ -723,6 +801,5 @@ is($node->safe_psql('postgres', 'SELECT count(*) FROM dbgate.backends'),
 is($node->safe_psql('postgres', 'SELECT sum(active) + sum(queued) FROM dbgate.status'),
 	'0', 'no slot is taken at the end');
 
-$su->quit;
 $node->stop;
 done_testing();
