@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * budgets.c
- *	  The shared budget table, the role map, and budget lookup.
+ *	  The shared budget table and the role map: set-up and installation of
+ *	  a configuration.
  *
  * Shared memory follows the pg_stat_statements pattern: one size function
  * used at request and at initialisation, a named LWLock tranche, and
@@ -9,12 +10,8 @@
  * (also after a crash restart, when the configuration is read back from
  * the state file and every counter starts from zero).
  *
- * Lookup: a backend's budget is that of its session user, found in the role
- * map, else dbgate.default_budget, else none.  The answer is cached per
- * backend and reused while the shared configuration generation, the session
- * user and dbgate.default_budget are unchanged and no pg_authid
- * invalidation arrived (superuser status may change).  The statement path
- * therefore reads one atomic counter and touches no catalog and no lock.
+ * Which budget a backend belongs to is decided in classify.c, from the
+ * maps installed here.
  *
  *-------------------------------------------------------------------------
  */
@@ -31,13 +28,6 @@
 #include "dbgate.h"
 
 DbgateShared *dbgate_shared = NULL;
-
-/* backend-local lookup cache */
-static bool lookup_valid = false;
-static uint64 lookup_generation;
-static Oid	lookup_user;
-static DbgateLookup lookup_result = {-1, 0, DBGATE_BY_ROLE, InvalidOid};
-static bool lookup_callback_registered = false;
 
 static Size
 procs_count(void)
@@ -301,22 +291,6 @@ dbgate_reset_budget_stats(DbgateBudget *b, TimestampTz now)
 	b->stats_reset = now;
 }
 
-/* ----------
- * Lookup
- * ----------
- */
-static void
-authid_callback(Datum arg, int cacheid, uint32 hashvalue)
-{
-	lookup_valid = false;
-}
-
-void
-dbgate_invalidate_lookup(void)
-{
-	lookup_valid = false;
-}
-
 /*
  * Find an in-use budget by name.  Caller must hold config_lock.
  */
@@ -333,85 +307,6 @@ dbgate_find_budget(const char *name)
 			return i;
 	}
 	return -1;
-}
-
-static int
-rolemap_find(Oid roleid)
-{
-	DbgateShared *sh = dbgate_shared;
-	int			lo = 0,
-				hi = sh->nroles - 1;
-
-	while (lo <= hi)
-	{
-		int			mid = lo + (hi - lo) / 2;
-		Oid			r = sh->roles[mid].roleid;
-
-		if (r == roleid)
-			return sh->roles[mid].budget;
-		if (r < roleid)
-			lo = mid + 1;
-		else
-			hi = mid - 1;
-	}
-	return -1;
-}
-
-static const DbgateLookup *
-lookup_slow(Oid user, uint64 generation)
-{
-	DbgateShared *sh = dbgate_shared;
-	int			idx = -1;
-	uint32		inc = 0;
-	DbgateRule	rule = DBGATE_BY_ROLE;
-
-	if (!lookup_callback_registered)
-	{
-		CacheRegisterSyscacheCallback(AUTHOID, authid_callback, (Datum) 0);
-		lookup_callback_registered = true;
-	}
-
-	/* mark valid first: an invalidation arriving meanwhile clears it */
-	lookup_valid = true;
-	lookup_generation = generation;
-	lookup_user = user;
-
-	/* superusers are the administrator's reserve: never gated */
-	if (!superuser_arg(user))
-	{
-		LWLockAcquire(sh->config_lock, LW_SHARED);
-		idx = rolemap_find(user);
-		if (idx < 0 && dbgate_default_budget != NULL &&
-			dbgate_default_budget[0] != '\0')
-		{
-			idx = dbgate_find_budget(dbgate_default_budget);
-			rule = DBGATE_BY_DEFAULT;
-		}
-		if (idx >= 0)
-			inc = sh->budgets[idx].d.incarnation;
-		LWLockRelease(sh->config_lock);
-	}
-
-	lookup_result.budget = idx;
-	lookup_result.incarnation = inc;
-	lookup_result.rule = rule;
-	lookup_result.via = InvalidOid;
-	return &lookup_result;
-}
-
-/*
- * The budget that gates the current statement (budget -1: none), and why.
- */
-const DbgateLookup *
-dbgate_classify(void)
-{
-	Oid			user = GetSessionUserId();
-	uint64		generation = pg_atomic_read_u64(&dbgate_shared->generation);
-
-	if (likely(lookup_valid && generation == lookup_generation &&
-			   user == lookup_user))
-		return &lookup_result;
-	return lookup_slow(user, generation);
 }
 
 /* ----------

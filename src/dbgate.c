@@ -28,7 +28,7 @@
 #include "compat.h"
 #include "dbgate.h"
 
-PG_MODULE_MAGIC;
+DBGATE_MODULE_MAGIC("dbgate", "1.1");
 
 /* GUCs */
 bool		dbgate_enabled = true;
@@ -159,6 +159,8 @@ _PG_init(void)
 	ProcessUtility_hook = dbgate_ProcessUtility;
 	prev_emit_log_hook = emit_log_hook;
 	emit_log_hook = dbgate_emit_log_hook;
+	/* planner_hook: parallel.c */
+	dbgate_parallel_init();
 
 	/* configuration changes travel with the WAL */
 	dbgate_wal_init();
@@ -216,6 +218,7 @@ static void
 dbgate_ExecutorStart(QueryDesc *queryDesc, int eflags)
 {
 	dbgate_executor_start(queryDesc, eflags);
+	dbgate_parallel_executor_start(queryDesc);
 
 	if (prev_ExecutorStart)
 		prev_ExecutorStart(queryDesc, eflags);
@@ -322,9 +325,47 @@ dbgate_ExecutorEnd(QueryDesc *queryDesc)
 		dbgate_executor_end(queryDesc);
 }
 
+/* the next hook in the chain, or the standard function */
+static inline void
+next_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
+					bool readOnlyTree, ProcessUtilityContext context,
+					ParamListInfo params, QueryEnvironment *queryEnv,
+					DestReceiver *dest, QueryCompletion *qc)
+{
+	if (prev_ProcessUtility)
+		prev_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
+							queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+								params, queryEnv, dest, qc);
+}
+
+/* a command that holds a slot: return it on every exit */
+static void
+gated_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
+					 bool readOnlyTree, ProcessUtilityContext context,
+					 ParamListInfo params, QueryEnvironment *queryEnv,
+					 DestReceiver *dest, QueryCompletion *qc)
+{
+	PG_TRY();
+	{
+		next_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+							params, queryEnv, dest, qc);
+	}
+	PG_CATCH();
+	{
+		dbgate_utility_end();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	dbgate_utility_end();
+}
+
 /*
  * ProcessUtility: DROP ROLE and DROP DATABASE also remove the dropped
- * objects' assignments, in the same transaction.
+ * objects' assignments, in the same transaction.  Heavy utility commands
+ * (utility.c) of a budget with utility = true take a slot for the whole
+ * command.
  */
 static void
 dbgate_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
@@ -360,12 +401,13 @@ dbgate_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 
 	if (dbgate_shared != NULL)
 		dbgate_admission_utility_start();
-	if (prev_ProcessUtility)
-		prev_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
-							queryEnv, dest, qc);
+	if (dbgate_shared != NULL && dbgate_utility_takes_slot(pstmt, context) &&
+		dbgate_utility_begin())
+		gated_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+							 params, queryEnv, dest, qc);
 	else
-		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
-								params, queryEnv, dest, qc);
+		next_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+							params, queryEnv, dest, qc);
 	if (dbgate_shared != NULL)
 		dbgate_admission_utility_done();
 

@@ -1,0 +1,262 @@
+/*-------------------------------------------------------------------------
+ *
+ * parallel.c
+ *	  A budget's parallel_workers: the most parallel workers one statement
+ *	  of its sessions may use.
+ *
+ * A budget with parallel_workers = N >= 0 caps, for its sessions,
+ * max_parallel_workers_per_gather at N (it only tightens: a session that
+ * asks for fewer keeps its own value).  Like max_parallel_workers_per_gather
+ * the cap applies to each Gather and Gather Merge node.  N = 0 means no
+ * parallel query.  Budgets in shadow mode (enforce = false) cap nothing.
+ * Superusers and ungated sessions are never capped; parallel workers are
+ * never gated at all.
+ *
+ * Two places apply it:
+ *	  - Planning (planner_hook): while the statement is planned the variable
+ *		behind max_parallel_workers_per_gather holds the cap, and the
+ *		session's value is put back when planning returns, normally or by
+ *		error, without the GUC machinery and keeping what planning itself
+ *		does to the setting (gucvar.c, as for the budget's lock_timeout).
+ *		So `SHOW max_parallel_workers_per_gather` afterwards shows the
+ *		session's own value.
+ *	  - Execution (ExecutorStart): a plan made earlier, before the budget
+ *		was changed or the session was classified into it (a prepared
+ *		statement, a cached PL/pgSQL plan), may ask for more workers.  Its
+ *		PlannedStmt is then copied (a cached plan is shared and must not
+ *		change) and the num_workers of each Gather and Gather Merge above
+ *		the cap is lowered to it.  The executor launches num_workers workers
+ *		at most; with 0 the leader runs the plan below the Gather alone, as
+ *		it does whenever no worker can be launched.  The copy lives in the
+ *		memory context current at ExecutorStart, which outlives the
+ *		executor state (that is created as its child).
+ *
+ * Cost when nothing is capped: planning pays one classification lookup
+ * (cached, see classify.c); ExecutorStart looks at one flag of the plan
+ * (parallelModeNeeded, which every plan with a Gather or Gather Merge has).
+ *
+ * The budget's parallel_workers and enforce fields are read without the
+ * budget lock: each is a single aligned field written under the lock, so a
+ * reader sees the old or the new value; a statement planned or started at
+ * the very moment its budget changes may use either.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "nodes/nodes.h"
+#include "nodes/plannodes.h"
+#include "optimizer/cost.h"
+#include "optimizer/planner.h"
+#include "utils/guc.h"
+#include "utils/guc_tables.h"
+
+#include "compat.h"
+#include "dbgate.h"
+
+static planner_hook_type prev_planner = NULL;
+static struct config_generic *workers_rec = NULL;
+
+static PlannedStmt *dbgate_planner(Query *parse, const char *query_string,
+								   int cursorOptions,
+								   ParamListInfo boundParams);
+
+void
+dbgate_parallel_init(void)
+{
+	prev_planner = planner_hook;
+	planner_hook = dbgate_planner;
+}
+
+/*
+ * The cap for this backend's statements, or -1 for none.
+ */
+static inline int
+parallel_cap(void)
+{
+	const DbgateLookup *lk;
+	const DbgateBudget *b;
+
+	if (!dbgate_enabled || dbgate_shared == NULL)
+		return -1;
+	lk = dbgate_classify();
+	if (lk->budget < 0 || !dbgate_is_client_backend())
+		return -1;
+	b = &dbgate_shared->budgets[lk->budget].d;
+	/* unlocked reads, see the file header */
+	if (!b->conf.enforce)
+		return -1;
+	return b->conf.parallel_workers;
+}
+
+/* ----------
+ * Planning
+ * ----------
+ */
+static inline PlannedStmt *
+next_planner(Query *parse, const char *query_string, int cursorOptions,
+			 ParamListInfo boundParams)
+{
+	if (prev_planner)
+		return prev_planner(parse, query_string, cursorOptions, boundParams);
+	return standard_planner(parse, query_string, cursorOptions, boundParams);
+}
+
+/* Plan with the cap applied, and undo it on every exit. */
+static pg_noinline PlannedStmt *
+planner_capped(Query *parse, const char *query_string, int cursorOptions,
+			   ParamListInfo boundParams, int cap)
+{
+	PlannedStmt *result;
+	DbgateGucOverride o;
+
+	if (workers_rec == NULL)
+		workers_rec = dbgate_find_guc("max_parallel_workers_per_gather");
+	if (workers_rec == NULL)
+		return next_planner(parse, query_string, cursorOptions, boundParams);
+	dbgate_guc_override_apply(&o, workers_rec, &max_parallel_workers_per_gather,
+							  cap);
+	PG_TRY();
+	{
+		result = next_planner(parse, query_string, cursorOptions, boundParams);
+	}
+	PG_CATCH();
+	{
+		dbgate_guc_override_restore(&o);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	dbgate_guc_override_restore(&o);
+
+	return result;
+}
+
+static PlannedStmt *
+dbgate_planner(Query *parse, const char *query_string, int cursorOptions,
+			   ParamListInfo boundParams)
+{
+	int			cap = parallel_cap();
+
+	if (likely(cap < 0 || cap >= max_parallel_workers_per_gather))
+		return next_planner(parse, query_string, cursorOptions, boundParams);
+	return planner_capped(parse, query_string, cursorOptions, boundParams,
+						  cap);
+}
+
+/* ----------
+ * Execution
+ * ----------
+ */
+
+/*
+ * Does the plan tree below 'plan' have a Gather or Gather Merge with more
+ * than 'cap' workers?  With 'apply', lower every such num_workers to 'cap'
+ * (and look at the whole tree).
+ */
+static bool
+plan_over_cap(Plan *plan, int cap, bool apply)
+{
+	List	   *children = NIL;
+	bool		over = false;
+	ListCell   *lc;
+
+	if (plan == NULL)
+		return false;
+	check_stack_depth();
+
+	switch (nodeTag(plan))
+	{
+		case T_Gather:
+			{
+				Gather	   *g = (Gather *) plan;
+
+				if (g->num_workers > cap)
+				{
+					over = true;
+					if (apply)
+						g->num_workers = cap;
+				}
+			}
+			break;
+		case T_GatherMerge:
+			{
+				GatherMerge *gm = (GatherMerge *) plan;
+
+				if (gm->num_workers > cap)
+				{
+					over = true;
+					if (apply)
+						gm->num_workers = cap;
+				}
+			}
+			break;
+		case T_Append:
+			children = ((Append *) plan)->appendplans;
+			break;
+		case T_MergeAppend:
+			children = ((MergeAppend *) plan)->mergeplans;
+			break;
+		case T_BitmapAnd:
+			children = ((BitmapAnd *) plan)->bitmapplans;
+			break;
+		case T_BitmapOr:
+			children = ((BitmapOr *) plan)->bitmapplans;
+			break;
+		case T_SubqueryScan:
+			over = plan_over_cap(((SubqueryScan *) plan)->subplan, cap, apply);
+			break;
+		case T_CustomScan:
+			children = ((CustomScan *) plan)->custom_plans;
+			break;
+		default:
+			break;
+	}
+
+	foreach(lc, children)
+	{
+		if (over && !apply)
+			break;
+		over |= plan_over_cap((Plan *) lfirst(lc), cap, apply);
+	}
+	if (!over || apply)
+		over |= plan_over_cap(plan->lefttree, cap, apply);
+	if (!over || apply)
+		over |= plan_over_cap(plan->righttree, cap, apply);
+	return over;
+}
+
+static bool
+stmt_over_cap(PlannedStmt *pstmt, int cap, bool apply)
+{
+	bool		over = plan_over_cap(pstmt->planTree, cap, apply);
+	ListCell   *lc;
+
+	/* subplans of SubPlan expressions and CTEs; unused ones are NULL */
+	foreach(lc, pstmt->subplans)
+	{
+		if (over && !apply)
+			break;
+		over |= plan_over_cap((Plan *) lfirst(lc), cap, apply);
+	}
+	return over;
+}
+
+/*
+ * ExecutorStart: hold a plan made before to the cap of the budget now.
+ */
+void
+dbgate_parallel_executor_start_slow(QueryDesc *queryDesc)
+{
+	PlannedStmt *pstmt = queryDesc->plannedstmt;
+	int			cap;
+
+	cap = parallel_cap();
+	if (cap < 0 || !stmt_over_cap(pstmt, cap, false))
+		return;
+
+	/* a cached plan is shared: change a copy */
+	pstmt = copyObject(pstmt);
+	(void) stmt_over_cap(pstmt, cap, true);
+	queryDesc->plannedstmt = pstmt;
+}
