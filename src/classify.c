@@ -322,7 +322,8 @@ classify_user(Oid user, DbgateLookup *out)
 	LWLockRelease(sh->config_lock);
 }
 
-static const DbgateLookup *
+/* not inlined: the statement path stays a few instructions long */
+static pg_noinline const DbgateLookup *
 lookup_slow(Oid user, uint64 generation)
 {
 	DbgateLookup result = {-1, 0, DBGATE_BY_ROLE, InvalidOid};

@@ -95,11 +95,13 @@ dbgate_parallel_init(void)
 static int
 parallel_cap(void)
 {
+	static int	client = -1;	/* is this a client backend? -1 unknown */
 	const DbgateLookup *lk;
 	const DbgateBudget *b;
 
-	if (!dbgate_enabled || dbgate_shared == NULL ||
-		!dbgate_is_client_backend())
+	if (unlikely(client < 0))
+		client = dbgate_is_client_backend() ? 1 : 0;
+	if (!dbgate_enabled || client == 0 || dbgate_shared == NULL)
 		return -1;
 	lk = dbgate_classify();
 	if (lk->budget < 0)
@@ -195,16 +197,13 @@ restore_cap(CapState *st)
 	st->applied = false;
 }
 
-static PlannedStmt *
-dbgate_planner(Query *parse, const char *query_string, int cursorOptions,
-			   ParamListInfo boundParams)
+/* planning under the cap; not inlined, so that the uncapped path is short */
+static pg_noinline PlannedStmt *
+plan_capped(int cap, Query *parse, const char *query_string,
+			int cursorOptions, ParamListInfo boundParams)
 {
 	PlannedStmt *result;
 	CapState	st;
-	int			cap = parallel_cap();
-
-	if (likely(cap < 0 || cap >= max_parallel_workers_per_gather))
-		return next_planner(parse, query_string, cursorOptions, boundParams);
 
 	apply_cap(&st, cap);
 	PG_TRY();
@@ -220,6 +219,17 @@ dbgate_planner(Query *parse, const char *query_string, int cursorOptions,
 	restore_cap(&st);
 
 	return result;
+}
+
+static PlannedStmt *
+dbgate_planner(Query *parse, const char *query_string, int cursorOptions,
+			   ParamListInfo boundParams)
+{
+	int			cap = parallel_cap();
+
+	if (likely(cap < 0 || cap >= max_parallel_workers_per_gather))
+		return next_planner(parse, query_string, cursorOptions, boundParams);
+	return plan_capped(cap, parse, query_string, cursorOptions, boundParams);
 }
 
 /* ----------
