@@ -6,6 +6,7 @@ OBJS = \
 	src/classify.o \
 	src/admission.o \
 	src/limits.o \
+	src/gucvar.o \
 	src/confimage.o \
 	src/config.o \
 	src/persist.o \

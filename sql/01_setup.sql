@@ -4,7 +4,9 @@
 -- The tests of this directory run one after the other in one throwaway
 -- instance with dbgate preloaded (test/dbgate.conf).  Budgets are
 -- cluster-wide, so each test drops every budget and role it creates;
--- 99_leftovers checks that nothing was left behind.
+-- 99_leftovers checks that nothing was left behind.  Each test also runs
+-- alone on a fresh instance (test/check.sh alone): it creates the extension
+-- if needed and its own roles and budgets.
 --
 SHOW shared_preload_libraries;
 CREATE EXTENSION dbgate;

@@ -3,6 +3,11 @@
 -- with its effect on dbgate.budgets and dbgate.status.  Errors are tested in
 -- 20_errors, privileges in 40_privileges, transactions in 50_transactions.
 --
+-- Runs alone as well as after the other files (pg_regress NAME): the
+-- extension is created if it is not there yet.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS dbgate;
+RESET client_min_messages;
 \set VERBOSITY default
 \set SHOW_CONTEXT never
 -- intervals as plain times (pg_regress's default style is postgres_verbose)

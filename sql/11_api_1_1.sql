@@ -4,6 +4,11 @@
 -- database assignments.  Each function's normal use, every error with its
 -- SQLSTATE (a failing call changes nothing), privileges, transactions.
 --
+-- Runs alone as well as after the other files (pg_regress NAME): the
+-- extension is created if it is not there yet.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS dbgate;
+RESET client_min_messages;
 \set VERBOSITY default
 \set SHOW_CONTEXT never
 SET IntervalStyle = postgres;

@@ -2,6 +2,11 @@
 -- Every documented error of the SQL functions, with its SQLSTATE, and that
 -- a call that fails changes nothing.
 --
+-- Runs alone as well as after the other files (pg_regress NAME): the
+-- extension is created if it is not there yet.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS dbgate;
+RESET client_min_messages;
 \set VERBOSITY default
 \set SHOW_CONTEXT never
 SET IntervalStyle = postgres;

@@ -8,6 +8,11 @@
 -- The choice of calls is pseudo-random with a fixed seed, so the summary
 -- (calls per function and SQLSTATE) printed at the end is always the same.
 --
+-- Runs alone as well as after the other files (pg_regress NAME): the
+-- extension is created if it is not there yet.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS dbgate;
+RESET client_min_messages;
 \set VERBOSITY default
 \set SHOW_CONTEXT never
 SET IntervalStyle = postgres;

@@ -3,6 +3,11 @@
 -- the settings, and that a gated session cannot leave its budget (SET ROLE,
 -- SECURITY DEFINER, SET SESSION AUTHORIZATION, settings).
 --
+-- Runs alone as well as after the other files (pg_regress NAME): the
+-- extension is created if it is not there yet.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS dbgate;
+RESET client_min_messages;
 \set VERBOSITY default
 \set SHOW_CONTEXT never
 \set sqlstate '\\echo SQLSTATE: :SQLSTATE'

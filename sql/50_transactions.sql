@@ -4,6 +4,11 @@
 -- gating see only committed budgets), undone by ROLLBACK and ROLLBACK TO
 -- SAVEPOINT.  reset_stats() is not transactional.
 --
+-- Runs alone as well as after the other files (pg_regress NAME): the
+-- extension is created if it is not there yet.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS dbgate;
+RESET client_min_messages;
 \set VERBOSITY default
 \set SHOW_CONTEXT never
 \set sqlstate '\\echo SQLSTATE: :SQLSTATE'

@@ -6,6 +6,11 @@
 --  * deferred triggers fired by COMMIT take no slot: a COMMIT never queues
 --    and never fails because its budget is full.
 --
+-- Runs alone as well as after the other files (pg_regress NAME): the
+-- extension is created if it is not there yet.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS dbgate;
+RESET client_min_messages;
 \set VERBOSITY default
 \set SHOW_CONTEXT never
 SELECT current_user AS su \gset

@@ -6,6 +6,11 @@
 -- an ungated role and by a gated one (the same file,
 -- sql/66_lock_timeout_cases.inc, included twice), and must print the same.
 --
+-- Runs alone as well as after the other files (pg_regress NAME): the
+-- extension is created if it is not there yet.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS dbgate;
+RESET client_min_messages;
 \set VERBOSITY terse
 \set SHOW_CONTEXT never
 SELECT current_user AS su \gset

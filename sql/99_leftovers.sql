@@ -2,6 +2,11 @@
 -- Runs last: the tests before left no budgets, assignments, roles or
 -- settings behind, and no slot is held.
 --
+-- Runs alone as well as after the other files (pg_regress NAME): the
+-- extension is created if it is not there yet.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS dbgate;
+RESET client_min_messages;
 SELECT * FROM dbgate.budgets;
 SELECT budget, active, queued FROM dbgate.status;
 SELECT * FROM dbgate.backends;

@@ -4,7 +4,9 @@
  *	  Differences between PostgreSQL major versions, in one place.
  *
  * The logic files use only the names defined here, so they read as if there
- * were a single PostgreSQL version.  Supported: 15, 16, 17, 18.
+ * were a single PostgreSQL version.  Supported: 15, 16, 17, 18 (tested: 15,
+ * 17 and 18).  dbgate keeps nothing in resource owners, so the ResourceOwner
+ * API of 17 (ResourceOwnerDesc) has no counterpart here.
  *
  *-------------------------------------------------------------------------
  */
@@ -14,6 +16,7 @@
 #include "postgres.h"
 
 #include "executor/executor.h"
+#include "fmgr.h"
 #include "miscadmin.h"
 #include "postmaster/autovacuum.h"
 #include "postmaster/bgworker.h"
@@ -51,6 +54,17 @@ dbgate_queue_wait_event(void)
 	return PG_WAIT_EXTENSION;
 #endif
 }
+
+/*
+ * The module's magic block; from 18 on it carries the module's name and
+ * version, which pg_get_loaded_modules() shows.
+ */
+#if PG_VERSION_NUM >= 180000
+#define DBGATE_MODULE_MAGIC(module_name, module_version) \
+	PG_MODULE_MAGIC_EXT(.name = (module_name), .version = (module_version))
+#else
+#define DBGATE_MODULE_MAGIC(module_name, module_version) PG_MODULE_MAGIC
+#endif
 
 /* ExecutorRun lost its execute_once argument in 18. */
 #if PG_VERSION_NUM >= 180000

@@ -28,7 +28,7 @@
 #include "compat.h"
 #include "dbgate.h"
 
-PG_MODULE_MAGIC;
+DBGATE_MODULE_MAGIC("dbgate", "1.1");
 
 /* GUCs */
 bool		dbgate_enabled = true;

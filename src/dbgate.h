@@ -8,7 +8,9 @@
  *	  budgets.c		the shared budget table and role map
  *	  classify.c	which budget gates a backend (the lookup and its cache)
  *	  admission.c	admit / queue / hand off / release of slots
- *	  limits.c		per-budget statement_timeout and lock_timeout
+ *	  limits.c		per-budget statement_timeout, lock_timeout and
+ *					idle_in_transaction_timeout
+ *	  gucvar.c		a built-in setting tightened for a while
  *	  confimage.c	configuration images (backend-local copies)
  *	  config.c		transactional configuration changes
  *	  persist.c		the state file in the data directory, image encoding
@@ -28,6 +30,7 @@
 #include "access/xact.h"
 #include "access/xlogdefs.h"
 #include "executor/execdesc.h"
+#include "miscadmin.h"
 #include "port/atomics.h"
 #include "storage/lwlock.h"
 #include "tcop/utility.h"
@@ -311,7 +314,37 @@ typedef struct DbgateLookup
 	Oid			via;			/* DBGATE_BY_MEMBER: the assigned group */
 } DbgateLookup;
 
-extern const DbgateLookup *dbgate_classify(void);
+/*
+ * The per-backend cache of the classification (classify.c): valid while no
+ * catalog invalidation arrived and the configuration generation and the
+ * session user are the ones it was made for.
+ */
+typedef struct DbgateLookupCache
+{
+	bool		valid;
+	Oid			user;
+	uint64		generation;
+	DbgateLookup result;
+} DbgateLookupCache;
+
+extern PGDLLIMPORT DbgateLookupCache dbgate_lookup_cache;
+extern const DbgateLookup *dbgate_classify_slow(void);
+
+/*
+ * The budget that gates the current statement (budget -1: none), and why.
+ * The statement path: two comparisons and one atomic read while nothing
+ * changed.
+ */
+static inline const DbgateLookup *
+dbgate_classify(void)
+{
+	const DbgateLookupCache *c = &dbgate_lookup_cache;
+
+	if (likely(c->valid && c->user == GetSessionUserId() &&
+			   c->generation == pg_atomic_read_u64(&dbgate_shared->generation)))
+		return &c->result;
+	return dbgate_classify_slow();
+}
 
 /* budgets.c */
 extern int	dbgate_find_budget(const char *name);
@@ -383,13 +416,40 @@ extern void dbgate_utility_end(void);
 
 /* parallel.c */
 extern void dbgate_parallel_init(void);
-extern void dbgate_parallel_executor_start(QueryDesc *queryDesc);
+extern void dbgate_parallel_executor_start_slow(QueryDesc *queryDesc);
+
+/* ExecutorStart: cap a plan made before the budget's cap was in force. */
+static inline void
+dbgate_parallel_executor_start(QueryDesc *queryDesc)
+{
+	/* a plan without Gather or Gather Merge needs no parallel mode */
+	if (unlikely(queryDesc->plannedstmt->parallelModeNeeded))
+		dbgate_parallel_executor_start_slow(queryDesc);
+}
 
 /* utility.c */
 extern bool dbgate_utility_takes_slot(PlannedStmt *pstmt,
 									  ProcessUtilityContext context);
 
 /* limits.c */
+/* gucvar.c: a built-in integer setting tightened for a while */
+typedef struct DbgateGucOverride
+{
+	bool		applied;
+	struct config_generic *rec; /* the GUC record */
+	int		   *variable;		/* the variable behind it */
+	int			value;			/* the value set */
+	int			session;		/* the session's value before */
+	int			session_scontext;	/* and its GucContext */
+	struct guc_stack *stack;	/* top of its GUC stack then */
+	int			stack_state;	/* that entry's state, or -1 */
+} DbgateGucOverride;
+
+extern void dbgate_guc_override_apply(DbgateGucOverride *o,
+									  struct config_generic *rec,
+									  int *variable, int value);
+extern void dbgate_guc_override_restore(DbgateGucOverride *o);
+
 typedef struct DbgateLimitState
 {
 	bool		tracked;		/* the run is a reference of our slot */
@@ -398,12 +458,7 @@ typedef struct DbgateLimitState
 	bool		stmt_had_session;	/* a session timer was active before */
 	TimestampTz stmt_session_fin;	/* its finish time */
 	TimestampTz stmt_our_fin;	/* the finish time we set */
-	bool		lock_applied;	/* we set lock_timeout */
-	int			lock_ms;		/* the value we set */
-	int			lock_session;	/* the session's value before */
-	int			lock_session_scontext;	/* and its GucContext */
-	struct guc_stack *lock_stack;	/* top of its GUC stack then */
-	int			lock_stack_state;	/* that entry's state, or -1 */
+	DbgateGucOverride lock;		/* lock_timeout */
 } DbgateLimitState;
 
 extern void dbgate_limits_apply(DbgateLimitState *st, TimestampTz start,

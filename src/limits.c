@@ -27,20 +27,8 @@
  * lock_timeout
  *	  The lock manager reads the variable behind the lock_timeout GUC when a
  *	  lock wait starts, so the gate sets that variable for the run and puts
- *	  the session's value back afterwards: no allocation, no GUC nesting
- *	  level (which in PostgreSQL 15 costs a pass over every GUC).  The gate
- *	  also marks the GUC record as set in context PGC_SUSET, which a gated
- *	  (non-superuser) role's own SET cannot produce.
- *
- *	  What the statement itself does to lock_timeout keeps its meaning.  A
- *	  SET or SET LOCAL inside the run (set_config() in a query, a function
- *	  with a SET clause) goes through GUC, which saves the value it replaces
- *	  -- the gate's -- on the GUC stack.  When the run ends, every stack
- *	  entry made during the run that saved the gate's value gets the
- *	  session's value instead, so that popping it at function exit, commit
- *	  or abort restores what the session really had.  The current value is
- *	  put back only if it is still the gate's (the record still carries the
- *	  gate's mark); a value the statement set stays.
+ *	  the session's value back afterwards, without the GUC machinery and
+ *	  keeping what the statement itself does to the setting (gucvar.c).
  *
  * idle_in_transaction_timeout
  *	  While a slot is kept between statements of a transaction (see
@@ -61,15 +49,11 @@
 #include "miscadmin.h"
 #include "storage/proc.h"
 #include "utils/guc.h"
-#include "utils/guc_tables.h"
 #include "utils/timeout.h"
 #include "utils/timestamp.h"
 
 #include "compat.h"
 #include "dbgate.h"
-
-/* The context the gate's lock_timeout carries: see the file header. */
-#define GATE_SCONTEXT	PGC_SUSET
 
 static struct config_generic *lock_timeout_rec = NULL;
 
@@ -79,7 +63,7 @@ dbgate_limits_apply(DbgateLimitState *st, TimestampTz start,
 {
 	st->stmt_armed = false;
 	st->stmt_had_session = false;
-	st->lock_applied = false;
+	st->lock.applied = false;
 
 	if (statement_timeout_ms > 0)
 	{
@@ -113,78 +97,11 @@ dbgate_limits_apply(DbgateLimitState *st, TimestampTz start,
 		if (lock_timeout_rec == NULL)
 			lock_timeout_rec = dbgate_find_guc("lock_timeout");
 		if (lock_timeout_rec != NULL)
-		{
-			st->lock_applied = true;
-			st->lock_ms = lock_timeout_ms;
-			st->lock_session = LockTimeout;
-			st->lock_session_scontext = (int) lock_timeout_rec->scontext;
-			st->lock_stack = lock_timeout_rec->stack;
-			st->lock_stack_state = lock_timeout_rec->stack ?
-				(int) lock_timeout_rec->stack->state : -1;
-			LockTimeout = lock_timeout_ms;
-			lock_timeout_rec->scontext = GATE_SCONTEXT;
-		}
+			dbgate_guc_override_apply(&st->lock, lock_timeout_rec,
+									  &LockTimeout, lock_timeout_ms);
 	}
 
-	st->applied = st->stmt_armed || st->lock_applied;
-}
-
-/*
- * Does a saved GUC value hold the gate's lock_timeout?
- */
-static inline bool
-is_gate_value(const DbgateLimitState *st, int value, GucContext scontext)
-{
-	return value == st->lock_ms && scontext == GATE_SCONTEXT;
-}
-
-static void
-restore_lock_timeout(DbgateLimitState *st)
-{
-	struct config_generic *rec = lock_timeout_rec;
-	GucStack   *e;
-
-	/*
-	 * Stack entries made during the run (above the entry that was on top
-	 * when the gate applied its value) saved the gate's value: give them
-	 * the session's.
-	 */
-	for (e = rec->stack; e != NULL && e != st->lock_stack; e = e->prev)
-	{
-		if (is_gate_value(st, e->prior.val.intval, e->scontext))
-		{
-			e->prior.val.intval = st->lock_session;
-			e->scontext = (GucContext) st->lock_session_scontext;
-		}
-		if (e->state == GUC_SET_LOCAL &&
-			is_gate_value(st, e->masked.val.intval, e->masked_scontext))
-		{
-			e->masked.val.intval = st->lock_session;
-			e->masked_scontext = (GucContext) st->lock_session_scontext;
-		}
-	}
-
-	/*
-	 * The entry that was on top may have turned from SET into SET LOCAL
-	 * during the run, saving the then current value (the gate's) as the
-	 * SET value to come back to.
-	 */
-	e = st->lock_stack;
-	if (e != NULL && e == rec->stack && e->state == GUC_SET_LOCAL &&
-		st->lock_stack_state != (int) GUC_SET_LOCAL &&
-		is_gate_value(st, e->masked.val.intval, e->masked_scontext))
-	{
-		e->masked.val.intval = st->lock_session;
-		e->masked_scontext = (GucContext) st->lock_session_scontext;
-	}
-
-	/* the current value: the session's again, unless the run set one */
-	if (is_gate_value(st, LockTimeout, rec->scontext))
-	{
-		LockTimeout = st->lock_session;
-		rec->scontext = (GucContext) st->lock_session_scontext;
-	}
-	st->lock_applied = false;
+	st->applied = st->stmt_armed || st->lock.applied;
 }
 
 /*
@@ -230,8 +147,8 @@ dbgate_limits_restore(DbgateLimitState *st, bool is_error)
 		st->stmt_armed = false;
 	}
 
-	if (st->lock_applied)
-		restore_lock_timeout(st);
+	if (st->lock.applied)
+		dbgate_guc_override_restore(&st->lock);
 
 	st->applied = false;
 

@@ -3,14 +3,25 @@
 #
 # test/check.sh - build, install and run every dbgate test suite.
 #
-# Usage: sudo test/check.sh [--no-install] [--keep] [SUITE...]
+# Usage: sudo test/check.sh [--pg VERSION]... [--host] [--no-install] [--keep] [SUITE...]
 #
-#   SUITE         regress, isolation, tap or smoke; default all of them
-#                 (or the list in $CHECK_SUITES)
+#   SUITE         regress, alone, isolation, tap or smoke; default all of
+#                 them (or the list in $CHECK_SUITES)
+#   --pg VERSION  PostgreSQL major version to test: 15 (this system's, see
+#                 PG_MAJOR), 17 or 18 (each in a Debian root file system of
+#                 its own, see test/roots.sh); may be given more than once;
+#                 default all three (or the list in $CHECK_PG)
+#   --host        this system's PostgreSQL only (like --pg 15)
 #   --no-install  skip apt-get and `make install` and test the dbgate that is
 #                 already installed (the build is still checked); allows
-#                 running as a non-root user
+#                 running as a non-root user.  A root file system that
+#                 exists is then used as it is, without updating it
 #   --keep        keep the scratch directory (test results and logs)
+#
+# Each version's suites run as below, one version after the other; a line
+# "PG N: N passed, N failed, N skipped (T s)" follows each, and the last
+# line of output is the sum over all versions.  A version whose root file
+# system cannot be made (no network, say) counts as one failure.
 #
 # As root, the script installs the packages it needs, builds and installs the
 # extension, copies the source tree into a scratch directory owned by the
@@ -18,6 +29,7 @@
 # checkout is never written to) and runs the suites there as that user:
 #
 #   regress    sql/*.sql against expected/*.out        (pg_regress)
+#   alone      each of them again, alone on a fresh instance
 #   isolation  test/isolation/specs/*.spec             (pg_isolation_regress)
 #   tap        test/t/*.pl                             (prove)
 #   smoke      test/smoke/*.sh: exit 0 passes, 77 skips, anything else fails
@@ -29,24 +41,27 @@
 # "N passed, N failed, N skipped", and the exit status is 0 only if nothing
 # failed.
 #
-# Environment: CHECK_SUITES, CHECK_TIMEOUT (seconds per command, default
+# Environment: CHECK_SUITES, CHECK_PG, CHECK_TIMEOUT (seconds per command, default
 # 600), CHECK_KEEP=1 (like --keep), PG_TEST_TIMEOUT_DEFAULT (TAP waits,
 # default here 60), PGISOLATIONTIMEOUT (isolation step waits, default here
-# 120), PG_MAJOR, PG_CONFIG, DBGATE_OS_USER (see test/lib.sh).  Anything
+# 120), PG_MAJOR, PG_CONFIG, DBGATE_OS_USER (see test/lib.sh), DBGATE_ROOTS,
+# DBGATE_DEBIAN_MIRROR (see test/roots.sh).  Anything
 # else, such as SOAK_LONG, is passed through to the tests unchanged.
 
 set -uo pipefail
 
 # shellcheck source=test/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# shellcheck source=test/roots.sh
+. "$(dirname "${BASH_SOURCE[0]}")/roots.sh"
 
-ALL_SUITES=(regress isolation tap smoke)
-# Build and test tools (libkrb5-dev for the GSSAPI headers that the server
-# headers include, libipc-run-perl for PostgreSQL::Test::Cluster,
+ALL_SUITES=(regress alone isolation tap smoke)
+# Build and test tools (make, gcc and libc6-dev for PGXS, libkrb5-dev for
+# the GSSAPI headers that the server headers include, libipc-run-perl for PostgreSQL::Test::Cluster,
 # libdbd-pg-perl for the soak test's client processes); pgbouncer,
 # gnuplot-nox and python3 for the benchmarks and their smoke test.
 PACKAGES=(postgresql-"$PG_MAJOR" postgresql-server-dev-"$PG_MAJOR"
-	build-essential libkrb5-dev perl libipc-run-perl libdbd-pg-perl
+	make gcc libc6-dev libkrb5-dev perl libipc-run-perl libdbd-pg-perl
 	pgbouncer gnuplot-nox python3)
 CHECK_TIMEOUT=${CHECK_TIMEOUT:-600}
 # A test that waits for something that never happens fails after this
@@ -63,17 +78,38 @@ usage() {
 do_install=1
 keep=${CHECK_KEEP:-}
 suites=()
-for arg in "$@"; do
+versions=()
+pass_args=() # what a run of one version gets (all but the versions)
+while (($# > 0)); do
+	arg=$1
+	shift
 	case $arg in
-	--no-install) do_install= ;;
-	--keep) keep=1 ;;
+	--no-install) do_install='' pass_args+=("$arg") ;;
+	--keep) keep=1 pass_args+=("$arg") ;;
+	--host) versions+=("$PG_MAJOR") ;;
+	--pg=*) versions+=("${arg#--pg=}") ;;
+	--pg)
+		(($# > 0)) || usage
+		versions+=("$1")
+		shift
+		;;
 	-h | --help) usage ;;
-	regress | isolation | tap | smoke) suites+=("$arg") ;;
+	regress | alone | isolation | tap | smoke) suites+=("$arg") pass_args+=("$arg") ;;
 	*)
 		echo "unknown argument: $arg" >&2
 		usage
 		;;
 	esac
+done
+if ((${#versions[@]} == 0)); then
+	read -r -a versions <<<"${CHECK_PG:-$PG_MAJOR 17 18}"
+fi
+for v in "${versions[@]}"; do
+	if [[ $v != "$PG_MAJOR" ]] && ! root_suite "$v" >/dev/null; then
+		echo "unsupported PostgreSQL version: $v (this system's is $PG_MAJOR;" \
+			"17 and 18 run in root file systems)" >&2
+		exit 2
+	fi
 done
 if ((${#suites[@]} == 0)); then
 	read -r -a suites <<<"${CHECK_SUITES:-${ALL_SUITES[*]}}"
@@ -91,6 +127,150 @@ if [[ $EUID -ne 0 && -n $do_install ]]; then
 	echo "error: run as root (sudo $0), or with --no-install" >&2
 	exit 2
 fi
+
+# ---------------------------------------------------------------------------
+# The version matrix: each version is one run of this script with --host,
+# on this system or inside the version's root file system.
+
+m_passed=0 m_failed=0 m_skipped=0 m_lines=()
+M_CHILD='' M_TAIL='' M_ROOT='' M_SRC='' M_LOGS='' M_VER=''
+
+# matrix_child LOG CMD...: run CMD (one version's run), its output to LOG
+# and to ours; add the counts of its last line to the totals.
+matrix_child() {
+	local log=$1 rc line p f s
+	shift
+	: >"$log"
+	"$@" </dev/null >"$log" 2>&1 &
+	M_CHILD=$!
+	tail -n +1 -f --pid="$M_CHILD" "$log" &
+	M_TAIL=$!
+	wait "$M_CHILD"
+	rc=$?
+	wait "$M_TAIL" 2>/dev/null
+	M_CHILD='' M_TAIL=''
+	line=$(tail -n 1 "$log")
+	if [[ $line =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed,\ ([0-9]+)\ skipped$ ]]; then
+		p=${BASH_REMATCH[1]} f=${BASH_REMATCH[2]} s=${BASH_REMATCH[3]}
+		if ((rc != 0 && f == 0)); then
+			echo "*** exit status $rc without a failed test: counted as one failure"
+			f=1
+		fi
+	else
+		echo "*** the run ended (status $rc) without its summary line: counted as one failure"
+		p=0 f=1 s=0
+	fi
+	v_passed=$p v_failed=$f v_skipped=$s
+}
+
+# matrix_root VERSION: run VERSION's suites inside its root file system.
+matrix_root() {
+	local v=$1 t0=$SECONDS root inner
+	v_passed=0 v_failed=1 v_skipped=0
+	if [[ $EUID -ne 0 ]]; then
+		echo "*** PG $v: a root file system needs root (sudo $0)"
+		return
+	fi
+	root_lock "$v" || {
+		echo "*** PG $v: could not lock $DBGATE_ROOTS/pg$v.lock"
+		return
+	}
+	local noupdate=''
+	[[ -z $do_install ]] && noupdate=no-update
+	if ! root=$(root_prepare "$v" "$M_LOGS" $noupdate); then
+		echo "*** PG $v: no root file system with PostgreSQL $v" \
+			"(debootstrap or apt-get failed: is the Debian archive reachable?)"
+		root_unlock
+		return
+	fi
+	echo "root for PostgreSQL $v ready ($((SECONDS - t0)) s): $root"
+	M_ROOT=$root
+	if ! { M_SRC=$(mktemp -d "$root/tmp/dbgate-src.XXXXXX") &&
+		tar_tree "$M_SRC" && root_enter "$root"; }; then
+		echo "*** PG $v: could not prepare $root"
+		matrix_leave_root
+		return
+	fi
+	inner=${M_SRC#"$root"}
+	# The run inside sees the root's PostgreSQL, paths and temporary
+	# directory, not this system's.
+	matrix_child "$M_LOGS/pg$v.log" env -u PG_CONFIG -u TMPDIR -u PERL5LIB \
+		-u DBGATE_ROOTS -u LD_LIBRARY_PATH \
+		PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root PG_MAJOR="$v" \
+		chroot "$root" bash "$inner/test/check.sh" --host \
+		${pass_args[@]+"${pass_args[@]}"}
+	[[ -n $keep ]] && echo "(PG $v: paths above are inside $root)"
+	matrix_leave_root
+}
+
+matrix_leave_root() {
+	if [[ -n $M_ROOT ]]; then
+		root_leave "$M_ROOT"
+		[[ -n $M_SRC && -z $keep ]] && rm -rf --one-file-system "$M_SRC"
+	fi
+	M_ROOT='' M_SRC=''
+	root_unlock
+}
+
+matrix_finish() {
+	local rc=$? l
+	trap - EXIT INT TERM HUP
+	trap "" PIPE
+	if [[ -n $M_CHILD ]]; then
+		kill -TERM "$M_CHILD" 2>/dev/null
+		wait "$M_CHILD" 2>/dev/null
+		[[ -n $M_TAIL ]] && kill "$M_TAIL" 2>/dev/null
+		M_CHILD='' M_TAIL=''
+	fi
+	matrix_leave_root
+	if [[ -n $M_VER ]]; then
+		m_lines+=("PG $M_VER: interrupted")
+		M_VER=''
+	fi
+	if [[ -n $M_LOGS ]]; then
+		if [[ -n $keep ]]; then echo "logs kept: $M_LOGS"; else rm -rf "$M_LOGS"; fi
+	fi
+	echo
+	echo "==== all versions ($((SECONDS - start)) s)"
+	for l in ${m_lines[@]+"${m_lines[@]}"}; do
+		echo "$l"
+	done
+	if ((m_failed > 0)); then rc=1; else rc=0; fi
+	echo "$m_passed passed, $m_failed failed, $m_skipped skipped"
+	exit "$rc"
+}
+
+run_matrix() {
+	local v t0
+	start=$SECONDS
+	trap matrix_finish EXIT
+	trap 'echo; echo "*** interrupted"; m_failed=$((m_failed + 1)); exit 130' INT TERM HUP
+	trap 'trap "" PIPE; exit 141' PIPE
+	M_LOGS=$(mktemp -d "${TMPDIR:-/tmp}/dbgate-matrix.XXXXXX") || exit 1
+	for v in "${versions[@]}"; do
+		heading "PostgreSQL $v"
+		t0=$SECONDS M_VER=$v
+		if [[ $v == "$PG_MAJOR" ]]; then
+			matrix_child "$M_LOGS/pg$v.log" bash "${BASH_SOURCE[0]}" --host \
+				${pass_args[@]+"${pass_args[@]}"}
+		else
+			matrix_root "$v"
+		fi
+		m_passed=$((m_passed + v_passed)) m_failed=$((m_failed + v_failed))
+		m_skipped=$((m_skipped + v_skipped))
+		M_VER=''
+		m_lines+=("PG $v: $v_passed passed, $v_failed failed, $v_skipped skipped ($((SECONDS - t0)) s)")
+		echo "${m_lines[-1]}"
+	done
+	exit 0
+}
+
+if [[ ${versions[*]} != "$PG_MAJOR" ]]; then
+	run_matrix
+fi
+
+# ---------------------------------------------------------------------------
+# One version: this system's PostgreSQL ($PG_MAJOR, $PG_CONFIG).
 
 passed=0 failed=0 skipped=0
 WORK='' CHILD='' TAILPID=''
@@ -218,6 +398,20 @@ suite_regress() {
 		"$WORK/tree" ${tests[@]+"${tests[@]}"}
 }
 
+# Each regression test once more, by itself on a fresh instance: a test
+# sets up what it needs and depends on no other test having run before it.
+suite_alone() {
+	local f n
+	for f in "$WORK"/tree/sql/*.sql; do
+		[[ -e $f ]] || continue
+		n=${f##*/}
+		n=${n%.sql}
+		[[ $n == dbgate--* ]] && continue
+		run_pg_regress alone "$PGXS_DIR/src/test/regress/pg_regress" \
+			"$WORK/tree" "$n"
+	done
+}
+
 suite_isolation() {
 	local tests=() f n
 	for f in "$WORK"/tree/test/isolation/specs/*.spec; do
@@ -234,12 +428,13 @@ suite_isolation() {
 
 # count_tap LOG: print "PASS FAIL SKIP" for the top-level assertions of one
 # test file in prove -v output.  A TODO test counts as skipped, and a file
-# skipped as a whole (1..0 # SKIP) as one skipped.
+# skipped as a whole (1..0 # SKIP, which prove shows as "NAME .. skipped:")
+# as one skipped.
 count_tap() {
 	awk '
 		/^ok [0-9]+/                { if (tolower($0) ~ /# (skip|todo)/) s++; else p++; next }
 		/^not ok [0-9]+/            { if (tolower($0) ~ /# todo/) s++; else f++; next }
-		/^1\.\.0( |$)/              { s++; next }
+		/^1\.\.0( |$)/ || / \.\. skipped: / { if (!whole) s++; whole = 1; next }
 		END { printf "%d %d %d\n", p, f, s }
 	' "$1"
 }
@@ -257,14 +452,16 @@ suite_tap() {
 		name=${f##*/}
 		name=${name%.pl}
 		log=$WORK/logs/tap-$name.log
-		# The environment of PGXS's prove_installcheck: TESTDIR decides
-		# where tmp_check/ (logs, data directories) goes.  Each test sets up
-		# its own clusters (shared_preload_libraries included).
+		# The environment of PGXS's prove_installcheck: TESTDIR (15, 16)
+		# or TESTDATADIR and TESTLOGDIR (17+) decide where tmp_check/ and
+		# its logs and data directories go.  Each test sets up its own
+		# clusters (shared_preload_libraries included).
 		run_logged "$log" "${AS_PG[@]}" env -u TEMP_CONFIG \
 			PATH="$BINDIR:$PATH" \
 			PERL5LIB="$PGXS_DIR/src/test/perl:$WORK/tree/test/perl:$WORK/tree/test/soak${PERL5LIB:+:$PERL5LIB}" \
 			PG_REGRESS="$PGXS_DIR/src/test/regress/pg_regress" \
-			TESTDIR="$testdir" \
+			TESTDIR="$testdir" TESTDATADIR="$testdir/tmp_check" \
+			TESTLOGDIR="$testdir/tmp_check/log" \
 			prove -v "test/t/$name.pl"
 		rc=$?
 		stop_servers "$testdir"
@@ -359,6 +556,7 @@ finish() {
 	echo
 	echo "total time $((SECONDS - start)) s"
 	if ((failed > 0)); then rc=1; else rc=0; fi
+	echo "PG $PG_MAJOR: $passed passed, $failed failed, $skipped skipped ($((SECONDS - start)) s)"
 	echo "$passed passed, $failed failed, $skipped skipped"
 	exit "$rc"
 }

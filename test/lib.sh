@@ -73,6 +73,16 @@ pg_paths() {
 # this copy, so the caller's checkout is never written to.
 copy_tree() {
 	local dest=$1
+	tar_tree "$dest" || return 1
+	if [[ $EUID -eq 0 ]]; then
+		chown -R "$DBGATE_OS_USER:" "$dest" || return 1
+	fi
+}
+
+# tar_tree DEST: copy the source tree to DEST as copy_tree does, keeping
+# the owner.
+tar_tree() {
+	local dest=$1
 	mkdir -p "$dest"
 	tar -C "$DBGATE_TOP" \
 		--exclude=./.git --exclude=./tmp_check --exclude=./results \
@@ -80,10 +90,7 @@ copy_tree() {
 		--exclude=./regression.diffs --exclude=./regression.out \
 		--exclude=./test/isolation/output_iso --exclude=./test/isolation/results \
 		--exclude='*.o' --exclude='*.so' --exclude='*.bc' \
-		-cf - . | tar -C "$dest" -xf - || return 1
-	if [[ $EUID -eq 0 ]]; then
-		chown -R "$DBGATE_OS_USER:" "$dest" || return 1
-	fi
+		-cf - . | tar -C "$dest" -xf -
 }
 
 # build_install TREE [install]

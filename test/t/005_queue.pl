@@ -74,12 +74,23 @@ my $s2 = DbgateTest::Session->new($node, user => 'q_user');
 $s2->send(q{SELECT 'second'});
 poll_ok($node, state_of($s2), 'queued:1',
 	'second statement is queued at position 1');
+# From PostgreSQL 17 on the wait has a name of its own, which
+# pg_wait_events lists too; before 17 it is the generic Extension event.
+my $queue_event = $node->pg_version >= 17 ? 'DbgateQueue' : 'Extension';
 poll_ok(
 	$node,
 	'SELECT wait_event_type, wait_event, state FROM pg_stat_activity WHERE pid = '
 	  . $s2->pid,
-	'Extension|Extension|active',
-	'pg_stat_activity shows the queued backend waiting on Extension');
+	"Extension|$queue_event|active",
+	"pg_stat_activity shows the queued backend waiting on Extension/$queue_event");
+if ($node->pg_version >= 17)
+{
+	is( $node->safe_psql(
+			'postgres',
+			q{SELECT type || '/' || name FROM pg_wait_events WHERE name LIKE 'Dbgate%'}),
+		'Extension/DbgateQueue',
+		'pg_wait_events lists the wait event DbgateQueue');
+}
 
 my $s3 = DbgateTest::Session->new($node, user => 'q_user');
 my ($out, $err, $state) = $s3->query(q{SELECT 'third'});

@@ -301,7 +301,10 @@ sub finish
 	}
 	my $res = $dbh->pg_result;
 	$o->{elapsed_ms} = (time - $o->{t0}) * 1000;
-	if (defined $res) { $o->{ok} = 1; }
+	# DBD::Pg 3.21 returns a defined value for an asynchronous statement
+	# that failed, with only the SQLSTATE set (3.18 returns undef): an
+	# SQLSTATE marks the failure either way.
+	if (defined $res && ($dbh->state // '') eq '') { $o->{ok} = 1; }
 	else { $self->collect_error($o); }
 	$o->{notices} = $self->{notices};
 	$o->{done} = 1;
@@ -314,6 +317,15 @@ sub collect_error
 	my $dbh = $self->{dbh};
 	$o->{state} = $dbh->state // '';
 	$o->{errstr} = $dbh->errstr // '';
+	# where DBD::Pg did not set errstr (see finish), the message is read
+	# from the error's fields, in psql's layout
+	if ($o->{errstr} eq '' && $o->{state} ne '' && $dbh->can('pg_error_field'))
+	{
+		my $sev = $dbh->pg_error_field('severity') // 'ERROR';
+		my $primary = $dbh->pg_error_field('primary') // '';
+		my $detail = $dbh->pg_error_field('detail');
+		$o->{errstr} = "$sev:  $primary" . (defined $detail ? "\nDETAIL:  $detail" : '');
+	}
 	($o->{msg}, $o->{detail}) = error_parts($o->{errstr});
 	$o->{notices} = $self->{notices};
 	return;
@@ -865,8 +877,11 @@ sub op_parallel
 {
 	my ($self) = @_;
 	my $n = 1000 + int(rand(100000));
+	# the parameter was renamed in PostgreSQL 16
+	my $force = $self->{dbh}{pg_server_version} >= 160000
+	  ? 'debug_parallel_query' : 'force_parallel_mode';
 	$self->sql('BEGIN', 'none') or return;
-	$self->sql('SET LOCAL force_parallel_mode = on', 'none')
+	$self->sql("SET LOCAL $force = on", 'none')
 	  or return $self->abort_txn;
 	$self->sql("SELECT count(*) FROM soak_hot, generate_series(1, $n) g", 'one')
 	  or return $self->abort_txn;

@@ -1,0 +1,282 @@
+# shellcheck shell=bash
+# Variables set here are used by the scripts that source this file.
+# shellcheck disable=SC2034
+#
+# test/roots.sh - Debian root file systems with other PostgreSQL major
+# versions, for test/check.sh.
+#
+# Sourced, not run, by root.  One root per major version, made with
+# debootstrap from the Debian archive that this machine's apt configuration
+# names, kept between runs under $DBGATE_ROOTS (default /var/cache/dbgate):
+#
+#   $DBGATE_ROOTS/pg17    Debian trixie, postgresql-17
+#   $DBGATE_ROOTS/pg18    Debian forky,  postgresql-18
+#
+# A root that exists is checked and brought up to date (apt-get install of
+# the package list) before each use; one that fails the check is made anew.
+# A root is built under a temporary name and renamed when complete, so an
+# interrupted build leaves no half root behind.  A lock file per root keeps
+# two runs from using or rebuilding the same root at once.
+#
+# While a suite runs in a root, /proc, /dev (bind) and a tmpfs on /dev/shm
+# are mounted in it; root_leave undoes that after stopping every process
+# still running inside the root.
+#
+# Environment:
+#   DBGATE_ROOTS          where the roots live (default /var/cache/dbgate)
+#   DBGATE_DEBIAN_MIRROR  Debian archive URL (default: from apt's sources)
+
+DBGATE_ROOTS=${DBGATE_ROOTS:-/var/cache/dbgate}
+
+# Packages a root needs: the server and its build files, a C tool chain and
+# what the suites use (see PACKAGES in test/check.sh).
+root_packages() {
+	local v=$1
+	echo "postgresql-$v postgresql-server-dev-$v make gcc libc6-dev" \
+		"libkrb5-dev perl libipc-run-perl libdbd-pg-perl pgbouncer" \
+		"gnuplot-nox python3"
+}
+
+# root_suite VERSION: the Debian suite that has postgresql-VERSION.
+root_suite() {
+	case $1 in
+	17) echo trixie ;;
+	18) echo forky ;;
+	*) return 1 ;;
+	esac
+}
+
+# debian_mirror: print the URL of the Debian archive from apt's sources
+# (one-line *.list files and deb822 *.sources files), skipping the security
+# archive and anything that is not Debian's main archive layout.
+debian_mirror() {
+	if [[ -n ${DBGATE_DEBIAN_MIRROR:-} ]]; then
+		echo "$DBGATE_DEBIAN_MIRROR"
+		return 0
+	fi
+	local f files=()
+	for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list \
+		/etc/apt/sources.list.d/*.sources; do
+		[[ -f $f ]] && files+=("$f")
+	done
+	((${#files[@]} > 0)) || return 1
+	awk '
+		function take(uris, suites,   u, s, nu, ns, i, j) {
+			nu = split(uris, u, " "); ns = split(suites, s, " ")
+			for (i = 1; i <= nu; i++)
+				for (j = 1; j <= ns; j++)
+					if (u[i] ~ /^https?:\/\// && u[i] !~ /security/ &&
+						s[j] ~ /^[a-z]+(-updates)?$/) {
+						print u[i]; found = 1; exit
+					}
+		}
+		FILENAME ~ /\.sources$/ {
+			if ($0 ~ /^[ \t]*$/) { end_stanza(); next }
+			if ($0 ~ /^[ \t]*#/) next
+			key = tolower($1); sub(/:$/, "", key)
+			val = $0; sub(/^[^:]*:[ \t]*/, "", val)
+			if (key == "types") types = val
+			else if (key == "uris") uris = val
+			else if (key == "suites") suites = val
+			else if (key == "enabled") enabled = tolower(val)
+			next
+		}
+		FNR == 1 { end_stanza() }
+		/^[ \t]*deb[ \t]/ {
+			line = $0; sub(/^[ \t]*deb[ \t]+/, "", line)
+			if (line ~ /^\[/) sub(/^\[[^]]*\][ \t]*/, "", line)
+			split(line, w, /[ \t]+/)
+			take(w[1], w[2])
+		}
+		function end_stanza() {
+			if (types ~ /(^| )deb( |$)/ && enabled != "no")
+				take(uris, suites)
+			types = ""; uris = ""; suites = ""; enabled = ""
+		}
+		END { if (!found) end_stanza() }
+	' "${files[@]}" | sed 's:/*$::' | head -n 1 | grep .
+}
+
+# root_mounted ROOT: true if anything is mounted at or below ROOT.
+root_mounted() {
+	awk -v r="$1" '$5 == r || index($5, r "/") == 1 { m = 1 } END { exit !m }' \
+		/proc/self/mountinfo
+}
+
+# root_umount ROOT: undo every mount at or below ROOT (deepest first).
+root_umount() {
+	local r=$1 m
+	while IFS= read -r m; do
+		umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null ||
+			echo "*** could not unmount $m" >&2
+	done < <(awk -v r="$r" 'index($5, r "/") == 1 { print $5 }' \
+		/proc/self/mountinfo | sort -r)
+	! root_mounted "$r"
+}
+
+# root_kill ROOT: end every process whose root directory is ROOT (servers a
+# suite left running inside it), TERM first, then KILL.
+root_kill() {
+	local r=$1 p pids i
+	for i in 1 2 3 4 5 6 7 8 9 10 11; do
+		pids=()
+		for p in /proc/[0-9]*; do
+			[[ $(readlink "$p/root" 2>/dev/null) == "$r" ]] && pids+=("${p#/proc/}")
+		done
+		((${#pids[@]} > 0)) || return 0
+		if ((i == 1)); then
+			echo "stopping ${#pids[@]} process(es) left in $r"
+			kill -TERM "${pids[@]}" 2>/dev/null
+		elif ((i == 10)); then
+			kill -KILL "${pids[@]}" 2>/dev/null
+		fi
+		sleep 0.5
+	done
+}
+
+# root_remove DIR: remove a root that nothing is mounted in.
+root_remove() {
+	local d=$1
+	[[ -e $d ]] || return 0
+	root_kill "$d"
+	root_umount "$d" || return 1
+	rm -rf --one-file-system "$d"
+}
+
+# in_root ROOT CMD...: run CMD in ROOT with a plain environment.
+in_root() {
+	local r=$1
+	shift
+	env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
+		DEBIAN_FRONTEND=noninteractive chroot "$r" "$@"
+}
+
+# root_update ROOT VERSION: install (or keep) the root's packages and the
+# server user; fails if the root is not usable.
+root_update() {
+	local r=$1 v=$2 pkgs
+	read -r -a pkgs <<<"$(root_packages "$v")"
+	[[ -x $r/bin/bash && -x $r/usr/bin/apt-get ]] || return 1
+	root_enter "$r" || return 1
+	if ! in_root "$r" apt-get install -y -q --no-install-recommends "${pkgs[@]}" &&
+		! { in_root "$r" apt-get update -q &&
+			in_root "$r" apt-get install -y -q --no-install-recommends "${pkgs[@]}"; }; then
+		root_leave "$r"
+		return 1
+	fi
+	in_root "$r" apt-get clean
+	if ! in_root "$r" id -u postgres >/dev/null 2>&1; then
+		in_root "$r" useradd --system --create-home --home-dir /var/lib/postgresql \
+			--shell /bin/bash postgres || {
+			root_leave "$r"
+			return 1
+		}
+	fi
+	in_root "$r" "/usr/lib/postgresql/$v/bin/pg_config" --version
+	local rc=$?
+	root_leave "$r"
+	return "$rc"
+}
+
+# root_build DIR VERSION LOG: make a new root for VERSION at DIR.
+root_build() {
+	local dir=$1 v=$2 log=$3 suite script mirror pkgs
+	suite=$(root_suite "$v") || {
+		echo "*** no Debian suite known for PostgreSQL $v"
+		return 1
+	}
+	mirror=$(debian_mirror) || {
+		echo "*** no Debian archive found in /etc/apt/sources.list{,.d/} (set DBGATE_DEBIAN_MIRROR)"
+		return 1
+	}
+	if ! command -v debootstrap >/dev/null; then
+		echo "packages: installing debootstrap"
+		install_packages debootstrap || return 1
+	fi
+	# An older debootstrap has no script for the newest suite; the one for
+	# sid (unstable) fits every suite that is not released yet.
+	script=/usr/share/debootstrap/scripts/$suite
+	[[ -e $script ]] || script=/usr/share/debootstrap/scripts/sid
+	pkgs=$(root_packages "$v")
+	root_remove "$dir.new" || return 1
+	echo "building root for PostgreSQL $v: debootstrap $suite from $mirror (log: $log)"
+	if ! debootstrap --variant=minbase --include="${pkgs// /,}" \
+		"$suite" "$dir.new" "$mirror" "$script" >"$log" 2>&1; then
+		echo "*** debootstrap failed; its log ends:"
+		tail -n 15 "$log"
+		root_remove "$dir.new"
+		return 1
+	fi
+	root_umount "$dir.new" || return 1
+	root_remove "$dir" || return 1
+	mv "$dir.new" "$dir"
+}
+
+# root_prepare VERSION LOGDIR [no-update]: print the path of a usable root
+# for VERSION, building or refreshing it as needed.  The caller holds the
+# root's lock (root_lock).
+root_prepare() {
+	local v=$1 logdir=$2 noupdate=${3:-} dir
+	dir=$DBGATE_ROOTS/pg$v
+	mkdir -p "$DBGATE_ROOTS" || return 1
+	if [[ -d $dir ]]; then
+		if [[ -n $noupdate && -x $dir/usr/lib/postgresql/$v/bin/pg_config ]]; then
+			echo "root for PostgreSQL $v: $dir (not updated: --no-install)" >&2
+			echo "$dir"
+			return 0
+		fi
+		echo "root for PostgreSQL $v: $dir (checking its packages)" >&2
+		if root_update "$dir" "$v" >"$logdir/root-$v-update.log" 2>&1; then
+			echo "$dir"
+			return 0
+		fi
+		echo "root $dir is not usable (log follows); building it anew" >&2
+		tail -n 15 "$logdir/root-$v-update.log" >&2
+	fi
+	root_build "$dir" "$v" "$logdir/root-$v-debootstrap.log" >&2 || return 1
+	root_update "$dir" "$v" >"$logdir/root-$v-update.log" 2>&1 || {
+		echo "*** root $dir: package installation failed; its log ends:" >&2
+		tail -n 15 "$logdir/root-$v-update.log" >&2
+		return 1
+	}
+	echo "$dir"
+}
+
+# root_lock VERSION: take the root's lock on file descriptor 9 (waits).
+root_lock() {
+	mkdir -p "$DBGATE_ROOTS" || return 1
+	exec 9>"$DBGATE_ROOTS/pg$1.lock" || return 1
+	if ! flock -n 9; then
+		echo "waiting for another run that uses $DBGATE_ROOTS/pg$1"
+		flock 9 || return 1
+	fi
+}
+
+root_unlock() {
+	exec 9>&-
+}
+
+# root_enter ROOT: mount /proc, /dev and /dev/shm in ROOT.  The bind mount
+# of /dev is made private so that the tmpfs on its shm directory does not
+# show up on the host's /dev/shm.
+root_enter() {
+	local r=$1
+	root_mounted "$r" && root_umount "$r"
+	if ! { mount -t proc proc "$r/proc" &&
+		mount --bind /dev "$r/dev" &&
+		mount --make-private "$r/dev" &&
+		mount -t tmpfs -o mode=1777 shm "$r/dev/shm"; }; then
+		root_umount "$r"
+		return 1
+	fi
+	# resolv.conf and hosts for apt inside, as debootstrap leaves them
+	cp -L /etc/resolv.conf "$r/etc/resolv.conf" 2>/dev/null
+	return 0
+}
+
+# root_leave ROOT: stop what still runs inside ROOT and undo the mounts.
+root_leave() {
+	local r=$1
+	root_kill "$r"
+	root_umount "$r"
+}

@@ -1,0 +1,113 @@
+# What PostgreSQL 17 and 18 add that a user of dbgate sees (skipped on
+# older servers):
+#   17  transaction_timeout ends a session whose statement is queued, with
+#       PostgreSQL's own FATAL error; the statement leaves the queue once,
+#       counted in canceled_waiting, and its queue place and the budget's
+#       slots are all back;
+#   18  pg_get_loaded_modules() names dbgate with its version.
+# The named wait event of a queued backend (17+) is tested in 005_queue.
+use strict;
+use warnings FATAL => 'all';
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use DbgateTest;
+
+my $node = dbgate_node('newer');
+if ($node->pg_version < 17)
+{
+	$node->stop;
+	plan skip_all => 'transaction_timeout and the other features tested '
+	  . 'here are new in PostgreSQL 17';
+}
+
+$node->safe_psql(
+	'postgres', q{
+	CREATE ROLE tt_user LOGIN;
+	SELECT dbgate.create_budget('tt_b', 1, 2, queue_timeout => '60s');
+	SELECT dbgate.assign_role('tt_user', 'tt_b');
+});
+my $locker = DbgateTest::Session->new($node);
+
+sub state_of
+{
+	my ($s) = @_;
+	return "SELECT state || ':' || coalesce(queue_position::text, '-')
+	        FROM dbgate.backends WHERE pid = " . $s->pid;
+}
+
+# ---------------------------------------------------------------------------
+# transaction_timeout while queued: a holder keeps the only slot (waiting
+# for an advisory lock the superuser holds), w1 is queued behind it with a
+# transaction_timeout far shorter than the budget's queue_timeout, and w2
+# is queued behind w1.
+
+$locker->query('SELECT pg_advisory_lock(1)');
+my $h = DbgateTest::Session->new($node, user => 'tt_user');
+$h->send('SELECT pg_advisory_xact_lock_shared(1)');
+poll_ok($node, state_of($h), 'active:-', 'holder is admitted');
+
+my $w1 = DbgateTest::Session->new($node, user => 'tt_user');
+my $w2 = DbgateTest::Session->new($node, user => 'tt_user');
+my (undef, $err) = $w1->query(q{SET transaction_timeout = '5s'});
+is($err, '', 'transaction_timeout is set');
+$w1->send(q{SELECT 'w1 ran'});
+poll_ok($node, state_of($w1), 'queued:1', 'w1 is queued');
+$w2->send(q{SELECT 'w2 ran'});
+poll_ok($node, state_of($w2), 'queued:2', 'w2 is queued behind w1');
+
+$err = $w1->wait_exit;
+like(
+	$err,
+	qr/FATAL:  25P04: terminating connection due to transaction timeout/,
+	'a queued statement past transaction_timeout ends its session with 25P04');
+unlike($err, qr/53300/, 'the queue timeout did not fire');
+poll_ok($node, 'SELECT count(*) FROM pg_stat_activity WHERE pid = ' . $w1->pid,
+	'0', 'the timed-out session is gone');
+is( backends_of($node, 'tt_b'),
+	$h->pid . ':active:-,' . $w2->pid . ':queued:1',
+	'w1 left the queue and w2 moved up');
+counters_are(
+	$node, 'tt_b',
+	{ active => 1, queued => 1, admitted => 1, canceled_waiting => 1 },
+	'w1 left the queue once, counted in canceled_waiting');
+is($node->safe_psql('postgres',
+		q{SELECT peak_queued FROM dbgate.status WHERE budget = 'tt_b'}),
+	'2', 'both waiters were queued at the same time');
+
+# the holder finishes, w2 gets the slot and runs; nothing is left over
+$locker->query('SELECT pg_advisory_unlock(1)');
+my ($out, $st);
+(undef, $err) = $h->result;
+is($err, '', 'holder finished');
+($out, $err) = $w2->result;
+is($out, 'w2 ran', 'w2 ran after the holder');
+counters_are(
+	$node, 'tt_b',
+	{ admitted => 2, admitted_after_wait => 1, canceled_waiting => 1 },
+	'counters after both ran: one cancel, nothing else');
+is(backends_of($node, 'tt_b'), '', 'dbgate.backends is empty');
+
+# a new session of the role is admitted as usual
+($st, $out, $err) = run_sql($node, q{SELECT 'again'}, user => 'tt_user');
+is($out, 'again', 'the budget admits statements afterwards');
+
+# ---------------------------------------------------------------------------
+# The module's name and version in pg_get_loaded_modules() (18+).
+
+SKIP:
+{
+	skip 'pg_get_loaded_modules() is new in PostgreSQL 18', 1
+	  if $node->pg_version < 18;
+	is( $node->safe_psql(
+			'postgres',
+			q{SELECT module_name || '|' || version || '|' || file_name
+			    FROM pg_get_loaded_modules() WHERE file_name LIKE 'dbgate%'}),
+		'dbgate|1.1|dbgate.so',
+		'pg_get_loaded_modules() shows dbgate and its version');
+}
+
+$_->quit for ($h, $w2, $locker);
+$node->stop;
+done_testing();
