@@ -583,7 +583,8 @@ take_slot(int idx, uint32 incarnation, TimestampTz since, const Limits *l)
 	}
 	slot_kept = false;
 	dbgate_slot_has_limits = (slot_limits.statement_timeout_ms > 0 ||
-							  slot_limits.lock_timeout_ms > 0);
+							  slot_limits.lock_timeout_ms > 0 ||
+							  slot_limits.idle_timeout_ms > 0);
 }
 
 /*
@@ -1475,7 +1476,14 @@ dbgate_run_begin(QueryDesc *queryDesc, DbgateLimitState *st)
 	running_refs++;
 	st->tracked = true;
 
-	if (outermost && slot_budget >= 0)
+	if (outermost && slot_limits.idle_timeout_ms > 0)
+	{
+		/* a portal of the slot runs again (FETCH, another Execute) */
+		dbgate_idle_timeout_disarm();
+		my_proc->state = DBGATE_PROC_ACTIVE;
+	}
+	if (outermost && slot_budget >= 0 &&
+		(slot_limits.statement_timeout_ms > 0 || slot_limits.lock_timeout_ms > 0))
 	{
 		/*
 		 * The budget's statement_timeout counts from admission, or from the
@@ -1503,6 +1511,17 @@ dbgate_run_end(QueryDesc *queryDesc, DbgateLimitState *st, bool is_error)
 		{
 			refs[i].run_subid = InvalidSubTransactionId;
 			running_refs--;
+			/*
+			 * The run of a portal that stays open (a cursor, a portal of the
+			 * extended protocol fetched in parts) ended: the session may
+			 * now wait for its client while the portal holds the slot.
+			 */
+			if (running_refs == 0 && slot_budget >= 0 &&
+				slot_limits.idle_timeout_ms > 0 && IsTransactionBlock())
+			{
+				my_proc->state = DBGATE_PROC_KEPT;
+				dbgate_idle_timeout_arm(slot_limits.idle_timeout_ms);
+			}
 		}
 	}
 }
@@ -1588,14 +1607,17 @@ dbgate_admission_xact_end(void)
 }
 
 /*
- * A utility command starts or ends while a slot is kept: it runs (the
- * backend shows as active, and waits for locks like one), and the idle
- * timeout counts only after it.
+ * A utility command starts or ends while a slot is held between
+ * statements (kept by the scope rule, or held by an open cursor): the
+ * command runs (the backend shows as active, and waits for locks like
+ * one), and the idle timeout counts only after it.  When a top-level
+ * command ends inside a transaction block with the slot still held, the
+ * session is about to wait for its client holding it.
  */
 void
 dbgate_admission_utility_start(void)
 {
-	if (unlikely(slot_kept))
+	if (unlikely(slot_budget >= 0) && my_proc->state == DBGATE_PROC_KEPT)
 	{
 		my_proc->state = DBGATE_PROC_ACTIVE;
 		if (slot_limits.idle_timeout_ms > 0)
@@ -1604,14 +1626,14 @@ dbgate_admission_utility_start(void)
 }
 
 void
-dbgate_admission_utility_done(void)
+dbgate_admission_utility_done(bool toplevel)
 {
-	if (unlikely(slot_kept) && slot_budget >= 0)
-	{
-		my_proc->state = DBGATE_PROC_KEPT;
-		if (slot_limits.idle_timeout_ms > 0)
-			dbgate_idle_timeout_arm(slot_limits.idle_timeout_ms);
-	}
+	if (likely(slot_budget < 0) || !toplevel ||
+		!(slot_kept || IsTransactionBlock()))
+		return;
+	my_proc->state = DBGATE_PROC_KEPT;
+	if (slot_limits.idle_timeout_ms > 0)
+		dbgate_idle_timeout_arm(slot_limits.idle_timeout_ms);
 }
 
 bool
@@ -1657,11 +1679,10 @@ dbgate_utility_end(void)
 void
 dbgate_admission_log(ErrorData *edata)
 {
-	if (likely(!slot_kept) || edata->elevel != FATAL ||
+	if (likely(edata->elevel != FATAL) ||
 		edata->sqlerrcode != ERRCODE_IDLE_IN_TRANSACTION_SESSION_TIMEOUT ||
-		!dbgate_idle_timeout_fired())
+		slot_budget < 0 || !dbgate_idle_timeout_fired())
 		return;
-	if (slot_budget >= 0)
 	{
 		DbgateBudget *b = budget_entry(slot_budget);
 

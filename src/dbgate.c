@@ -409,7 +409,7 @@ dbgate_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 		next_ProcessUtility(pstmt, queryString, readOnlyTree, context,
 							params, queryEnv, dest, qc);
 	if (dbgate_shared != NULL)
-		dbgate_admission_utility_done();
+		dbgate_admission_utility_done(context == PROCESS_UTILITY_TOPLEVEL);
 
 	if (dropped != NIL)
 	{

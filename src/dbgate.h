@@ -383,7 +383,7 @@ extern void dbgate_executor_end(QueryDesc *queryDesc);
 extern void dbgate_admission_xact_end(void);
 extern void dbgate_admission_subxact_abort(SubTransactionId mySubid);
 extern void dbgate_admission_utility_start(void);
-extern void dbgate_admission_utility_done(void);
+extern void dbgate_admission_utility_done(bool toplevel);
 extern void dbgate_admission_log(ErrorData *edata);
 
 /* admission.c, for the configuration install */

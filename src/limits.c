@@ -47,7 +47,10 @@
  *	  and current_setting() show the session's own value and a SET of it
  *	  keeps its meaning; a session whose own timeout is tighter is ended by
  *	  that one (the gate does not arm then).  With track_activities off the
- *	  backend's state is unknown and a fired timer counts as idle.
+ *	  backend's state is unknown, and the timer ends nothing.  Besides a
+ *	  kept slot, a slot held by a portal that stays open (a cursor between
+ *	  FETCHes, a portal of the extended protocol fetched in parts) is
+ *	  bounded the same way inside a transaction block.
  *
  *-------------------------------------------------------------------------
  */
@@ -180,7 +183,7 @@ idle_in_transaction(void)
 	volatile PgBackendStatus *be = MyBEEntry;
 
 	if (be == NULL || be->st_state == STATE_DISABLED)
-		return true;			/* not tracked: cannot tell */
+		return false;			/* not tracked: never end a session that may run */
 	return be->st_state == STATE_IDLEINTRANSACTION ||
 		be->st_state == STATE_IDLEINTRANSACTION_ABORTED;
 }

@@ -24,11 +24,9 @@
 # budget of the same name).  Scope 'transaction' keeps the slot of a
 # read-only transaction.  Last, lock-holder admission when the holder of a
 # kept slot waits for a lock in a utility command.
-#
-# Marked TODO (known not to hold yet): the budget's timeout after a
-# subtransaction abort undoes a SET of idle_in_transaction_session_timeout,
-# the session's setting as PL/pgSQL sees it inside a DO block that keeps
-# the slot, and the lock-holder case.
+# Also the budget's timeout after a subtransaction abort undoes a SET of
+# idle_in_transaction_session_timeout, and the session's setting as
+# PL/pgSQL sees it inside a DO block that keeps the slot.
 use strict;
 use warnings FATAL => 'all';
 
@@ -604,13 +602,8 @@ for my $after ('ROLLBACK TO SAVEPOINT a', 'SELECT 1 / (v - v) FROM k_rows WHERE 
 		error => 1);
 	is(sqlstate($err), ($after =~ /ROLLBACK/ ? '' : '22012'), "$what: H's statements ran");
 	idle_timeout_fires($h, $w, $what, $log_offset);
-  TODO:
-	{
-		local $TODO =
-		  'the subtransaction abort puts back the session value after the budget\'s was set';
-		is(column_of('k_stmt', 'terminated_idle'), '1',
-			"$what: ended by the budget's timeout");
-	}
+	is(column_of('k_stmt', 'terminated_idle'), '1',
+		"$what: ended by the budget's timeout");
 	finish_case('statement', $h, $w, $what, terminated_idle => undef, w_lock => $lk);
 }
 # Inside a DO block the slot is kept after a write while the block goes on:
@@ -623,23 +616,15 @@ for my $after ('ROLLBACK TO SAVEPOINT a', 'SELECT 1 / (v - v) FROM k_rows WHERE 
 		q{DO $$ BEGIN UPDATE k_rows SET v = v + 1 WHERE id = 1;
 		  RAISE NOTICE 'seen: %', current_setting('idle_in_transaction_session_timeout');
 		  END $$});
-  TODO:
-	{
-		local $TODO = 'the budget\'s value is set while the DO block still runs';
-		like($err, qr/NOTICE:  00000: seen: 0\n/,
-			"$what: current_setting() shows the session's own value");
-	}
+	like($err, qr/NOTICE:  00000: seen: 0\n/,
+		"$what: current_setting() shows the session's own value");
 	($out, $err) = $s->query(
 		q{DO $$ DECLARE x text; BEGIN UPDATE k_rows SET v = v + 1 WHERE id = 1;
 		  x := set_config('idle_in_transaction_session_timeout', '1h', true);
 		  END $$;
 		  SHOW idle_in_transaction_session_timeout});
-  TODO:
-	{
-		local $TODO = 'set_config() saves the budget\'s value as the one to go back to';
-		is("$out|$err", '0|',
-			"$what: a local set_config() there leaves the session's own value");
-	}
+	is("$out|$err", '0|',
+		"$what: a local set_config() there leaves the session's own value");
 	is(backends_of($node, 'k_stmt'), '', "$what: no slot is held afterwards");
 	$s->quit;
 }
@@ -763,27 +748,19 @@ for my $scope (@scopes)
 	poll_ok($node,
 		'SELECT wait_event_type FROM pg_stat_activity WHERE pid = ' . $t2->pid,
 		'Lock', "$what: T2's LOCK TABLE waits for T1");
-  TODO:
-	{
-		local $TODO = 'a kept slot stays idle in transaction while a utility command runs';
-		is(backends_of($node, 'k_lock'), $t2->pid . ':active:-',
-			"$what: T2 shows as active while its LOCK TABLE runs");
-	}
+	is(backends_of($node, 'k_lock'), $t2->pid . ':active:-',
+		"$what: T2 shows as active while its LOCK TABLE runs");
 	($out, $err, $state) = $t1->query('SELECT 1');
-  TODO:
-	{
-		local $TODO = 'lock-holder admission ignores kept slots whose holder waits for a lock';
-		is("$out|$state", '1|', "$what: T1's statement is admitted as a lock holder");
-		counters_are(
-			$node, 'k_lock',
-			{
-				active => 1,
-				admitted => 3,
-				admitted_after_wait => 1,
-				admitted_lock_holder => 1
-			},
-			"$what: counted in admitted_lock_holder");
-	}
+	is("$out|$state", '1|', "$what: T1's statement is admitted as a lock holder");
+	counters_are(
+		$node, 'k_lock',
+		{
+			active => 1,
+			admitted => 3,
+			admitted_after_wait => 1,
+			admitted_lock_holder => 1
+		},
+		"$what: counted in admitted_lock_holder");
 	$t1->query('ROLLBACK');
 	($out, $err) = $t2->result;
 	is($err, '', "$what: T2's LOCK TABLE is granted once T1 ends");

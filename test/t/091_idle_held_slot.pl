@@ -3,12 +3,6 @@
 # idle_in_transaction_timeout (FATAL 25P03, counted in terminated_idle),
 # whatever holds the slot: the scope rule (a kept slot) or an open cursor,
 # and whatever the transaction ran last.
-#
-# The cases marked TODO do not behave so yet:
-#   - after a utility command that fails inside a savepoint, a kept slot is
-#     no longer bounded by the idle timeout;
-#   - a slot held by an open cursor between FETCHes shows as 'active' and
-#     is not bounded by the idle timeout.
 use strict;
 use warnings FATAL => 'all';
 
@@ -29,7 +23,7 @@ $node->safe_psql(
 	SELECT dbgate.assign_role('ih_user', 'ih');
 });
 
-# idle_case(NAME, SQL, todo => REASON, todo_state => REASON): SQL leaves the
+# idle_case(NAME, SQL): SQL leaves the
 # session idle in a transaction that holds the budget's slot; the session
 # must show as idle in transaction and be ended by the idle timeout.
 sub idle_case
@@ -56,16 +50,10 @@ sub idle_case
 		"SELECT count(*) FROM pg_stat_activity WHERE pid = $pid");
 	my $terminated = $node->safe_psql('postgres',
 		"SELECT terminated_idle FROM dbgate.status WHERE budget = 'ih'");
-	{
-		local $TODO = $p{todo_state};
-		ok(($state eq 'idle in transaction' || $state eq 'none') && $active <= 1,
-			"$name: the slot holder shows as idle in transaction (state $state)");
-	}
-	{
-		local $TODO = $p{todo};
-		is($alive, '0', "$name: the session is ended by the idle timeout");
-		is($terminated, '1', "$name: terminated_idle counts it");
-	}
+	ok(($state eq 'idle in transaction' || $state eq 'none') && $active <= 1,
+		"$name: the slot holder shows as idle in transaction (state $state)");
+	is($alive, '0', "$name: the session is ended by the idle timeout");
+	is($terminated, '1', "$name: terminated_idle counts it");
 	$s->query('ROLLBACK') if $alive;
 	$s->quit;
 	poll_ok($node, "SELECT active FROM dbgate.status WHERE budget = 'ih'",
@@ -91,18 +79,14 @@ idle_case(
 	UPDATE ih_rows SET v = v + 1 WHERE id = 1;
 	SAVEPOINT s1;
 	SET statement_timeout = 'bogus';
-},
-	todo => 'a utility command that fails under a kept slot leaves the '
-	  . 'idle timeout unapplied');
+});
 
 idle_case(
 	'open cursor', q{
 	BEGIN;
 	DECLARE c1 CURSOR FOR SELECT g FROM generate_series(1, 10) g;
 	FETCH 1 FROM c1;
-},
-	todo_state => 'a slot held by an open cursor shows as active while idle',
-	todo => 'a slot held by an open cursor is not bounded by the idle timeout');
+});
 
 $node->stop;
 done_testing();
