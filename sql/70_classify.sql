@@ -10,7 +10,9 @@
 -- statement runs (the statement holds a slot); the roles are members of
 -- pg_monitor to read it.  Every budget has room, so nothing ever queues.
 --
+SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS dbgate;
+RESET client_min_messages;
 \set VERBOSITY terse
 
 CREATE ROLE regress_cls_u LOGIN IN ROLE pg_monitor;

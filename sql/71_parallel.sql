@@ -5,7 +5,9 @@
 -- (prepared statement, PL/pgSQL), and leaves the session's setting as it
 -- was.
 --
+SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS dbgate;
+RESET client_min_messages;
 \set VERBOSITY terse
 
 CREATE ROLE regress_par_u LOGIN;
