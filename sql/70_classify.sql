@@ -10,6 +10,7 @@
 -- statement runs (the statement holds a slot); the roles are members of
 -- pg_monitor to read it.  Every budget has room, so nothing ever queues.
 --
+-- (quietly: the output is the same alone and after the other files)
 SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS dbgate;
 RESET client_min_messages;

@@ -5,6 +5,7 @@
 -- (prepared statement, PL/pgSQL), and leaves the session's setting as it
 -- was.
 --
+-- (quietly: the output is the same alone and after the other files)
 SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS dbgate;
 RESET client_min_messages;

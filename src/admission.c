@@ -603,7 +603,7 @@ slot_unreferenced(void)
 			my_proc->state = DBGATE_PROC_KEPT;
 		}
 		if (slot_limits.idle_timeout_ms > 0)
-			dbgate_idle_timeout_apply(slot_limits.idle_timeout_ms);
+			dbgate_idle_timeout_arm(slot_limits.idle_timeout_ms);
 		return;
 	}
 	release_slot();
@@ -617,7 +617,7 @@ slot_resumed(void)
 	my_proc->state_since = GetCurrentStatementStartTimestamp();
 	my_proc->state = DBGATE_PROC_ACTIVE;
 	if (slot_limits.idle_timeout_ms > 0)
-		dbgate_idle_timeout_restore();
+		dbgate_idle_timeout_disarm();
 }
 
 /* ----------
@@ -668,8 +668,8 @@ graph_add_lock_waiting_holders(WaitGraph *g, int idx, uint32 incarnation)
 	{
 		DbgateProc *p = proc_entry(i);
 
-		if (p->state != DBGATE_PROC_ACTIVE || p->budget != idx ||
-			p->incarnation != incarnation)
+		if ((p->state != DBGATE_PROC_ACTIVE && p->state != DBGATE_PROC_KEPT) ||
+			p->budget != idx || p->incarnation != incarnation)
 			continue;
 		/* unlocked read: only a hint whether the holder waits at all */
 		if (DBGATE_PROC_BY_NUMBER(i)->waitLock == NULL)
@@ -1350,7 +1350,7 @@ release_slot(void)
 	slot_kept = false;
 	dbgate_slot_has_limits = false;
 	if (slot_limits.idle_timeout_ms > 0)
-		dbgate_idle_timeout_restore();
+		dbgate_idle_timeout_disarm();
 
 	b = budget_entry(idx);
 	tag = dbgate_tag_of(slot_incarnation);
@@ -1536,7 +1536,20 @@ dbgate_admission_subxact_abort(SubTransactionId mySubid)
 	int			i;
 
 	if (dbgate_nrefs == 0)
+	{
+		/*
+		 * A utility command failed in a savepoint while the slot is kept:
+		 * the session goes idle (in an aborted subtransaction) still
+		 * keeping it.
+		 */
+		if (unlikely(slot_kept) && slot_budget >= 0)
+		{
+			my_proc->state = DBGATE_PROC_KEPT;
+			if (slot_limits.idle_timeout_ms > 0)
+				dbgate_idle_timeout_arm(slot_limits.idle_timeout_ms);
+		}
 		return;
+	}
 	for (i = dbgate_nrefs - 1; i >= 0; i--)
 	{
 		if (refs[i].qd == UTILITY_REF && utility_running)
@@ -1575,22 +1588,30 @@ dbgate_admission_xact_end(void)
 }
 
 /*
- * A utility command starts or ends while a slot is kept: the budget's
- * idle_in_transaction_timeout must not show in what it reads or sets.
+ * A utility command starts or ends while a slot is kept: it runs (the
+ * backend shows as active, and waits for locks like one), and the idle
+ * timeout counts only after it.
  */
 void
 dbgate_admission_utility_start(void)
 {
 	if (unlikely(slot_kept))
-		dbgate_idle_timeout_restore();
+	{
+		my_proc->state = DBGATE_PROC_ACTIVE;
+		if (slot_limits.idle_timeout_ms > 0)
+			dbgate_idle_timeout_disarm();
+	}
 }
 
 void
 dbgate_admission_utility_done(void)
 {
-	if (unlikely(slot_kept) && slot_budget >= 0 &&
-		slot_limits.idle_timeout_ms > 0)
-		dbgate_idle_timeout_apply(slot_limits.idle_timeout_ms);
+	if (unlikely(slot_kept) && slot_budget >= 0)
+	{
+		my_proc->state = DBGATE_PROC_KEPT;
+		if (slot_limits.idle_timeout_ms > 0)
+			dbgate_idle_timeout_arm(slot_limits.idle_timeout_ms);
+	}
 }
 
 bool
@@ -1638,7 +1659,7 @@ dbgate_admission_log(ErrorData *edata)
 {
 	if (likely(!slot_kept) || edata->elevel != FATAL ||
 		edata->sqlerrcode != ERRCODE_IDLE_IN_TRANSACTION_SESSION_TIMEOUT ||
-		!dbgate_idle_timeout_applied())
+		!dbgate_idle_timeout_fired())
 		return;
 	if (slot_budget >= 0)
 	{

@@ -123,8 +123,8 @@ _PG_init(void)
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("dbgate.max_roles",
-							"Maximum number of role assignments.",
-							"Sizes the shared role map.",
+							"Maximum number of role assignments, and of database assignments.",
+							"Sizes the shared role map and database map.",
 							&dbgate_max_roles,
 							1024,
 							1, DBGATE_MAX_ROLES_LIMIT,
