@@ -6,13 +6,15 @@ OBJS = \
 	src/classify.o \
 	src/admission.o \
 	src/limits.o \
+	src/gucvar.o \
 	src/confimage.o \
 	src/config.o \
 	src/persist.o \
 	src/wal.o \
 	src/sqlfuncs.o \
 	src/status.o \
-	src/parallel.o
+	src/parallel.o \
+	src/utility.o
 
 EXTENSION = dbgate
 DATA = sql/dbgate--1.0.sql sql/dbgate--1.0--1.1.sql

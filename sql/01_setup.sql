@@ -6,7 +6,9 @@
 -- cluster-wide, so each test drops every budget and role it creates;
 -- 99_leftovers checks that nothing was left behind.  Each test also runs
 -- alone on a fresh instance (test/check.sh alone): it creates the extension
--- if needed and its own roles and budgets.
+-- if needed (CREATE EXTENSION IF NOT EXISTS between SET client_min_messages
+-- = warning and RESET, so that its output is the same either way) and its
+-- own roles and budgets.
 --
 SHOW shared_preload_libraries;
 CREATE EXTENSION dbgate;

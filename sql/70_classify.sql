@@ -3,13 +3,17 @@
 -- session user's own assignment beats an assigned group it is a member of,
 -- which beats the database's assignment, which beats
 -- dbgate.default_budget; the nearest group wins, ties go to the group whose
--- name sorts first; SET ROLE and superusers.
+-- name sorts first; SET ROLE, SECURITY DEFINER and superusers change
+-- nothing.  dbgate.backends.classified_by says which rule applied.
 --
 -- A session sees its own classification in dbgate.backends while its
 -- statement runs (the statement holds a slot); the roles are members of
 -- pg_monitor to read it.  Every budget has room, so nothing ever queues.
 --
+-- (quietly: the output is the same alone and after the other files)
+SET client_min_messages = warning;
 CREATE EXTENSION IF NOT EXISTS dbgate;
+RESET client_min_messages;
 \set VERBOSITY terse
 
 CREATE ROLE regress_cls_u LOGIN IN ROLE pg_monitor;
@@ -37,10 +41,10 @@ CREATE ROLE regress_cls_su SUPERUSER IN ROLE regress_cls_g1;
 
 SELECT dbgate.create_budget(b, 10, 0)
   FROM unnest(ARRAY['cls_own', 'cls_g1', 'cls_g2', 'cls_g3', 'cls_ga',
-                    'cls_gb', 'cls_gn', 'cls_gx', 'cls_default']) AS b;
+                    'cls_gb', 'cls_gn', 'cls_gx', 'cls_db', 'cls_default']) AS b;
 
 CREATE VIEW cls_me AS
-  SELECT budget FROM dbgate.backends WHERE pid = pg_backend_pid();
+  SELECT budget, classified_by FROM dbgate.backends WHERE pid = pg_backend_pid();
 GRANT SELECT ON cls_me TO PUBLIC;
 
 -- nothing assigned: not gated
@@ -54,7 +58,13 @@ SET SESSION AUTHORIZATION regress_cls_u;
 SELECT * FROM cls_me;
 RESET SESSION AUTHORIZATION;
 
--- a group three steps away beats the default
+-- the database's assignment beats the default
+SELECT dbgate.assign_database(current_database(), 'cls_db');
+SET SESSION AUTHORIZATION regress_cls_u;
+SELECT * FROM cls_me;
+RESET SESSION AUTHORIZATION;
+
+-- a group three steps away beats the database
 SELECT dbgate.assign_role('regress_cls_g3', 'cls_g3');
 SET SESSION AUTHORIZATION regress_cls_u;
 SELECT * FROM cls_me;
@@ -103,12 +113,12 @@ SELECT dbgate.unassign_role('regress_cls_u');
 SELECT dbgate.assign_role('regress_cls_gx', 'cls_gx');
 SET SESSION AUTHORIZATION regress_cls_u;
 SET ROLE regress_cls_x;
-SELECT current_user, budget FROM cls_me;
+SELECT current_user, budget, classified_by FROM cls_me;
 RESET ROLE;
 RESET SESSION AUTHORIZATION;
 -- a SECURITY DEFINER function owned by x changes nothing either
 CREATE FUNCTION cls_definer() RETURNS text LANGUAGE sql SECURITY DEFINER
-  AS $$ SELECT current_user || ' ' || budget FROM cls_me $$;
+  AS $$ SELECT current_user || ' ' || budget || ' ' || classified_by FROM cls_me $$;
 ALTER FUNCTION cls_definer() OWNER TO regress_cls_x;
 SET SESSION AUTHORIZATION regress_cls_u;
 SELECT cls_definer();
@@ -137,6 +147,10 @@ DROP ROLE regress_cls_g2;
 SET SESSION AUTHORIZATION regress_cls_u;
 SELECT * FROM cls_me;
 RESET SESSION AUTHORIZATION;
+SELECT dbgate.unassign_database(current_database());
+SET SESSION AUTHORIZATION regress_cls_u;
+SELECT * FROM cls_me;
+RESET SESSION AUTHORIZATION;
 
 -- clean up
 RESET dbgate.default_budget;
@@ -150,5 +164,5 @@ DROP ROLE regress_cls_u, regress_cls_v, regress_cls_su, regress_cls_x,
   regress_cls_gn, regress_cls_gx;
 SELECT dbgate.drop_budget(b, force => true)
   FROM unnest(ARRAY['cls_own', 'cls_g1', 'cls_g2', 'cls_g3', 'cls_ga',
-                    'cls_gb', 'cls_gn', 'cls_gx', 'cls_default']) AS b;
+                    'cls_gb', 'cls_gn', 'cls_gx', 'cls_db', 'cls_default']) AS b;
 SELECT count(*) AS leftover FROM dbgate.budgets WHERE budget LIKE 'cls\_%';

@@ -568,7 +568,7 @@ remove_ref(int i)
  * Record that this backend now holds a slot of budget idx with limits l
  * (shadow mode: no timeouts).
  */
-static void
+static inline void
 take_slot(int idx, uint32 incarnation, TimestampTz since, const Limits *l)
 {
 	slot_budget = idx;
@@ -603,7 +603,7 @@ slot_unreferenced(void)
 			my_proc->state = DBGATE_PROC_KEPT;
 		}
 		if (slot_limits.idle_timeout_ms > 0)
-			dbgate_idle_timeout_apply(slot_limits.idle_timeout_ms);
+			dbgate_idle_timeout_arm(slot_limits.idle_timeout_ms);
 		return;
 	}
 	release_slot();
@@ -616,7 +616,8 @@ slot_resumed(void)
 	slot_kept = false;
 	my_proc->state_since = GetCurrentStatementStartTimestamp();
 	my_proc->state = DBGATE_PROC_ACTIVE;
-	dbgate_idle_timeout_restore();
+	if (slot_limits.idle_timeout_ms > 0)
+		dbgate_idle_timeout_disarm();
 }
 
 /* ----------
@@ -667,8 +668,8 @@ graph_add_lock_waiting_holders(WaitGraph *g, int idx, uint32 incarnation)
 	{
 		DbgateProc *p = proc_entry(i);
 
-		if (p->state != DBGATE_PROC_ACTIVE || p->budget != idx ||
-			p->incarnation != incarnation)
+		if ((p->state != DBGATE_PROC_ACTIVE && p->state != DBGATE_PROC_KEPT) ||
+			p->budget != idx || p->incarnation != incarnation)
 			continue;
 		/* unlocked read: only a hint whether the holder waits at all */
 		if (DBGATE_PROC_BY_NUMBER(i)->waitLock == NULL)
@@ -1139,7 +1140,7 @@ admitted_now(DbgateBudget *b, const DbgateLookup *lk, uint32 active_before,
  * Shadow mode: take a slot whatever the counts, and count what an
  * enforcing budget would have done.
  */
-static AdmitResult
+static pg_noinline AdmitResult
 admit_shadow(DbgateBudget *b, const DbgateLookup *lk, const Limits *l,
 			 TimestampTz now)
 {
@@ -1171,43 +1172,18 @@ admit_shadow(DbgateBudget *b, const DbgateLookup *lk, const Limits *l,
 }
 
 /*
- * Try to take a slot of the budget lk names for the statement that is
- * starting.  Throws 53300 when the budget is full.
- *
- * Fast path, without the lock: a free slot (and, for a fair budget, nobody
- * queued) is taken by one compare-and-swap of the state word.  Otherwise
- * the decision is taken again under the budget lock, where the queue is.
+ * No free slot at first sight: decide again under the budget lock, where
+ * the queue is, and queue or reject.  Throws 53300 when the budget is full.
  */
-static AdmitResult
-admit(const DbgateLookup *lk, bool utility)
+static pg_noinline AdmitResult
+admit_slow(const DbgateLookup *lk, bool utility, TimestampTz now)
 {
 	DbgateBudget *b = budget_entry(lk->budget);
 	LWLock	   *lock = dbgate_budget_lock(lk->budget);
-	TimestampTz now = GetCurrentTimestamp();
-	uint32		tag = dbgate_tag_of(lk->incarnation);
 	Limits		l;
 	QueueWait	q;
 	uint64		old;
 	WaitStep	step;
-
-	read_limits(b, &l);
-	if (utility && !l.utility)
-		return ADMIT_NONE;
-	if (unlikely(!l.enforce))
-		return admit_shadow(b, lk, &l, now);
-
-	old = pg_atomic_read_u64(&b->state);
-	while (dbgate_st_tag(old) == tag &&
-		   dbgate_st_active(old) < (uint32) l.max_active &&
-		   (!l.fair || dbgate_st_queued(old) == 0))
-	{
-		if (pg_atomic_compare_exchange_u64(&b->state, &old,
-										   old + DBGATE_ST_ONE_ACTIVE))
-		{
-			admitted_now(b, lk, dbgate_st_active(old), now, &l);
-			return ADMIT_SLOT;
-		}
-	}
 
 	LWLockAcquire(lock, LW_EXCLUSIVE);
 	if (unlikely(!b->in_use || b->incarnation != lk->incarnation))
@@ -1293,25 +1269,62 @@ admit(const DbgateLookup *lk, bool utility)
 }
 
 /*
- * Classify the backend and admit; a budget replaced between the lookup and
+ * Try to take a slot of the budget lk names for the statement that is
+ * starting.  Fast path, without the lock: a free slot (and, for a fair
+ * budget, nobody queued) is taken by one compare-and-swap of the state
+ * word; otherwise admit_slow().
+ */
+static inline AdmitResult
+admit(const DbgateLookup *lk, bool utility)
+{
+	DbgateBudget *b = budget_entry(lk->budget);
+	TimestampTz now = GetCurrentTimestamp();
+	uint32		tag = dbgate_tag_of(lk->incarnation);
+	Limits		l;
+	uint64		old;
+
+	read_limits(b, &l);
+	if (utility && !l.utility)
+		return ADMIT_NONE;
+	if (unlikely(!l.enforce))
+		return admit_shadow(b, lk, &l, now);
+
+	old = pg_atomic_read_u64(&b->state);
+	while (dbgate_st_tag(old) == tag &&
+		   dbgate_st_active(old) < (uint32) l.max_active &&
+		   (!l.fair || dbgate_st_queued(old) == 0))
+	{
+		if (pg_atomic_compare_exchange_u64(&b->state, &old,
+										   old + DBGATE_ST_ONE_ACTIVE))
+		{
+			admitted_now(b, lk, dbgate_st_active(old), now, &l);
+			return ADMIT_SLOT;
+		}
+	}
+	return admit_slow(lk, utility, now);
+}
+
+/*
+ * Admit to the budget lk names; a budget replaced between the lookup and
  * the admission is looked up again, so that every statement is gated by
  * the configuration in force.  Returns whether a slot is held.
  */
 static bool
-gate(bool utility)
+gate(const DbgateLookup *lk, bool utility)
 {
 	for (;;)
 	{
-		const DbgateLookup *lk = dbgate_classify();
 		AdmitResult r;
 
 		if (lk->budget < 0)
 			return false;
+		ensure_ref_space();
 		r = admit(lk, utility);
-		if (r != ADMIT_RETRY)
+		if (likely(r != ADMIT_RETRY))
 			return r == ADMIT_SLOT;
 		dbgate_invalidate_lookup();
 		CHECK_FOR_INTERRUPTS();
+		lk = dbgate_classify();
 	}
 }
 
@@ -1336,7 +1349,8 @@ release_slot(void)
 	slot_budget = -1;
 	slot_kept = false;
 	dbgate_slot_has_limits = false;
-	dbgate_idle_timeout_restore();
+	if (slot_limits.idle_timeout_ms > 0)
+		dbgate_idle_timeout_disarm();
 
 	b = budget_entry(idx);
 	tag = dbgate_tag_of(slot_incarnation);
@@ -1412,8 +1426,7 @@ dbgate_executor_start(QueryDesc *queryDesc, int eflags)
 	if (ActivePortal == NULL)
 		return;
 
-	ensure_ref_space();
-	if (gate(false))
+	if (gate(dbgate_classify(), false))
 		add_ref(queryDesc);
 }
 
@@ -1523,7 +1536,20 @@ dbgate_admission_subxact_abort(SubTransactionId mySubid)
 	int			i;
 
 	if (dbgate_nrefs == 0)
+	{
+		/*
+		 * A utility command failed in a savepoint while the slot is kept:
+		 * the session goes idle (in an aborted subtransaction) still
+		 * keeping it.
+		 */
+		if (unlikely(slot_kept) && slot_budget >= 0)
+		{
+			my_proc->state = DBGATE_PROC_KEPT;
+			if (slot_limits.idle_timeout_ms > 0)
+				dbgate_idle_timeout_arm(slot_limits.idle_timeout_ms);
+		}
 		return;
+	}
 	for (i = dbgate_nrefs - 1; i >= 0; i--)
 	{
 		if (refs[i].qd == UTILITY_REF && utility_running)
@@ -1562,22 +1588,30 @@ dbgate_admission_xact_end(void)
 }
 
 /*
- * A utility command starts or ends while a slot is kept: the budget's
- * idle_in_transaction_timeout must not show in what it reads or sets.
+ * A utility command starts or ends while a slot is kept: it runs (the
+ * backend shows as active, and waits for locks like one), and the idle
+ * timeout counts only after it.
  */
 void
 dbgate_admission_utility_start(void)
 {
 	if (unlikely(slot_kept))
-		dbgate_idle_timeout_restore();
+	{
+		my_proc->state = DBGATE_PROC_ACTIVE;
+		if (slot_limits.idle_timeout_ms > 0)
+			dbgate_idle_timeout_disarm();
+	}
 }
 
 void
 dbgate_admission_utility_done(void)
 {
-	if (unlikely(slot_kept) && slot_budget >= 0 &&
-		slot_limits.idle_timeout_ms > 0)
-		dbgate_idle_timeout_apply(slot_limits.idle_timeout_ms);
+	if (unlikely(slot_kept) && slot_budget >= 0)
+	{
+		my_proc->state = DBGATE_PROC_KEPT;
+		if (slot_limits.idle_timeout_ms > 0)
+			dbgate_idle_timeout_arm(slot_limits.idle_timeout_ms);
+	}
 }
 
 bool
@@ -1587,8 +1621,7 @@ dbgate_utility_begin(void)
 		return false;			/* runs under the slot already held */
 	if (!dbgate_enabled || !backend_init() || ActivePortal == NULL)
 		return false;
-	ensure_ref_space();
-	if (!gate(true))
+	if (!gate(dbgate_classify(), true))
 		return false;
 	add_ref(UTILITY_REF);
 	utility_running = true;
@@ -1626,7 +1659,7 @@ dbgate_admission_log(ErrorData *edata)
 {
 	if (likely(!slot_kept) || edata->elevel != FATAL ||
 		edata->sqlerrcode != ERRCODE_IDLE_IN_TRANSACTION_SESSION_TIMEOUT ||
-		!dbgate_idle_timeout_applied())
+		!dbgate_idle_timeout_fired())
 		return;
 	if (slot_budget >= 0)
 	{

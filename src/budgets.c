@@ -96,7 +96,7 @@ static int
 budget_index_find(const BudgetIndex *index, int n, const char *name)
 {
 	BudgetIndex key;
-	BudgetIndex *found;
+	const BudgetIndex *found;
 
 	if (index == NULL)
 		return dbgate_find_budget(name);

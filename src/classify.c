@@ -78,12 +78,11 @@
 #include "compat.h"
 #include "dbgate.h"
 
-/* backend-local lookup cache */
-static bool lookup_valid = false;
+/* backend-local lookup cache; its fast path is dbgate_classify() (dbgate.h) */
+DbgateLookupCache dbgate_lookup_cache = {
+	false, InvalidOid, 0, {-1, 0, DBGATE_BY_ROLE, InvalidOid}
+};
 static uint32 lookup_invals = 0;	/* invalidations received so far */
-static uint64 lookup_generation;
-static Oid	lookup_user;
-static DbgateLookup lookup_result = {-1, 0, DBGATE_BY_ROLE, InvalidOid};
 static bool lookup_callbacks_registered = false;
 
 /* An assigned role found by the walk. */
@@ -97,14 +96,14 @@ typedef struct Candidate
 static void
 catalog_callback(Datum arg, int cacheid, uint32 hashvalue)
 {
-	lookup_valid = false;
+	dbgate_lookup_cache.valid = false;
 	lookup_invals++;
 }
 
 void
 dbgate_invalidate_lookup(void)
 {
-	lookup_valid = false;
+	dbgate_lookup_cache.valid = false;
 	lookup_invals++;
 }
 
@@ -322,9 +321,15 @@ classify_user(Oid user, DbgateLookup *out)
 	LWLockRelease(sh->config_lock);
 }
 
-static const DbgateLookup *
-lookup_slow(Oid user, uint64 generation)
+/*
+ * dbgate_classify() found the cache out of date: classify again.
+ */
+const DbgateLookup *
+dbgate_classify_slow(void)
 {
+	DbgateLookupCache *c = &dbgate_lookup_cache;
+	Oid			user = GetSessionUserId();
+	uint64		generation = pg_atomic_read_u64(&dbgate_shared->generation);
 	DbgateLookup result = {-1, 0, DBGATE_BY_ROLE, InvalidOid};
 	uint32		invals = lookup_invals;
 
@@ -344,24 +349,9 @@ lookup_slow(Oid user, uint64 generation)
 	 * Valid only if no invalidation arrived while the catalogs were read
 	 * (and never after an error, which leaves the cache invalid).
 	 */
-	lookup_result = result;
-	lookup_generation = generation;
-	lookup_user = user;
-	lookup_valid = (lookup_invals == invals);
-	return &lookup_result;
-}
-
-/*
- * The budget that gates the current statement (budget -1: none), and why.
- */
-const DbgateLookup *
-dbgate_classify(void)
-{
-	Oid			user = GetSessionUserId();
-	uint64		generation = pg_atomic_read_u64(&dbgate_shared->generation);
-
-	if (likely(lookup_valid && generation == lookup_generation &&
-			   user == lookup_user))
-		return &lookup_result;
-	return lookup_slow(user, generation);
+	c->result = result;
+	c->generation = generation;
+	c->user = user;
+	c->valid = (lookup_invals == invals);
+	return &c->result;
 }

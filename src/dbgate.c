@@ -123,8 +123,8 @@ _PG_init(void)
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("dbgate.max_roles",
-							"Maximum number of role assignments.",
-							"Sizes the shared role map.",
+							"Maximum number of role assignments, and of database assignments.",
+							"Sizes the shared role map and database map.",
 							&dbgate_max_roles,
 							1024,
 							1, DBGATE_MAX_ROLES_LIMIT,
@@ -325,9 +325,47 @@ dbgate_ExecutorEnd(QueryDesc *queryDesc)
 		dbgate_executor_end(queryDesc);
 }
 
+/* the next hook in the chain, or the standard function */
+static inline void
+next_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
+					bool readOnlyTree, ProcessUtilityContext context,
+					ParamListInfo params, QueryEnvironment *queryEnv,
+					DestReceiver *dest, QueryCompletion *qc)
+{
+	if (prev_ProcessUtility)
+		prev_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
+							queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+								params, queryEnv, dest, qc);
+}
+
+/* a command that holds a slot: return it on every exit */
+static void
+gated_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
+					 bool readOnlyTree, ProcessUtilityContext context,
+					 ParamListInfo params, QueryEnvironment *queryEnv,
+					 DestReceiver *dest, QueryCompletion *qc)
+{
+	PG_TRY();
+	{
+		next_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+							params, queryEnv, dest, qc);
+	}
+	PG_CATCH();
+	{
+		dbgate_utility_end();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	dbgate_utility_end();
+}
+
 /*
  * ProcessUtility: DROP ROLE and DROP DATABASE also remove the dropped
- * objects' assignments, in the same transaction.
+ * objects' assignments, in the same transaction.  Heavy utility commands
+ * (utility.c) of a budget with utility = true take a slot for the whole
+ * command.
  */
 static void
 dbgate_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
@@ -363,12 +401,13 @@ dbgate_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 
 	if (dbgate_shared != NULL)
 		dbgate_admission_utility_start();
-	if (prev_ProcessUtility)
-		prev_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
-							queryEnv, dest, qc);
+	if (dbgate_shared != NULL && dbgate_utility_takes_slot(pstmt, context) &&
+		dbgate_utility_begin())
+		gated_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+							 params, queryEnv, dest, qc);
 	else
-		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
-								params, queryEnv, dest, qc);
+		next_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+							params, queryEnv, dest, qc);
 	if (dbgate_shared != NULL)
 		dbgate_admission_utility_done();
 

@@ -8,7 +8,9 @@
  *	  budgets.c		the shared budget table and role map
  *	  classify.c	which budget gates a backend (the lookup and its cache)
  *	  admission.c	admit / queue / hand off / release of slots
- *	  limits.c		per-budget statement_timeout and lock_timeout
+ *	  limits.c		per-budget statement_timeout, lock_timeout and
+ *					idle_in_transaction_timeout
+ *	  gucvar.c		a built-in setting tightened for a while
  *	  confimage.c	configuration images (backend-local copies)
  *	  config.c		transactional configuration changes
  *	  persist.c		the state file in the data directory, image encoding
@@ -16,6 +18,7 @@
  *	  sqlfuncs.c	SQL-callable configuration functions, dbgate.budgets
  *	  status.c		the live views dbgate.status and dbgate.backends
  *	  parallel.c	a budget's parallel_workers: planner and plan capping
+ *	  utility.c		which utility commands take a slot
  *
  *-------------------------------------------------------------------------
  */
@@ -27,8 +30,10 @@
 #include "access/xact.h"
 #include "access/xlogdefs.h"
 #include "executor/execdesc.h"
+#include "miscadmin.h"
 #include "port/atomics.h"
 #include "storage/lwlock.h"
+#include "tcop/utility.h"
 #include "utils/elog.h"
 #include "utils/timestamp.h"
 
@@ -95,8 +100,21 @@ typedef struct DbgateDbConf
 } DbgateDbConf;
 
 /*
+ * A hash index of an image's role or database assignments by OID (see
+ * confimage.c): built when first needed, kept up to date by the image
+ * functions.  slots == NULL: none.
+ */
+typedef struct DbgateOidIndex
+{
+	int32	   *slots;			/* array position + 1; 0 = empty */
+	uint32		mask;			/* number of slots - 1 */
+} DbgateOidIndex;
+
+/*
  * A complete configuration (backend-local): what the state file holds and
- * what a committing transaction installs into shared memory.
+ * what a committing transaction installs into shared memory.  The arrays
+ * are changed only through the image functions of confimage.c once
+ * assignments have been looked up (the indexes follow them).
  */
 typedef struct DbgateConfig
 {
@@ -109,15 +127,18 @@ typedef struct DbgateConfig
 	int			ndbs;
 	int			maxdbs;
 	DbgateDbConf *dbs;
+	DbgateOidIndex role_index;
+	DbgateOidIndex db_index;
 } DbgateConfig;
 
 /* ----------
  * Shared memory.
  *
  * Locks (see admission.c for the slot life cycle):
- *	  config_lock	the identity of budget entries (in_use, incarnation, name)
- *					and the role map.  Shared for lookups and views,
- *					exclusive while a committed configuration is installed.
+ *	  config_lock	the identity of budget entries (in_use, incarnation, name),
+ *					the role and database maps and state_lsn.  Shared for
+ *					lookups and views, exclusive while a committed (or, in
+ *					recovery, a replayed) configuration is installed.
  *	  commit lock	a heavyweight lock (not in shared memory here, see
  *					config.c) that serialises configuration commits; taken
  *					at PRE_COMMIT, released with the transaction's locks.
@@ -309,7 +330,37 @@ typedef struct DbgateLookup
 	Oid			via;			/* DBGATE_BY_MEMBER: the assigned group */
 } DbgateLookup;
 
-extern const DbgateLookup *dbgate_classify(void);
+/*
+ * The per-backend cache of the classification (classify.c): valid while no
+ * catalog invalidation arrived and the configuration generation and the
+ * session user are the ones it was made for.
+ */
+typedef struct DbgateLookupCache
+{
+	bool		valid;
+	Oid			user;
+	uint64		generation;
+	DbgateLookup result;
+} DbgateLookupCache;
+
+extern PGDLLIMPORT DbgateLookupCache dbgate_lookup_cache;
+extern const DbgateLookup *dbgate_classify_slow(void);
+
+/*
+ * The budget that gates the current statement (budget -1: none), and why.
+ * The statement path: two comparisons and one atomic read while nothing
+ * changed.
+ */
+static inline const DbgateLookup *
+dbgate_classify(void)
+{
+	const DbgateLookupCache *c = &dbgate_lookup_cache;
+
+	if (likely(c->valid && c->user == GetSessionUserId() &&
+			   c->generation == pg_atomic_read_u64(&dbgate_shared->generation)))
+		return &c->result;
+	return dbgate_classify_slow();
+}
 
 /* budgets.c */
 extern int	dbgate_find_budget(const char *name);
@@ -381,9 +432,40 @@ extern void dbgate_utility_end(void);
 
 /* parallel.c */
 extern void dbgate_parallel_init(void);
-extern void dbgate_parallel_executor_start(QueryDesc *queryDesc);
+extern void dbgate_parallel_executor_start_slow(QueryDesc *queryDesc);
+
+/* ExecutorStart: cap a plan made before the budget's cap was in force. */
+static inline void
+dbgate_parallel_executor_start(QueryDesc *queryDesc)
+{
+	/* a plan without Gather or Gather Merge needs no parallel mode */
+	if (unlikely(queryDesc->plannedstmt->parallelModeNeeded))
+		dbgate_parallel_executor_start_slow(queryDesc);
+}
+
+/* utility.c */
+extern bool dbgate_utility_takes_slot(PlannedStmt *pstmt,
+									  ProcessUtilityContext context);
 
 /* limits.c */
+/* gucvar.c: a built-in integer setting tightened for a while */
+typedef struct DbgateGucOverride
+{
+	bool		applied;
+	struct config_generic *rec; /* the GUC record */
+	int		   *variable;		/* the variable behind it */
+	int			value;			/* the value set */
+	int			session;		/* the session's value before */
+	int			session_scontext;	/* and its GucContext */
+	struct guc_stack *stack;	/* top of its GUC stack then */
+	int			stack_state;	/* that entry's state, or -1 */
+} DbgateGucOverride;
+
+extern void dbgate_guc_override_apply(DbgateGucOverride *o,
+									  struct config_generic *rec,
+									  int *variable, int value);
+extern void dbgate_guc_override_restore(DbgateGucOverride *o);
+
 typedef struct DbgateLimitState
 {
 	bool		tracked;		/* the run is a reference of our slot */
@@ -392,20 +474,15 @@ typedef struct DbgateLimitState
 	bool		stmt_had_session;	/* a session timer was active before */
 	TimestampTz stmt_session_fin;	/* its finish time */
 	TimestampTz stmt_our_fin;	/* the finish time we set */
-	bool		lock_applied;	/* we set lock_timeout */
-	int			lock_ms;		/* the value we set */
-	int			lock_session;	/* the session's value before */
-	int			lock_session_scontext;	/* and its GucContext */
-	struct guc_stack *lock_stack;	/* top of its GUC stack then */
-	int			lock_stack_state;	/* that entry's state, or -1 */
+	DbgateGucOverride lock;		/* lock_timeout */
 } DbgateLimitState;
 
 extern void dbgate_limits_apply(DbgateLimitState *st, TimestampTz start,
 								int statement_timeout_ms, int lock_timeout_ms);
 extern void dbgate_limits_restore(DbgateLimitState *st, bool is_error);
-extern void dbgate_idle_timeout_apply(int idle_timeout_ms);
-extern void dbgate_idle_timeout_restore(void);
-extern bool dbgate_idle_timeout_applied(void);
+extern void dbgate_idle_timeout_arm(int idle_timeout_ms);
+extern void dbgate_idle_timeout_disarm(void);
+extern bool dbgate_idle_timeout_fired(void);
 
 /* admission.c, around ExecutorRun / ExecutorFinish */
 extern bool dbgate_run_begin(QueryDesc *queryDesc, DbgateLimitState *st);

@@ -27,32 +27,27 @@
  * lock_timeout
  *	  The lock manager reads the variable behind the lock_timeout GUC when a
  *	  lock wait starts, so the gate sets that variable for the run and puts
- *	  the session's value back afterwards: no allocation, no GUC nesting
- *	  level (which in PostgreSQL 15 costs a pass over every GUC).  The gate
- *	  also marks the GUC record as set in context PGC_SUSET, which a gated
- *	  (non-superuser) role's own SET cannot produce.
- *
- *	  What the statement itself does to lock_timeout keeps its meaning.  A
- *	  SET or SET LOCAL inside the run (set_config() in a query, a function
- *	  with a SET clause) goes through GUC, which saves the value it replaces
- *	  -- the gate's -- on the GUC stack.  When the run ends, every stack
- *	  entry made during the run that saved the gate's value gets the
- *	  session's value instead, so that popping it at function exit, commit
- *	  or abort restores what the session really had.  The current value is
- *	  put back only if it is still the gate's (the record still carries the
- *	  gate's mark); a value the statement set stays.
+ *	  the session's value back afterwards, without the GUC machinery and
+ *	  keeping what the statement itself does to the setting (gucvar.c).
  *
  * idle_in_transaction_timeout
  *	  While a slot is kept between statements of a transaction (see
- *	  admission.c), PostgreSQL's own idle_in_transaction_session_timeout is
- *	  tightened to the budget's value: PostgresMain arms its timer from the
- *	  variable when it goes idle in a transaction and ends the session with
- *	  its own FATAL (25P03) when it fires, so the gate sets the variable
- *	  while the slot is kept and puts the session's value back as soon as
- *	  anything runs (ExecutorStart, any utility command such as SHOW or
- *	  SET) and when the slot is returned.  No GUC machinery is involved;
- *	  the value is put back only if it is still the gate's (a reload of the
- *	  configuration file may have replaced it, and then that value stays).
+ *	  admission.c) and the session waits for its client, the budget's
+ *	  idle_in_transaction_timeout ends the session exactly as PostgreSQL's
+ *	  own idle_in_transaction_session_timeout does (FATAL 25P03, through
+ *	  ProcessInterrupts).  The gate arms a timer of its own when a statement
+ *	  ends under a kept slot and disarms it when the next one starts (any
+ *	  executor run, any utility command) or the slot is returned.  When it
+ *	  fires and the backend is idle in a transaction (pg_stat_activity's
+ *	  state, which the backend reports before it waits for its client), it
+ *	  raises PostgreSQL's own idle-in-transaction interrupt; when the
+ *	  backend is busy (a DO block still running after a write, say), it
+ *	  does nothing and the end of that statement arms the timer again.  The
+ *	  session's setting is never touched until the session is ended, so SHOW
+ *	  and current_setting() show the session's own value and a SET of it
+ *	  keeps its meaning; a session whose own timeout is tighter is ended by
+ *	  that one (the gate does not arm then).  With track_activities off the
+ *	  backend's state is unknown and a fired timer counts as idle.
  *
  *-------------------------------------------------------------------------
  */
@@ -61,15 +56,12 @@
 #include "miscadmin.h"
 #include "storage/proc.h"
 #include "utils/guc.h"
-#include "utils/guc_tables.h"
+#include "utils/backend_status.h"
 #include "utils/timeout.h"
 #include "utils/timestamp.h"
 
 #include "compat.h"
 #include "dbgate.h"
-
-/* The context the gate's lock_timeout carries: see the file header. */
-#define GATE_SCONTEXT	PGC_SUSET
 
 static struct config_generic *lock_timeout_rec = NULL;
 
@@ -79,7 +71,7 @@ dbgate_limits_apply(DbgateLimitState *st, TimestampTz start,
 {
 	st->stmt_armed = false;
 	st->stmt_had_session = false;
-	st->lock_applied = false;
+	st->lock.applied = false;
 
 	if (statement_timeout_ms > 0)
 	{
@@ -113,78 +105,11 @@ dbgate_limits_apply(DbgateLimitState *st, TimestampTz start,
 		if (lock_timeout_rec == NULL)
 			lock_timeout_rec = dbgate_find_guc("lock_timeout");
 		if (lock_timeout_rec != NULL)
-		{
-			st->lock_applied = true;
-			st->lock_ms = lock_timeout_ms;
-			st->lock_session = LockTimeout;
-			st->lock_session_scontext = (int) lock_timeout_rec->scontext;
-			st->lock_stack = lock_timeout_rec->stack;
-			st->lock_stack_state = lock_timeout_rec->stack ?
-				(int) lock_timeout_rec->stack->state : -1;
-			LockTimeout = lock_timeout_ms;
-			lock_timeout_rec->scontext = GATE_SCONTEXT;
-		}
+			dbgate_guc_override_apply(&st->lock, lock_timeout_rec,
+									  &LockTimeout, lock_timeout_ms);
 	}
 
-	st->applied = st->stmt_armed || st->lock_applied;
-}
-
-/*
- * Does a saved GUC value hold the gate's lock_timeout?
- */
-static inline bool
-is_gate_value(const DbgateLimitState *st, int value, GucContext scontext)
-{
-	return value == st->lock_ms && scontext == GATE_SCONTEXT;
-}
-
-static void
-restore_lock_timeout(DbgateLimitState *st)
-{
-	struct config_generic *rec = lock_timeout_rec;
-	GucStack   *e;
-
-	/*
-	 * Stack entries made during the run (above the entry that was on top
-	 * when the gate applied its value) saved the gate's value: give them
-	 * the session's.
-	 */
-	for (e = rec->stack; e != NULL && e != st->lock_stack; e = e->prev)
-	{
-		if (is_gate_value(st, e->prior.val.intval, e->scontext))
-		{
-			e->prior.val.intval = st->lock_session;
-			e->scontext = (GucContext) st->lock_session_scontext;
-		}
-		if (e->state == GUC_SET_LOCAL &&
-			is_gate_value(st, e->masked.val.intval, e->masked_scontext))
-		{
-			e->masked.val.intval = st->lock_session;
-			e->masked_scontext = (GucContext) st->lock_session_scontext;
-		}
-	}
-
-	/*
-	 * The entry that was on top may have turned from SET into SET LOCAL
-	 * during the run, saving the then current value (the gate's) as the
-	 * SET value to come back to.
-	 */
-	e = st->lock_stack;
-	if (e != NULL && e == rec->stack && e->state == GUC_SET_LOCAL &&
-		st->lock_stack_state != (int) GUC_SET_LOCAL &&
-		is_gate_value(st, e->masked.val.intval, e->masked_scontext))
-	{
-		e->masked.val.intval = st->lock_session;
-		e->masked_scontext = (GucContext) st->lock_session_scontext;
-	}
-
-	/* the current value: the session's again, unless the run set one */
-	if (is_gate_value(st, LockTimeout, rec->scontext))
-	{
-		LockTimeout = st->lock_session;
-		rec->scontext = (GucContext) st->lock_session_scontext;
-	}
-	st->lock_applied = false;
+	st->applied = st->stmt_armed || st->lock.applied;
 }
 
 /*
@@ -230,8 +155,8 @@ dbgate_limits_restore(DbgateLimitState *st, bool is_error)
 		st->stmt_armed = false;
 	}
 
-	if (st->lock_applied)
-		restore_lock_timeout(st);
+	if (st->lock.applied)
+		dbgate_guc_override_restore(&st->lock);
 
 	st->applied = false;
 
@@ -243,41 +168,67 @@ dbgate_limits_restore(DbgateLimitState *st, bool is_error)
  * idle_in_transaction_timeout
  * ----------
  */
-static bool idle_applied = false;
-static int	idle_ours;			/* the value the gate set */
-static int	idle_session;		/* the session's value before */
+static TimeoutId idle_timeout_id = MAX_TIMEOUTS;	/* registered at first use */
+static bool idle_armed = false;
+static volatile int idle_ms;	/* the budget's value while armed */
+static volatile sig_atomic_t idle_fired = false;	/* ours ended the session */
 
-void
-dbgate_idle_timeout_apply(int idle_timeout_ms)
+/* Is the backend waiting for its client inside a transaction? */
+static bool
+idle_in_transaction(void)
 {
-	if (idle_applied)
-	{
-		if (IdleInTransactionSessionTimeout == idle_ours)
-			return;
-		/* replaced meanwhile: start again from the new value */
-		idle_applied = false;
-	}
-	if (IdleInTransactionSessionTimeout != 0 &&
-		IdleInTransactionSessionTimeout <= idle_timeout_ms)
-		return;					/* the session's own is tighter */
-	idle_session = IdleInTransactionSessionTimeout;
-	idle_ours = idle_timeout_ms;
-	IdleInTransactionSessionTimeout = idle_timeout_ms;
-	idle_applied = true;
+	volatile PgBackendStatus *be = MyBEEntry;
+
+	if (be == NULL || be->st_state == STATE_DISABLED)
+		return true;			/* not tracked: cannot tell */
+	return be->st_state == STATE_IDLEINTRANSACTION ||
+		be->st_state == STATE_IDLEINTRANSACTION_ABORTED;
+}
+
+/* The timer's handler (signal context: sets flags only). */
+static void
+idle_timeout_handler(void)
+{
+	if (!idle_in_transaction())
+		return;
+	/* ProcessInterrupts ends the session only while this is set */
+	if (IdleInTransactionSessionTimeout == 0 ||
+		IdleInTransactionSessionTimeout > idle_ms)
+		IdleInTransactionSessionTimeout = idle_ms;
+	idle_fired = true;
+	IdleInTransactionSessionTimeoutPending = true;
+	InterruptPending = true;
+	SetLatch(MyLatch);
 }
 
 void
-dbgate_idle_timeout_restore(void)
+dbgate_idle_timeout_arm(int idle_timeout_ms)
 {
-	if (likely(!idle_applied))
+	/* the session's own timeout is tighter: it ends the session first */
+	if (IdleInTransactionSessionTimeout > 0 &&
+		IdleInTransactionSessionTimeout <= idle_timeout_ms)
+	{
+		dbgate_idle_timeout_disarm();
 		return;
-	if (IdleInTransactionSessionTimeout == idle_ours)
-		IdleInTransactionSessionTimeout = idle_session;
-	idle_applied = false;
+	}
+	if (idle_timeout_id == MAX_TIMEOUTS)
+		idle_timeout_id = RegisterTimeout(USER_TIMEOUT, idle_timeout_handler);
+	idle_ms = idle_timeout_ms;
+	enable_timeout_after(idle_timeout_id, idle_timeout_ms);
+	idle_armed = true;
+}
+
+void
+dbgate_idle_timeout_disarm(void)
+{
+	if (likely(!idle_armed))
+		return;
+	disable_timeout(idle_timeout_id, false);
+	idle_armed = false;
 }
 
 bool
-dbgate_idle_timeout_applied(void)
+dbgate_idle_timeout_fired(void)
 {
-	return idle_applied && IdleInTransactionSessionTimeout == idle_ours;
+	return idle_fired;
 }

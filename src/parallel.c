@@ -16,16 +16,10 @@
  *	  - Planning (planner_hook): while the statement is planned the variable
  *		behind max_parallel_workers_per_gather holds the cap, and the
  *		session's value is put back when planning returns, normally or by
- *		error.  No GUC nesting level is used (a nesting level costs a pass
- *		over every GUC at the end of the statement).  What planning itself
- *		does to the setting keeps its meaning, exactly as limits.c does for
- *		lock_timeout: while the cap is in place the GUC record is marked as
- *		set in context PGC_SUSET, which a gated (non-superuser) role's own
- *		SET cannot produce; afterwards every GUC stack entry made during
- *		planning that saved the cap gets the session's value instead, and
- *		the current value is put back only if it is still the cap.  So
- *		`SHOW max_parallel_workers_per_gather` afterwards shows the session's
- *		own value.
+ *		error, without the GUC machinery and keeping what planning itself
+ *		does to the setting (gucvar.c, as for the budget's lock_timeout).
+ *		So `SHOW max_parallel_workers_per_gather` afterwards shows the
+ *		session's own value.
  *	  - Execution (ExecutorStart): a plan made earlier, before the budget
  *		was changed or the session was classified into it (a prepared
  *		statement, a cached PL/pgSQL plan), may ask for more workers.  Its
@@ -61,22 +55,8 @@
 #include "compat.h"
 #include "dbgate.h"
 
-/* The context the cap carries while planning: see the file header. */
-#define CAP_SCONTEXT	PGC_SUSET
-
 static planner_hook_type prev_planner = NULL;
 static struct config_generic *workers_rec = NULL;
-
-/* What the planner hook changed, to undo it. */
-typedef struct CapState
-{
-	bool		applied;
-	int			cap;
-	int			session;		/* the session's value before */
-	int			session_scontext;	/* and its GucContext */
-	GucStack   *stack;			/* top of the GUC stack then */
-	int			stack_state;	/* that entry's state, or -1 */
-} CapState;
 
 static PlannedStmt *dbgate_planner(Query *parse, const char *query_string,
 								   int cursorOptions,
@@ -92,17 +72,16 @@ dbgate_parallel_init(void)
 /*
  * The cap for this backend's statements, or -1 for none.
  */
-static int
+static inline int
 parallel_cap(void)
 {
 	const DbgateLookup *lk;
 	const DbgateBudget *b;
 
-	if (!dbgate_enabled || dbgate_shared == NULL ||
-		!dbgate_is_client_backend())
+	if (!dbgate_enabled || dbgate_shared == NULL)
 		return -1;
 	lk = dbgate_classify();
-	if (lk->budget < 0)
+	if (lk->budget < 0 || !dbgate_is_client_backend())
 		return -1;
 	b = &dbgate_shared->budgets[lk->budget].d;
 	/* unlocked reads, see the file header */
@@ -124,102 +103,45 @@ next_planner(Query *parse, const char *query_string, int cursorOptions,
 	return standard_planner(parse, query_string, cursorOptions, boundParams);
 }
 
-static inline bool
-is_cap_value(const CapState *st, int value, GucContext scontext)
-{
-	return value == st->cap && scontext == CAP_SCONTEXT;
-}
-
-static void
-apply_cap(CapState *st, int cap)
-{
-	struct config_generic *rec;
-
-	st->applied = false;
-	if (workers_rec == NULL)
-		workers_rec = dbgate_find_guc("max_parallel_workers_per_gather");
-	rec = workers_rec;
-	if (rec == NULL)
-		return;
-	st->applied = true;
-	st->cap = cap;
-	st->session = max_parallel_workers_per_gather;
-	st->session_scontext = (int) rec->scontext;
-	st->stack = rec->stack;
-	st->stack_state = rec->stack ? (int) rec->stack->state : -1;
-	max_parallel_workers_per_gather = cap;
-	rec->scontext = CAP_SCONTEXT;
-}
-
-static void
-restore_cap(CapState *st)
-{
-	struct config_generic *rec = workers_rec;
-	GucStack   *e;
-
-	if (!st->applied)
-		return;
-
-	/* stack entries made while planning saved the cap: give them ours */
-	for (e = rec->stack; e != NULL && e != st->stack; e = e->prev)
-	{
-		if (is_cap_value(st, e->prior.val.intval, e->scontext))
-		{
-			e->prior.val.intval = st->session;
-			e->scontext = (GucContext) st->session_scontext;
-		}
-		if (e->state == GUC_SET_LOCAL &&
-			is_cap_value(st, e->masked.val.intval, e->masked_scontext))
-		{
-			e->masked.val.intval = st->session;
-			e->masked_scontext = (GucContext) st->session_scontext;
-		}
-	}
-
-	/* the entry on top may have turned from SET into SET LOCAL meanwhile */
-	e = st->stack;
-	if (e != NULL && e == rec->stack && e->state == GUC_SET_LOCAL &&
-		st->stack_state != (int) GUC_SET_LOCAL &&
-		is_cap_value(st, e->masked.val.intval, e->masked_scontext))
-	{
-		e->masked.val.intval = st->session;
-		e->masked_scontext = (GucContext) st->session_scontext;
-	}
-
-	/* the current value: the session's again, unless planning set one */
-	if (is_cap_value(st, max_parallel_workers_per_gather, rec->scontext))
-	{
-		max_parallel_workers_per_gather = st->session;
-		rec->scontext = (GucContext) st->session_scontext;
-	}
-	st->applied = false;
-}
-
-static PlannedStmt *
-dbgate_planner(Query *parse, const char *query_string, int cursorOptions,
-			   ParamListInfo boundParams)
+/* Plan with the cap applied, and undo it on every exit. */
+static pg_noinline PlannedStmt *
+planner_capped(Query *parse, const char *query_string, int cursorOptions,
+			   ParamListInfo boundParams, int cap)
 {
 	PlannedStmt *result;
-	CapState	st;
-	int			cap = parallel_cap();
+	DbgateGucOverride o;
 
-	if (likely(cap < 0 || cap >= max_parallel_workers_per_gather))
+	if (workers_rec == NULL)
+		workers_rec = dbgate_find_guc("max_parallel_workers_per_gather");
+	if (workers_rec == NULL)
 		return next_planner(parse, query_string, cursorOptions, boundParams);
-
-	apply_cap(&st, cap);
+	dbgate_guc_override_apply(&o, workers_rec, &max_parallel_workers_per_gather,
+							  cap);
 	PG_TRY();
 	{
 		result = next_planner(parse, query_string, cursorOptions, boundParams);
 	}
 	PG_CATCH();
 	{
-		restore_cap(&st);
+		dbgate_guc_override_restore(&o);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
-	restore_cap(&st);
+	dbgate_guc_override_restore(&o);
 
 	return result;
+}
+
+static PlannedStmt *
+dbgate_planner(Query *parse, const char *query_string, int cursorOptions,
+			   ParamListInfo boundParams)
+{
+	int			cap = parallel_cap();
+
+	if (likely(cap < 0 || cap >= max_parallel_workers_per_gather))
+		return next_planner(parse, query_string, cursorOptions, boundParams);
+	return planner_capped(parse, query_string, cursorOptions, boundParams,
+						  cap);
 }
 
 /* ----------
@@ -324,14 +246,11 @@ stmt_over_cap(PlannedStmt *pstmt, int cap, bool apply)
  * ExecutorStart: hold a plan made before to the cap of the budget now.
  */
 void
-dbgate_parallel_executor_start(QueryDesc *queryDesc)
+dbgate_parallel_executor_start_slow(QueryDesc *queryDesc)
 {
 	PlannedStmt *pstmt = queryDesc->plannedstmt;
 	int			cap;
 
-	/* a plan without Gather or Gather Merge needs no parallel mode */
-	if (likely(!pstmt->parallelModeNeeded))
-		return;
 	cap = parallel_cap();
 	if (cap < 0 || !stmt_over_cap(pstmt, cap, false))
 		return;

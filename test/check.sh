@@ -193,9 +193,10 @@ matrix_root() {
 	fi
 	inner=${M_SRC#"$root"}
 	# The run inside sees the root's PostgreSQL, paths and temporary
-	# directory, not this system's.
+	# directory, not this system's, and a locale that every root has.
 	matrix_child "$M_LOGS/pg$v.log" env -u PG_CONFIG -u TMPDIR -u PERL5LIB \
 		-u DBGATE_ROOTS -u LD_LIBRARY_PATH \
+		-u LC_ALL -u LANGUAGE LANG=C.UTF-8 \
 		PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root PG_MAJOR="$v" \
 		chroot "$root" bash "$inner/test/check.sh" --host \
 		${pass_args[@]+"${pass_args[@]}"}

@@ -169,6 +169,35 @@ counters_are(
 	{ admitted => 6, admitted_after_wait => 4, peak_active => 1, peak_queued => 3 },
 	'change: other budgets are untouched');
 
+# ---------------------------------------------------------------------------
+# A reload while a statement is queued: the queued statement learns only
+# that gating was switched off (published in shared memory); every other
+# setting changes for it between statements, as for any backend, never in
+# the middle of its statement.
+$node->safe_psql('postgres', q{SELECT dbgate.assign_role('r_user', 'r_budget')});
+$locker->query('SELECT pg_advisory_lock(4)');
+my $h4 = DbgateTest::Session->new($node, user => 'r_user');
+my $w4 = DbgateTest::Session->new($node, user => 'r_user');
+$h4->send('SELECT pg_advisory_xact_lock_shared(4)');
+poll_ok($node, 'SELECT state FROM dbgate.backends WHERE pid = ' . $h4->pid,
+	'active', 'reload mid-statement: the slot is held');
+$w4->send(q{SELECT current_setting('work_mem')});
+poll_ok($node, 'SELECT state FROM dbgate.backends WHERE pid = ' . $w4->pid,
+	'queued', 'reload mid-statement: a statement is queued');
+$node->safe_psql('postgres', "ALTER SYSTEM SET work_mem = '7MB'");
+$node->safe_psql('postgres', 'ALTER SYSTEM SET dbgate.enabled = off');
+$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
+($out, $err) = $w4->result;
+is("$out|$err", '4MB|',
+	'reload mid-statement: the queued statement is let through and still sees the old work_mem');
+($out, $err) = $w4->query(q{SELECT current_setting('work_mem')});
+is("$out|$err", '7MB|', 'reload mid-statement: its next statement sees the new one');
+$locker->query('SELECT pg_advisory_unlock(4)');
+(undef, $err) = $h4->result;
+is($err, '', 'reload mid-statement: the slot holder finished');
+$node->safe_psql('postgres', 'ALTER SYSTEM RESET work_mem');
+$_->quit for ($h4, $w4);
+
 $_->quit for (@s, $extra, $idle, $locker);
 $node->safe_psql('postgres', 'ALTER SYSTEM RESET dbgate.enabled');
 $node->stop;

@@ -1,7 +1,9 @@
 # Classification seen by a session that stays connected: a GRANT or REVOKE
-# of membership and a change of a group's assignment, made by another
-# session, take effect at the next statement; so does a change of the
-# database's assignment.  A dropped database loses its assignment.
+# of membership, a change of a group's assignment and of superuser status,
+# made by another session, take effect at the next statement; so does a
+# change of the database's assignment, which ranks below the role's own and
+# its groups' and above dbgate.default_budget.  A dropped database loses
+# its assignment.
 #
 # The session reads its own row of dbgate.backends (its statement holds a
 # slot while it runs); budgets have room, nothing queues.
@@ -27,14 +29,16 @@ $node->safe_psql(
 
 my $s = DbgateTest::Session->new($node, user => 'c_user');
 
-# the budget this session is in now, '' when not gated
-sub my_budget
+# the budget a session is in now, '' when not gated
+sub my_budget_of
 {
-	my ($out, $err) = $s->query(
+	my ($sess) = @_;
+	my ($out, $err) = $sess->query(
 		'SELECT budget FROM dbgate.backends WHERE pid = pg_backend_pid()');
 	die "query failed: $err" if $err ne '';
 	return $out;
 }
+sub my_budget { return my_budget_of($s); }
 
 is(my_budget(), '', 'not a member of any assigned role: not gated');
 
@@ -66,5 +70,45 @@ $node->safe_psql('postgres', 'ALTER ROLE c_user NOSUPERUSER');
 is(my_budget(), 'c_group_b', 'and gated again without superuser');
 
 $s->quit;
+
+# ---------------------------------------------------------------------------
+# The database's assignment, below the role's own and its groups'.
+
+$node->safe_psql(
+	'postgres', q{
+	CREATE DATABASE c_db;
+	SELECT dbgate.create_budget('c_db_b', 10);
+	SELECT dbgate.assign_database('c_db', 'c_db_b');
+	ALTER ROLE c_user SET dbgate.default_budget = 'c_outer_b';
+});
+$node->safe_psql('c_db', 'CREATE EXTENSION dbgate');
+$s = DbgateTest::Session->new($node, user => 'c_user', db => 'c_db');
+is(my_budget(), 'c_group_b', 'in database c_db: the group beats the database');
+$node->safe_psql('postgres', 'REVOKE c_group FROM c_user');
+is(my_budget(), 'c_db_b', 'without the group: the database\'s budget');
+$node->safe_psql('postgres', q{SELECT dbgate.assign_database('c_db', 'c_group_b')});
+is(my_budget(), 'c_group_b', 'a new assignment of the database counts at once');
+$node->safe_psql('postgres', q{SELECT dbgate.unassign_database('c_db')});
+is(my_budget(), 'c_outer_b', 'unassigned database: the default budget');
+$node->safe_psql('postgres', q{SELECT dbgate.assign_database('c_db', 'c_db_b')});
+is(my_budget(), 'c_db_b', 'the database beats the default budget');
+$node->safe_psql('postgres', q{SELECT dbgate.assign_role('c_user', 'c_outer_b')});
+is(my_budget(), 'c_outer_b', 'the own assignment beats the database');
+$node->safe_psql('postgres', q{SELECT dbgate.unassign_role('c_user')});
+$s->quit;
+
+my $other = DbgateTest::Session->new($node, user => 'c_user');
+is(my_budget_of($other), 'c_outer_b', 'another database is not in c_db\'s budget');
+$other->quit;
+
+# a dropped database loses its assignment
+$node->safe_psql('postgres', 'DROP DATABASE c_db');
+is( $node->safe_psql(
+		'postgres', q{SELECT databases FROM dbgate.budgets WHERE budget = 'c_db_b'}),
+	'{}', 'the dropped database is no longer assigned');
+my ($state, $out, $err) =
+  run_sql($node, q{SELECT dbgate.drop_budget('c_db_b')});
+is($state, '', 'its budget can be dropped without force');
+
 $node->stop;
 done_testing();

@@ -1,0 +1,127 @@
+/*-------------------------------------------------------------------------
+ *
+ * gucvar.c
+ *	  A built-in integer setting tightened for a while (a statement's run,
+ *	  the planning of a statement) without the GUC machinery.
+ *
+ * The budget's lock_timeout (limits.c) and parallel_workers cap
+ * (parallel.c) change what the server reads from the variable behind a
+ * GUC (LockTimeout, max_parallel_workers_per_gather) for a bounded stretch
+ * of work, and put the session's value back afterwards.  Setting the
+ * variable directly costs a few instructions; going through the GUC API
+ * (a nesting level, set_config_option(), AtEOXact_GUC()) cost about 10,000
+ * instructions per statement on PostgreSQL 15, and it would also change
+ * what the statement's own settings mean: a SET LOCAL made inside the run
+ * would be undone at its end, as at the exit of a function with a SET
+ * clause.  So the variable is set directly, on every version, and the
+ * rules below keep what the statement itself does to the setting.
+ *
+ * Rules
+ *	  - While the override is in place, the GUC record is marked as set in
+ *		context PGC_SUSET, which a gated (non-superuser) role's own SET
+ *		cannot produce: that mark, with the value, tells the override's
+ *		value from one the statement set.
+ *	  - A SET or SET LOCAL inside the stretch (set_config() in a query, a
+ *		function with a SET clause) goes through GUC, which saves the value
+ *		it replaces -- the override's -- on the GUC stack.  When the
+ *		override ends, every stack entry made meanwhile that saved the
+ *		override's value gets the session's value instead, so that popping
+ *		it at function exit, commit or abort restores what the session
+ *		really had.
+ *	  - The current value is put back only if it is still the override's
+ *		(the record still carries the mark); a value the statement set
+ *		stays.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "utils/guc.h"
+#include "utils/guc_tables.h"
+
+#include "compat.h"
+#include "dbgate.h"
+
+/* The context an override carries: see the file header. */
+#define OVERRIDE_SCONTEXT	PGC_SUSET
+
+/*
+ * Set the variable of GUC record rec (of type int) to value.
+ */
+void
+dbgate_guc_override_apply(DbgateGucOverride *o, struct config_generic *rec,
+						  int *variable, int value)
+{
+	o->rec = rec;
+	o->variable = variable;
+	o->applied = true;
+	o->value = value;
+	o->session = *o->variable;
+	o->session_scontext = (int) rec->scontext;
+	o->stack = rec->stack;
+	o->stack_state = rec->stack ? (int) rec->stack->state : -1;
+	*o->variable = value;
+	rec->scontext = OVERRIDE_SCONTEXT;
+}
+
+/* Does a saved GUC value hold the override's value? */
+static inline bool
+is_override(const DbgateGucOverride *o, int value, GucContext scontext)
+{
+	return value == o->value && scontext == OVERRIDE_SCONTEXT;
+}
+
+/*
+ * Undo dbgate_guc_override_apply().
+ */
+void
+dbgate_guc_override_restore(DbgateGucOverride *o)
+{
+	struct config_generic *rec = o->rec;
+	GucStack   *e;
+
+	if (!o->applied)
+		return;
+
+	/*
+	 * Stack entries made meanwhile (above the entry that was on top when
+	 * the override was applied) saved the override's value: give them the
+	 * session's.
+	 */
+	for (e = rec->stack; e != NULL && e != o->stack; e = e->prev)
+	{
+		if (is_override(o, e->prior.val.intval, e->scontext))
+		{
+			e->prior.val.intval = o->session;
+			e->scontext = (GucContext) o->session_scontext;
+		}
+		if (e->state == GUC_SET_LOCAL &&
+			is_override(o, e->masked.val.intval, e->masked_scontext))
+		{
+			e->masked.val.intval = o->session;
+			e->masked_scontext = (GucContext) o->session_scontext;
+		}
+	}
+
+	/*
+	 * The entry that was on top may have turned from SET into SET LOCAL
+	 * meanwhile, saving the then current value (the override's) as the SET
+	 * value to come back to.
+	 */
+	e = o->stack;
+	if (e != NULL && e == rec->stack && e->state == GUC_SET_LOCAL &&
+		o->stack_state != (int) GUC_SET_LOCAL &&
+		is_override(o, e->masked.val.intval, e->masked_scontext))
+	{
+		e->masked.val.intval = o->session;
+		e->masked_scontext = (GucContext) o->session_scontext;
+	}
+
+	/* the current value: the session's again, unless one was set meanwhile */
+	if (is_override(o, *o->variable, rec->scontext))
+	{
+		*o->variable = o->session;
+		rec->scontext = (GucContext) o->session_scontext;
+	}
+	o->applied = false;
+}
