@@ -4,11 +4,9 @@
 # whatever holds the slot: the scope rule (a kept slot) or an open cursor,
 # and whatever the transaction ran last.
 #
-# The cases marked TODO do not behave so yet:
-#   - after a utility command that fails inside a savepoint, a kept slot is
-#     no longer bounded by the idle timeout;
-#   - a slot held by an open cursor between FETCHes shows as 'active' and
-#     is not bounded by the idle timeout.
+# The case marked TODO does not behave so yet: a slot held by an open
+# cursor between FETCHes shows as 'active' and is not bounded by the idle
+# timeout.
 use strict;
 use warnings FATAL => 'all';
 
@@ -85,15 +83,12 @@ idle_case('failed query in a savepoint', q{
 	SELECT no_such_column FROM ih_rows;
 });
 
-idle_case(
-	'failed utility command in a savepoint', q{
+idle_case('failed utility command in a savepoint', q{
 	BEGIN;
 	UPDATE ih_rows SET v = v + 1 WHERE id = 1;
 	SAVEPOINT s1;
 	SET statement_timeout = 'bogus';
-},
-	todo => 'a utility command that fails under a kept slot leaves the '
-	  . 'idle timeout unapplied');
+});
 
 idle_case(
 	'open cursor', q{
