@@ -995,10 +995,11 @@ for my $b (@CHECKED)
 	note sprintf(
 		'%s: admitted %d (clients: %d certain + up to %d canceled or terminated), '
 		  . 'rejected_full %d (clients: %d), rejected_timeout %d (clients: %d), '
-		  . 'canceled_waiting %d, lost results %d, terminated_idle %d (clients: %d)',
+		  . 'canceled_waiting %d, lost results %d, terminated_idle %d (clients: %d), '
+		  . 'admitted_lock_holder %d',
 		$b, $s->{admitted}, $c->{adm_lo}, $c->{amb}, $s->{rejected_full}, $c->{full},
 		$s->{rejected_timeout}, $c->{qto}, $s->{canceled_waiting}, $c->{lost_unconf},
-		$s->{terminated_idle}, $c->{idle_term});
+		$s->{terminated_idle}, $c->{idle_term}, $s->{admitted_lock_holder});
 }
 
 # ---------------------------------------------------------------------
