@@ -1310,7 +1310,7 @@ admit(const DbgateLookup *lk, bool utility)
  * the admission is looked up again, so that every statement is gated by
  * the configuration in force.  Returns whether a slot is held.
  */
-static bool
+static pg_noinline bool
 gate(const DbgateLookup *lk, bool utility)
 {
 	for (;;)
@@ -1401,6 +1401,8 @@ release_slot(void)
 void
 dbgate_executor_start(QueryDesc *queryDesc, int eflags)
 {
+	const DbgateLookup *lk;
+
 	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
 		return;
 
@@ -1427,7 +1429,10 @@ dbgate_executor_start(QueryDesc *queryDesc, int eflags)
 	if (ActivePortal == NULL)
 		return;
 
-	if (gate(dbgate_classify(), false))
+	lk = dbgate_classify();
+	if (lk->budget < 0)
+		return;
+	if (gate(lk, false))
 		add_ref(queryDesc);
 }
 

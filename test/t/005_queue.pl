@@ -345,8 +345,8 @@ my $c = DbgateTest::Session->new($node, user => 'q_user');
 ($out, $err) = $c->query(
 	'BEGIN; DECLARE c CURSOR FOR SELECT g FROM generate_series(1, 10) g; FETCH 2 FROM c;');
 is("$out|$err", "1\n2|", 'cursor: first rows fetched');
-is(backends_of($node, 'q_gone_active'), $c->pid . ':active:-',
-	'cursor: the open cursor keeps the slot while the session is idle');
+is(backends_of($node, 'q_gone_active'), $c->pid . ':idle in transaction:-',
+	'cursor: the open cursor keeps the slot while the session is idle (shown idle in transaction)');
 ($out, $err) = $c->query('FETCH 1 FROM c');
 is("$out|$err", '3|', 'cursor: FETCH in the same session needs no new slot');
 counters_are($node, 'q_gone_active', { active => 1, admitted => 2 },

@@ -106,8 +106,8 @@ sub check_samples
 		my (%rows, %pids, %held_now);
 		for my $b (@$backends)
 		{
-			my ($pid, $role, $budget, $state, $since, $pos, $xs, $pstate) =
-			  @$b[ @B{qw(pid role budget state since position xact_start pstate)} ];
+			my ($pid, $role, $budget, $state, $since, $pos, $xs, $pstate, $xid) =
+			  @$b[ @B{qw(pid role budget state since position xact_start pstate xid)} ];
 			# in this state since before the sample time, so already when
 			# pg_stat_activity was read: what that shows of the backend is of
 			# the same state
@@ -118,7 +118,10 @@ sub check_samples
 			if ($since <= $t && defined $xs)
 			{
 				my $k = "$pid\@$xs";
-				if ($state eq 'idle in transaction')
+				# kept by the scope rule for certain: the transaction holds an
+				# ID (a slot held idle by an open cursor of a read-only
+				# transaction is returned when the cursor closes)
+				if ($state eq 'idle in transaction' && ($xid // '') eq 'x')
 				{
 					$kept_in{$k} //= $t;
 				}
