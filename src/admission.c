@@ -583,7 +583,8 @@ take_slot(int idx, uint32 incarnation, TimestampTz since, const Limits *l)
 	}
 	slot_kept = false;
 	dbgate_slot_has_limits = (slot_limits.statement_timeout_ms > 0 ||
-							  slot_limits.lock_timeout_ms > 0);
+							  slot_limits.lock_timeout_ms > 0 ||
+							  slot_limits.idle_timeout_ms > 0);
 }
 
 /*
@@ -603,7 +604,7 @@ slot_unreferenced(void)
 			my_proc->state = DBGATE_PROC_KEPT;
 		}
 		if (slot_limits.idle_timeout_ms > 0)
-			dbgate_idle_timeout_apply(slot_limits.idle_timeout_ms);
+			dbgate_idle_timeout_arm(slot_limits.idle_timeout_ms);
 		return;
 	}
 	release_slot();
@@ -617,7 +618,7 @@ slot_resumed(void)
 	my_proc->state_since = GetCurrentStatementStartTimestamp();
 	my_proc->state = DBGATE_PROC_ACTIVE;
 	if (slot_limits.idle_timeout_ms > 0)
-		dbgate_idle_timeout_restore();
+		dbgate_idle_timeout_disarm();
 }
 
 /* ----------
@@ -668,8 +669,8 @@ graph_add_lock_waiting_holders(WaitGraph *g, int idx, uint32 incarnation)
 	{
 		DbgateProc *p = proc_entry(i);
 
-		if (p->state != DBGATE_PROC_ACTIVE || p->budget != idx ||
-			p->incarnation != incarnation)
+		if ((p->state != DBGATE_PROC_ACTIVE && p->state != DBGATE_PROC_KEPT) ||
+			p->budget != idx || p->incarnation != incarnation)
 			continue;
 		/* unlocked read: only a hint whether the holder waits at all */
 		if (DBGATE_PROC_BY_NUMBER(i)->waitLock == NULL)
@@ -1350,7 +1351,7 @@ release_slot(void)
 	slot_kept = false;
 	dbgate_slot_has_limits = false;
 	if (slot_limits.idle_timeout_ms > 0)
-		dbgate_idle_timeout_restore();
+		dbgate_idle_timeout_disarm();
 
 	b = budget_entry(idx);
 	tag = dbgate_tag_of(slot_incarnation);
@@ -1475,7 +1476,14 @@ dbgate_run_begin(QueryDesc *queryDesc, DbgateLimitState *st)
 	running_refs++;
 	st->tracked = true;
 
-	if (outermost && slot_budget >= 0)
+	if (outermost && slot_limits.idle_timeout_ms > 0)
+	{
+		/* a portal of the slot runs again (FETCH, another Execute) */
+		dbgate_idle_timeout_disarm();
+		my_proc->state = DBGATE_PROC_ACTIVE;
+	}
+	if (outermost && slot_budget >= 0 &&
+		(slot_limits.statement_timeout_ms > 0 || slot_limits.lock_timeout_ms > 0))
 	{
 		/*
 		 * The budget's statement_timeout counts from admission, or from the
@@ -1503,6 +1511,17 @@ dbgate_run_end(QueryDesc *queryDesc, DbgateLimitState *st, bool is_error)
 		{
 			refs[i].run_subid = InvalidSubTransactionId;
 			running_refs--;
+			/*
+			 * The run of a portal that stays open (a cursor, a portal of the
+			 * extended protocol fetched in parts) ended: the session may
+			 * now wait for its client while the portal holds the slot.
+			 */
+			if (running_refs == 0 && slot_budget >= 0 &&
+				slot_limits.idle_timeout_ms > 0 && IsTransactionBlock())
+			{
+				my_proc->state = DBGATE_PROC_KEPT;
+				dbgate_idle_timeout_arm(slot_limits.idle_timeout_ms);
+			}
 		}
 	}
 }
@@ -1536,7 +1555,20 @@ dbgate_admission_subxact_abort(SubTransactionId mySubid)
 	int			i;
 
 	if (dbgate_nrefs == 0)
+	{
+		/*
+		 * A utility command failed in a savepoint while the slot is kept:
+		 * the session goes idle (in an aborted subtransaction) still
+		 * keeping it.
+		 */
+		if (unlikely(slot_kept) && slot_budget >= 0)
+		{
+			my_proc->state = DBGATE_PROC_KEPT;
+			if (slot_limits.idle_timeout_ms > 0)
+				dbgate_idle_timeout_arm(slot_limits.idle_timeout_ms);
+		}
 		return;
+	}
 	for (i = dbgate_nrefs - 1; i >= 0; i--)
 	{
 		if (refs[i].qd == UTILITY_REF && utility_running)
@@ -1575,22 +1607,33 @@ dbgate_admission_xact_end(void)
 }
 
 /*
- * A utility command starts or ends while a slot is kept: the budget's
- * idle_in_transaction_timeout must not show in what it reads or sets.
+ * A utility command starts or ends while a slot is held between
+ * statements (kept by the scope rule, or held by an open cursor): the
+ * command runs (the backend shows as active, and waits for locks like
+ * one), and the idle timeout counts only after it.  When a top-level
+ * command ends inside a transaction block with the slot still held, the
+ * session is about to wait for its client holding it.
  */
 void
 dbgate_admission_utility_start(void)
 {
-	if (unlikely(slot_kept))
-		dbgate_idle_timeout_restore();
+	if (unlikely(slot_budget >= 0) && my_proc->state == DBGATE_PROC_KEPT)
+	{
+		my_proc->state = DBGATE_PROC_ACTIVE;
+		if (slot_limits.idle_timeout_ms > 0)
+			dbgate_idle_timeout_disarm();
+	}
 }
 
 void
-dbgate_admission_utility_done(void)
+dbgate_admission_utility_done(bool toplevel)
 {
-	if (unlikely(slot_kept) && slot_budget >= 0 &&
-		slot_limits.idle_timeout_ms > 0)
-		dbgate_idle_timeout_apply(slot_limits.idle_timeout_ms);
+	if (likely(slot_budget < 0) || !toplevel ||
+		!(slot_kept || IsTransactionBlock()))
+		return;
+	my_proc->state = DBGATE_PROC_KEPT;
+	if (slot_limits.idle_timeout_ms > 0)
+		dbgate_idle_timeout_arm(slot_limits.idle_timeout_ms);
 }
 
 bool
@@ -1636,11 +1679,10 @@ dbgate_utility_end(void)
 void
 dbgate_admission_log(ErrorData *edata)
 {
-	if (likely(!slot_kept) || edata->elevel != FATAL ||
+	if (likely(edata->elevel != FATAL) ||
 		edata->sqlerrcode != ERRCODE_IDLE_IN_TRANSACTION_SESSION_TIMEOUT ||
-		!dbgate_idle_timeout_applied())
+		slot_budget < 0 || !dbgate_idle_timeout_fired())
 		return;
-	if (slot_budget >= 0)
 	{
 		DbgateBudget *b = budget_entry(slot_budget);
 

@@ -121,7 +121,7 @@ image_count_roles_of(const DbgateConfig *config, const char *budget,
 	{
 		if (strcmp(config->roles[i].budget, budget) == 0)
 		{
-			if (n == 0 && example)
+			if (n == 0)
 				*example = config->roles[i].roleid;
 			n++;
 		}

@@ -7,13 +7,18 @@
  * transaction sees and changes (config.c), and what a commit installs
  * into shared memory (budgets.c).  Its arrays are palloc'd in the memory
  * context current when they grow; they grow by doubling.  Budgets are
- * few (dbgate.max_budgets) and found by name with a linear search;
- * assignments are not kept in any order.
+ * few (dbgate.max_budgets) and found by name with a linear search.
+ * Assignments are not kept in any order; beyond a few dozen they are found
+ * through a hash index by OID (open addressing, linear probing, deletion
+ * by backward shift), built at the first lookup and kept up to date by
+ * the functions here, so that a transaction making many assignments costs
+ * time linear in their number.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "common/hashfn.h"
 #include "utils/memutils.h"
 
 #include "dbgate.h"
@@ -22,6 +27,18 @@ void
 dbgate_image_init(DbgateConfig *config)
 {
 	memset(config, 0, sizeof(DbgateConfig));
+}
+
+/* Fewer assignments than this are searched without an index. */
+#define INDEX_MIN_ENTRIES	32
+
+static void
+index_drop(DbgateOidIndex *index)
+{
+	if (index->slots)
+		pfree(index->slots);
+	index->slots = NULL;
+	index->mask = 0;
 }
 
 void
@@ -33,7 +50,147 @@ dbgate_image_free(DbgateConfig *config)
 		pfree(config->roles);
 	if (config->dbs)
 		pfree(config->dbs);
+	index_drop(&config->role_index);
+	index_drop(&config->db_index);
 	dbgate_image_init(config);
+}
+
+/* ----------
+ * OID indexes.  'base' is the array, 'stride' its element size; the OID
+ * is the first field of every element.
+ * ----------
+ */
+static inline Oid
+oid_at(const void *base, Size stride, int i)
+{
+	return *(const Oid *) ((const char *) base + stride * i);
+}
+
+static inline uint32
+slot_of(const DbgateOidIndex *index, Oid oid)
+{
+	return murmurhash32((uint32) oid) & index->mask;
+}
+
+static void
+index_insert(DbgateOidIndex *index, Oid oid, int pos)
+{
+	uint32		j = slot_of(index, oid);
+
+	while (index->slots[j] != 0)
+		j = (j + 1) & index->mask;
+	index->slots[j] = pos + 1;
+}
+
+/* Build the index of n elements, in the memory context of the array. */
+static void
+index_build(DbgateOidIndex *index, const void *base, Size stride, int n)
+{
+	uint32		size = 64;
+	int			i;
+
+	while (size < (uint32) n * 2)
+		size *= 2;
+	index_drop(index);
+	index->slots = MemoryContextAllocExtended(GetMemoryChunkContext((void *) base),
+											  sizeof(int32) * (Size) size,
+											  MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	index->mask = size - 1;
+	for (i = 0; i < n; i++)
+		index_insert(index, oid_at(base, stride, i), i);
+}
+
+/* The slot holding 'oid', or -1. */
+static int64
+index_slot(const DbgateOidIndex *index, const void *base, Size stride, Oid oid)
+{
+	uint32		j = slot_of(index, oid);
+
+	while (index->slots[j] != 0)
+	{
+		if (oid_at(base, stride, index->slots[j] - 1) == oid)
+			return j;
+		j = (j + 1) & index->mask;
+	}
+	return -1;
+}
+
+/* Empty slot j, moving later entries of its probe run back. */
+static void
+index_delete_slot(DbgateOidIndex *index, const void *base, Size stride, uint32 j)
+{
+	uint32		k = j;
+
+	index->slots[j] = 0;
+	for (;;)
+	{
+		uint32		home;
+
+		k = (k + 1) & index->mask;
+		if (index->slots[k] == 0)
+			break;
+		home = slot_of(index, oid_at(base, stride, index->slots[k] - 1));
+		/* the entry at k may move to j unless its home lies in (j, k] */
+		if (j < k ? (home <= j || home > k) : (home <= j && home > k))
+		{
+			index->slots[j] = index->slots[k];
+			index->slots[k] = 0;
+			j = k;
+		}
+	}
+}
+
+/* Position of 'oid' in an array of n elements, or -1. */
+static int
+find_oid(DbgateOidIndex *index, const void *base, Size stride, int n, Oid oid)
+{
+	int			i;
+	int64		j;
+
+	if (n < INDEX_MIN_ENTRIES)
+	{
+		for (i = 0; i < n; i++)
+		{
+			if (oid_at(base, stride, i) == oid)
+				return i;
+		}
+		return -1;
+	}
+	if (index->slots == NULL)
+		index_build(index, base, stride, n);
+	j = index_slot(index, base, stride, oid);
+	return j < 0 ? -1 : index->slots[j] - 1;
+}
+
+/* The element at n - 1 was just appended. */
+static void
+index_added(DbgateOidIndex *index, const void *base, Size stride, int n)
+{
+	if (index->slots == NULL)
+		return;
+	if ((uint32) n * 2 > index->mask + 1)
+		index_drop(index);		/* rebuilt larger when next needed */
+	else
+		index_insert(index, oid_at(base, stride, n - 1), n - 1);
+}
+
+/* The element at i is about to be replaced by the last one (n - 1). */
+static void
+index_removing(DbgateOidIndex *index, const void *base, Size stride, int n, int i)
+{
+	int64		j;
+
+	if (index->slots == NULL)
+		return;
+	j = index_slot(index, base, stride, oid_at(base, stride, i));
+	Assert(j >= 0);
+	index_delete_slot(index, base, stride, (uint32) j);
+	if (i != n - 1)
+	{
+		j = index_slot(index, base, stride, oid_at(base, stride, n - 1));
+		Assert(j >= 0);
+		index->slots[j] = i + 1;
+	}
 }
 
 /* Allocate an array of n elements of 'size' (at least one), huge if need be. */
@@ -94,30 +251,26 @@ dbgate_image_find_budget(const DbgateConfig *config, const char *name)
 	return -1;
 }
 
+/*
+ * Lookups build the index of a const image: the index is a cache of the
+ * arrays' contents, not part of the configuration.
+ */
 int
 dbgate_image_find_role(const DbgateConfig *config, Oid roleid)
 {
-	int			i;
+	DbgateConfig *c = unconstify(DbgateConfig *, config);
 
-	for (i = 0; i < config->nroles; i++)
-	{
-		if (config->roles[i].roleid == roleid)
-			return i;
-	}
-	return -1;
+	return find_oid(&c->role_index, c->roles, sizeof(DbgateRoleConf),
+					c->nroles, roleid);
 }
 
 int
 dbgate_image_find_db(const DbgateConfig *config, Oid dbid)
 {
-	int			i;
+	DbgateConfig *c = unconstify(DbgateConfig *, config);
 
-	for (i = 0; i < config->ndbs; i++)
-	{
-		if (config->dbs[i].dbid == dbid)
-			return i;
-	}
-	return -1;
+	return find_oid(&c->db_index, c->dbs, sizeof(DbgateDbConf),
+					c->ndbs, dbid);
 }
 
 void
@@ -141,16 +294,23 @@ dbgate_image_add_role(DbgateConfig *config, Oid roleid, const char *budget)
 	DbgateRoleConf *r;
 
 	if (config->nroles >= config->maxroles)
+	{
 		config->roles = grow_array(config->roles, &config->maxroles,
 								   sizeof(DbgateRoleConf));
+		index_drop(&config->role_index);	/* the array moved */
+	}
 	r = &config->roles[config->nroles++];
 	r->roleid = roleid;
 	strlcpy(r->budget, budget, NAMEDATALEN);
+	index_added(&config->role_index, config->roles, sizeof(DbgateRoleConf),
+				config->nroles);
 }
 
 void
 dbgate_image_remove_role(DbgateConfig *config, int i)
 {
+	index_removing(&config->role_index, config->roles, sizeof(DbgateRoleConf),
+				   config->nroles, i);
 	config->roles[i] = config->roles[--config->nroles];
 }
 
@@ -160,15 +320,22 @@ dbgate_image_add_db(DbgateConfig *config, Oid dbid, const char *budget)
 	DbgateDbConf *d;
 
 	if (config->ndbs >= config->maxdbs)
+	{
 		config->dbs = grow_array(config->dbs, &config->maxdbs,
 								 sizeof(DbgateDbConf));
+		index_drop(&config->db_index);	/* the array moved */
+	}
 	d = &config->dbs[config->ndbs++];
 	d->dbid = dbid;
 	strlcpy(d->budget, budget, NAMEDATALEN);
+	index_added(&config->db_index, config->dbs, sizeof(DbgateDbConf),
+				config->ndbs);
 }
 
 void
 dbgate_image_remove_db(DbgateConfig *config, int i)
 {
+	index_removing(&config->db_index, config->dbs, sizeof(DbgateDbConf),
+				   config->ndbs, i);
 	config->dbs[i] = config->dbs[--config->ndbs];
 }

@@ -123,8 +123,8 @@ _PG_init(void)
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("dbgate.max_roles",
-							"Maximum number of role assignments.",
-							"Sizes the shared role map.",
+							"Maximum number of role assignments, and of database assignments.",
+							"Sizes the shared role map and database map.",
 							&dbgate_max_roles,
 							1024,
 							1, DBGATE_MAX_ROLES_LIMIT,
@@ -409,7 +409,7 @@ dbgate_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 		next_ProcessUtility(pstmt, queryString, readOnlyTree, context,
 							params, queryEnv, dest, qc);
 	if (dbgate_shared != NULL)
-		dbgate_admission_utility_done();
+		dbgate_admission_utility_done(context == PROCESS_UTILITY_TOPLEVEL);
 
 	if (dropped != NIL)
 	{

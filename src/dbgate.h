@@ -100,8 +100,21 @@ typedef struct DbgateDbConf
 } DbgateDbConf;
 
 /*
+ * A hash index of an image's role or database assignments by OID (see
+ * confimage.c): built when first needed, kept up to date by the image
+ * functions.  slots == NULL: none.
+ */
+typedef struct DbgateOidIndex
+{
+	int32	   *slots;			/* array position + 1; 0 = empty */
+	uint32		mask;			/* number of slots - 1 */
+} DbgateOidIndex;
+
+/*
  * A complete configuration (backend-local): what the state file holds and
- * what a committing transaction installs into shared memory.
+ * what a committing transaction installs into shared memory.  The arrays
+ * are changed only through the image functions of confimage.c once
+ * assignments have been looked up (the indexes follow them).
  */
 typedef struct DbgateConfig
 {
@@ -114,15 +127,18 @@ typedef struct DbgateConfig
 	int			ndbs;
 	int			maxdbs;
 	DbgateDbConf *dbs;
+	DbgateOidIndex role_index;
+	DbgateOidIndex db_index;
 } DbgateConfig;
 
 /* ----------
  * Shared memory.
  *
  * Locks (see admission.c for the slot life cycle):
- *	  config_lock	the identity of budget entries (in_use, incarnation, name)
- *					and the role map.  Shared for lookups and views,
- *					exclusive while a committed configuration is installed.
+ *	  config_lock	the identity of budget entries (in_use, incarnation, name),
+ *					the role and database maps and state_lsn.  Shared for
+ *					lookups and views, exclusive while a committed (or, in
+ *					recovery, a replayed) configuration is installed.
  *	  commit lock	a heavyweight lock (not in shared memory here, see
  *					config.c) that serialises configuration commits; taken
  *					at PRE_COMMIT, released with the transaction's locks.
@@ -367,7 +383,7 @@ extern void dbgate_executor_end(QueryDesc *queryDesc);
 extern void dbgate_admission_xact_end(void);
 extern void dbgate_admission_subxact_abort(SubTransactionId mySubid);
 extern void dbgate_admission_utility_start(void);
-extern void dbgate_admission_utility_done(void);
+extern void dbgate_admission_utility_done(bool toplevel);
 extern void dbgate_admission_log(ErrorData *edata);
 
 /* admission.c, for the configuration install */
@@ -464,9 +480,9 @@ typedef struct DbgateLimitState
 extern void dbgate_limits_apply(DbgateLimitState *st, TimestampTz start,
 								int statement_timeout_ms, int lock_timeout_ms);
 extern void dbgate_limits_restore(DbgateLimitState *st, bool is_error);
-extern void dbgate_idle_timeout_apply(int idle_timeout_ms);
-extern void dbgate_idle_timeout_restore(void);
-extern bool dbgate_idle_timeout_applied(void);
+extern void dbgate_idle_timeout_arm(int idle_timeout_ms);
+extern void dbgate_idle_timeout_disarm(void);
+extern bool dbgate_idle_timeout_fired(void);
 
 /* admission.c, around ExecutorRun / ExecutorFinish */
 extern bool dbgate_run_begin(QueryDesc *queryDesc, DbgateLimitState *st);

@@ -32,15 +32,25 @@
  *
  * idle_in_transaction_timeout
  *	  While a slot is kept between statements of a transaction (see
- *	  admission.c), PostgreSQL's own idle_in_transaction_session_timeout is
- *	  tightened to the budget's value: PostgresMain arms its timer from the
- *	  variable when it goes idle in a transaction and ends the session with
- *	  its own FATAL (25P03) when it fires, so the gate sets the variable
- *	  while the slot is kept and puts the session's value back as soon as
- *	  anything runs (ExecutorStart, any utility command such as SHOW or
- *	  SET) and when the slot is returned.  No GUC machinery is involved;
- *	  the value is put back only if it is still the gate's (a reload of the
- *	  configuration file may have replaced it, and then that value stays).
+ *	  admission.c) and the session waits for its client, the budget's
+ *	  idle_in_transaction_timeout ends the session exactly as PostgreSQL's
+ *	  own idle_in_transaction_session_timeout does (FATAL 25P03, through
+ *	  ProcessInterrupts).  The gate arms a timer of its own when a statement
+ *	  ends under a kept slot and disarms it when the next one starts (any
+ *	  executor run, any utility command) or the slot is returned.  When it
+ *	  fires and the backend is idle in a transaction (pg_stat_activity's
+ *	  state, which the backend reports before it waits for its client), it
+ *	  raises PostgreSQL's own idle-in-transaction interrupt; when the
+ *	  backend is busy (a DO block still running after a write, say), it
+ *	  does nothing and the end of that statement arms the timer again.  The
+ *	  session's setting is never touched until the session is ended, so SHOW
+ *	  and current_setting() show the session's own value and a SET of it
+ *	  keeps its meaning; a session whose own timeout is tighter is ended by
+ *	  that one (the gate does not arm then).  With track_activities off the
+ *	  backend's state is unknown, and the timer ends nothing.  Besides a
+ *	  kept slot, a slot held by a portal that stays open (a cursor between
+ *	  FETCHes, a portal of the extended protocol fetched in parts) is
+ *	  bounded the same way inside a transaction block.
  *
  *-------------------------------------------------------------------------
  */
@@ -49,6 +59,7 @@
 #include "miscadmin.h"
 #include "storage/proc.h"
 #include "utils/guc.h"
+#include "utils/backend_status.h"
 #include "utils/timeout.h"
 #include "utils/timestamp.h"
 
@@ -160,41 +171,67 @@ dbgate_limits_restore(DbgateLimitState *st, bool is_error)
  * idle_in_transaction_timeout
  * ----------
  */
-static bool idle_applied = false;
-static int	idle_ours;			/* the value the gate set */
-static int	idle_session;		/* the session's value before */
+static TimeoutId idle_timeout_id = MAX_TIMEOUTS;	/* registered at first use */
+static bool idle_armed = false;
+static volatile int idle_ms;	/* the budget's value while armed */
+static volatile sig_atomic_t idle_fired = false;	/* ours ended the session */
 
-void
-dbgate_idle_timeout_apply(int idle_timeout_ms)
+/* Is the backend waiting for its client inside a transaction? */
+static bool
+idle_in_transaction(void)
 {
-	if (idle_applied)
-	{
-		if (IdleInTransactionSessionTimeout == idle_ours)
-			return;
-		/* replaced meanwhile: start again from the new value */
-		idle_applied = false;
-	}
-	if (IdleInTransactionSessionTimeout != 0 &&
-		IdleInTransactionSessionTimeout <= idle_timeout_ms)
-		return;					/* the session's own is tighter */
-	idle_session = IdleInTransactionSessionTimeout;
-	idle_ours = idle_timeout_ms;
-	IdleInTransactionSessionTimeout = idle_timeout_ms;
-	idle_applied = true;
+	volatile PgBackendStatus *be = MyBEEntry;
+
+	if (be == NULL || be->st_state == STATE_DISABLED)
+		return false;			/* not tracked: never end a session that may run */
+	return be->st_state == STATE_IDLEINTRANSACTION ||
+		be->st_state == STATE_IDLEINTRANSACTION_ABORTED;
+}
+
+/* The timer's handler (signal context: sets flags only). */
+static void
+idle_timeout_handler(void)
+{
+	if (!idle_in_transaction())
+		return;
+	/* ProcessInterrupts ends the session only while this is set */
+	if (IdleInTransactionSessionTimeout == 0 ||
+		IdleInTransactionSessionTimeout > idle_ms)
+		IdleInTransactionSessionTimeout = idle_ms;
+	idle_fired = true;
+	IdleInTransactionSessionTimeoutPending = true;
+	InterruptPending = true;
+	SetLatch(MyLatch);
 }
 
 void
-dbgate_idle_timeout_restore(void)
+dbgate_idle_timeout_arm(int idle_timeout_ms)
 {
-	if (likely(!idle_applied))
+	/* the session's own timeout is tighter: it ends the session first */
+	if (IdleInTransactionSessionTimeout > 0 &&
+		IdleInTransactionSessionTimeout <= idle_timeout_ms)
+	{
+		dbgate_idle_timeout_disarm();
 		return;
-	if (IdleInTransactionSessionTimeout == idle_ours)
-		IdleInTransactionSessionTimeout = idle_session;
-	idle_applied = false;
+	}
+	if (idle_timeout_id == MAX_TIMEOUTS)
+		idle_timeout_id = RegisterTimeout(USER_TIMEOUT, idle_timeout_handler);
+	idle_ms = idle_timeout_ms;
+	enable_timeout_after(idle_timeout_id, idle_timeout_ms);
+	idle_armed = true;
+}
+
+void
+dbgate_idle_timeout_disarm(void)
+{
+	if (likely(!idle_armed))
+		return;
+	disable_timeout(idle_timeout_id, false);
+	idle_armed = false;
 }
 
 bool
-dbgate_idle_timeout_applied(void)
+dbgate_idle_timeout_fired(void)
 {
-	return idle_applied && IdleInTransactionSessionTimeout == idle_ours;
+	return idle_fired;
 }

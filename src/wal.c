@@ -29,9 +29,10 @@
  * An image whose transaction aborted (an error after PRE_COMMIT, a crash
  * before the commit record) is therefore never installed: it is dropped
  * by the same checks.  The last two cases cover a crash between the
- * commit record and the CONFIRM record; a hot standby that streamed from
- * a primary that crashed in that instant applies that change when it
- * replays the next configuration change, or when it is promoted.
+ * commit record and the CONFIRM record (a commit waiting for a synchronous
+ * standby sits there).  A server that installed a change so at the end of
+ * its recovery then logs the missing CONFIRM record from a background
+ * worker, once it accepts writes, for the standbys streaming from it.
  *
  * Checkpoints.  The state file is the base from which recovery replays: it
  * must hold every change whose IMAGE record lies before the redo point of
@@ -52,7 +53,8 @@
  * Point-in-time recovery restores the configuration as of the recovery
  * target, except when the backup's state file already holds a change
  * logged after the target; that is reported with a WARNING at the end of
- * recovery.
+ * recovery, and the file is then marked current at the end of recovery so
+ * that the changes of the new timeline count as newer.
  *
  * The resource manager ID: custom resource managers have IDs 128 to 255;
  * 128 (RM_EXPERIMENTAL_ID) is meant for trying things out, so dbgate takes
@@ -72,6 +74,8 @@
 #include "access/xlogrecovery.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "postmaster/bgworker.h"
+#include "storage/ipc.h"
 #include "utils/memutils.h"
 
 #include "compat.h"
@@ -93,6 +97,8 @@ static void dbgate_desc(StringInfo buf, XLogReaderState *record);
 static const char *dbgate_identify(uint8 info);
 static void dbgate_redo_startup(void);
 static void dbgate_redo_cleanup(void);
+
+PGDLLEXPORT void dbgate_confirm_main(Datum main_arg);
 
 static RmgrData dbgate_rmgr = {
 	.rm_name = "dbgate",
@@ -208,15 +214,69 @@ forget_stash(void)
 /*
  * Settle the set-aside image: install it if its transaction committed.
  * Called only when it can no longer commit later (see the file header).
+ * Returns the transaction ID when the image was installed so (its CONFIRM
+ * record is missing), else InvalidTransactionId.
  */
-static void
+static TransactionId
 settle_stash(void)
 {
+	TransactionId committed = InvalidTransactionId;
+
 	if (!stash_valid)
-		return;
+		return InvalidTransactionId;
 	if (TransactionIdDidCommit(stash_xid))
+	{
 		install_stash();
+		committed = stash_xid;
+	}
 	forget_stash();
+	return committed;
+}
+
+/*
+ * After recovery installed a committed change whose CONFIRM record is
+ * missing (a crash between the commit record and it), log that record
+ * once the server accepts writes, so that the standbys streaming from this
+ * server apply the change too.  A background worker does it: the startup
+ * process cannot write WAL.
+ */
+static void
+request_confirm(TransactionId xid)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = BGW_NEVER_RESTART;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "dbgate");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "dbgate_confirm_main");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "dbgate configuration confirmation");
+	snprintf(worker.bgw_type, BGW_MAXLEN, "dbgate configuration confirmation");
+	worker.bgw_main_arg = TransactionIdGetDatum(xid);
+	if (!RegisterDynamicBackgroundWorker(&worker, NULL))
+		ereport(WARNING,
+				(errmsg("could not register background worker \"%s\"",
+						worker.bgw_name),
+				 errdetail("Standbys apply the configuration change of transaction %u at the next configuration change.",
+						   xid),
+				 errhint("Raise max_worker_processes.")));
+}
+
+/*
+ * The background worker of request_confirm().
+ */
+void
+dbgate_confirm_main(Datum main_arg)
+{
+	TransactionId xid = DatumGetTransactionId(main_arg);
+
+	BackgroundWorkerUnblockSignals();
+	dbgate_wal_log_confirm(xid);
+	ereport(LOG,
+			(errmsg("dbgate logged the confirmation of the configuration change of transaction %u",
+					xid)));
+	proc_exit(0);
 }
 
 static void
@@ -235,7 +295,7 @@ dbgate_redo(XLogReaderState *record)
 				char		why[256];
 				XLogRecPtr	unused;
 
-				settle_stash();
+				(void) settle_stash();
 				old = MemoryContextSwitchTo(redo_context);
 				if (!dbgate_state_decode(XLogRecGetData(record),
 										 XLogRecGetDataLen(record),
@@ -268,6 +328,13 @@ dbgate_redo(XLogReaderState *record)
 	}
 }
 
+/*
+ * End of recovery: settle the set-aside image.  If the state file holds a
+ * change logged after the end of recovery (point-in-time recovery to a
+ * target before it), it is kept, said so, and from now on regarded as
+ * current at the end of recovery: the changes logged on the new timeline
+ * come after it.
+ */
 static void
 dbgate_redo_cleanup(void)
 {
@@ -275,18 +342,34 @@ dbgate_redo_cleanup(void)
 	XLogRecPtr	state_lsn;
 
 	if (redo_context != NULL)
-		settle_stash();
+	{
+		TransactionId unconfirmed = settle_stash();
+
+		if (TransactionIdIsValid(unconfirmed))
+			request_confirm(unconfirmed);
+	}
 
 	LWLockAcquire(dbgate_shared->config_lock, LW_SHARED);
 	state_lsn = dbgate_shared->state_lsn;
 	LWLockRelease(dbgate_shared->config_lock);
 	if (state_lsn > replayed)
+	{
+		DbgateConfig config;
+
 		ereport(WARNING,
 				(errmsg("dbgate state file \"%s\" holds a configuration change logged after the end of recovery",
 						DBGATE_STATE_FILE),
 				 errdetail("The file is current at %X/%X; recovery ended at %X/%X.",
 						   LSN_FORMAT_ARGS(state_lsn), LSN_FORMAT_ARGS(replayed)),
 				 errhint("The configuration is kept as in the file; check it with SELECT * FROM dbgate.budgets.")));
+		dbgate_snapshot_config(&config);
+		dbgate_state_write_temp(&config, replayed);
+		dbgate_state_commit_temp(ERROR);
+		LWLockAcquire(dbgate_shared->config_lock, LW_EXCLUSIVE);
+		dbgate_shared->state_lsn = replayed;
+		LWLockRelease(dbgate_shared->config_lock);
+		dbgate_image_free(&config);
+	}
 }
 
 /* ----------

@@ -14,7 +14,13 @@
 #
 # Modes: notloaded (no shared_preload_libraries), unassigned (dbgate loaded,
 # role in no budget), budget (role in a budget that never fills), limits
-# (the budget also has a statement_timeout and a lock_timeout).
+# (the budget also has a statement_timeout and a lock_timeout), member (the
+# role has no assignment of its own; a group it is a member of, two
+# membership steps away, is in the budget; in every mode the role is a
+# member of the same roles) and database (the role has no
+# assignment; the database is in the budget).  member and database are also
+# compared with budget: classification is cached per backend, so the
+# statement path should cost the same whichever rule found the budget.
 #
 # Usage (as root, or as a user that can run PostgreSQL):
 #     test/bench/instructions.sh [N] [mode ...]      (default 1000, all modes)
@@ -25,7 +31,7 @@ set -euo pipefail
 N=${1:-1000}
 shift || true
 MODES=("$@")
-[ ${#MODES[@]} -gt 0 ] || MODES=(notloaded unassigned budget limits)
+[ ${#MODES[@]} -gt 0 ] || MODES=(notloaded unassigned budget limits member database)
 
 PG_CONFIG=${PG_CONFIG:-pg_config}
 PROTOCOL=${PROTOCOL:-simple}
@@ -75,15 +81,10 @@ run_mode() {
 	sed -i '/^shared_preload_libraries/d' "$WORK/data/postgresql.conf"
 	[ "$mode" = notloaded ] ||
 		echo "shared_preload_libraries = 'dbgate'" >> "$WORK/data/postgresql.conf"
-	rm -rf "$WORK/cg"
-	as_pg mkdir -p "$WORK/cg"
-	as_pg valgrind --tool=callgrind --trace-children=yes \
-		--callgrind-out-file="$WORK/cg/cg.%p" \
-		"$BINDIR/postgres" -D "$WORK/data" > "$WORK/pm.log" 2>&1 &
-	for _ in $(seq 1 180); do
-		as_pg "$BINDIR/pg_isready" -h "$WORK" -p "$PORT" -q && break
-		sleep 1
-	done
+	# Set-up on a server started without valgrind: CREATE EXTENSION and
+	# its update script would otherwise be a busier process than the
+	# measured backend when statements are cheap (the prepared protocol).
+	as_pg "$BINDIR/pg_ctl" -D "$WORK/data" -l "$WORK/setup.log" -w start >/dev/null
 	psql_su <<'EOS'
 CREATE TABLE IF NOT EXISTS t (id int PRIMARY KEY, v int);
 INSERT INTO t VALUES (1, 1) ON CONFLICT DO NOTHING;
@@ -93,6 +94,16 @@ DO $$ BEGIN
   END IF;
 END $$;
 GRANT SELECT ON t TO bench_instr;
+DO $$ BEGIN
+  IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'bench_group') THEN
+    CREATE ROLE bench_group;
+    CREATE ROLE bench_group_inner IN ROLE bench_group;
+    CREATE ROLE bench_other;
+  END IF;
+END $$;
+-- the same memberships in every mode (PostgreSQL's own privilege checks
+-- look at them); only mode member assigns a group
+GRANT bench_group_inner, bench_other TO bench_instr;
 EOS
 	if [ "$mode" != notloaded ]; then
 		psql_su -c "CREATE EXTENSION IF NOT EXISTS dbgate"
@@ -102,8 +113,22 @@ EOS
 				-c "SELECT dbgate.assign_role('bench_instr', 'instr')" >/dev/null ;;
 		limits) psql_su -c "SELECT dbgate.create_budget('instr', 100, 0, statement_timeout => '10min', lock_timeout => '1min')" \
 				-c "SELECT dbgate.assign_role('bench_instr', 'instr')" >/dev/null ;;
+		member) psql_su -c "SELECT dbgate.create_budget('instr', 100, 0)" \
+				-c "SELECT dbgate.assign_role('bench_group', 'instr')" >/dev/null ;;
+		database) psql_su -c "SELECT dbgate.create_budget('instr', 100, 0)" \
+				-c "SELECT dbgate.assign_database('postgres', 'instr')" >/dev/null ;;
 		esac
 	fi
+	as_pg "$BINDIR/pg_ctl" -D "$WORK/data" stop -m fast -w >/dev/null
+	rm -rf "$WORK/cg"
+	as_pg mkdir -p "$WORK/cg"
+	as_pg valgrind --tool=callgrind --trace-children=yes \
+		--callgrind-out-file="$WORK/cg/cg.%p" \
+		"$BINDIR/postgres" -D "$WORK/data" > "$WORK/pm.log" 2>&1 &
+	for _ in $(seq 1 180); do
+		as_pg "$BINDIR/pg_isready" -h "$WORK" -p "$PORT" -q && break
+		sleep 1
+	done
 	as_pg "$BINDIR/pgbench" -h "$WORK" -p "$PORT" -U bench_instr -n -c 1 \
 		-M "$PROTOCOL" -t "$n" -f "$WORK/q.sql" postgres >/dev/null
 	as_pg "$BINDIR/pg_ctl" -D "$WORK/data" stop -m fast -w >/dev/null 2>&1 || true
@@ -114,18 +139,51 @@ EOS
 	done | sort -n | tail -1
 }
 
+# Instructions per statement spent in dbgate's hooks, from the callgrind
+# file of the busiest process of the last run (N statements): the inclusive
+# cost of each hook minus that of the PostgreSQL function it wraps, plus the
+# transaction callback.  Exact, unlike the difference of two runs, which
+# also carries PostgreSQL's own time-dependent work (statistics flushes).
+hook_cost() { # statements
+	local f
+	f=$(for c in "$WORK"/cg/cg.*; do
+		echo "$(grep -m1 '^summary:' "$c" | awk '{print $2}') $c"
+	done | sort -n | tail -1 | awk '{print $2}')
+	callgrind_annotate --inclusive=yes --auto=no --threshold=100 "$f" 2>/dev/null |
+		grep -v '=>' | awk -v n="$1" '
+		function num(s) { gsub(",", "", s); return s + 0 }
+		/:dbgate_planner /        { t += num($1) } /:standard_planner /        { t -= num($1) }
+		/:dbgate_ExecutorStart /  { t += num($1) } /:standard_ExecutorStart /  { t -= num($1) }
+		/:dbgate_ExecutorRun /    { t += num($1) } /:standard_ExecutorRun /    { t -= num($1) }
+		/:dbgate_ExecutorFinish / { t += num($1) } /:standard_ExecutorFinish / { t -= num($1) }
+		/:dbgate_ExecutorEnd /    { t += num($1) } /:standard_ExecutorEnd /    { t -= num($1) }
+		/:dbgate_xact_callback /  { t += num($1) }
+		END { printf "%d", t / n }'
+}
+
 echo "protocol: $PROTOCOL, $N and $((3 * N)) statements per mode"
-printf '%-11s %14s %10s %9s\n' mode instr/stmt added added%
+printf '%-11s %14s %10s %9s %9s\n' mode instr/stmt added added% in-hooks
 base=
+declare -A HOOKS
 for mode in "${MODES[@]}"; do
 	a=$(run_mode "$mode" "$N")
 	b=$(run_mode "$mode" $((3 * N)))
 	per=$(( (b - a) / (2 * N) ))
+	hooks=-
+	if [ "$mode" != notloaded ]; then hooks=$(hook_cost $((3 * N))); HOOKS[$mode]=$hooks; fi
 	if [ -z "$base" ] && [ "$mode" = notloaded ]; then base=$per; fi
 	if [ -n "$base" ]; then
-		printf '%-11s %14d %10d %8.2f%%\n' "$mode" "$per" $((per - base)) \
-			"$(echo "scale=4; ($per - $base) * 100 / $base" | bc)"
+		printf '%-11s %14d %10d %8.2f%% %9s\n' "$mode" "$per" $((per - base)) \
+			"$(echo "scale=4; ($per - $base) * 100 / $base" | bc)" "$hooks"
 	else
-		printf '%-11s %14d\n' "$mode" "$per"
+		printf '%-11s %14d %10s %9s %9s\n' "$mode" "$per" - - "$hooks"
 	fi
+done
+# classification by another rule against the role's own assignment (the
+# one-time walk of the first statement included, spread over the run)
+for mode in member database; do
+	[ -n "${HOOKS[budget]:-}" ] && [ -n "${HOOKS[$mode]:-}" ] || continue
+	printf '%-11s in hooks %+d instructions per statement against budget (%+.1f%%)\n' "$mode" \
+		$((HOOKS[$mode] - HOOKS[budget])) \
+		"$(echo "scale=4; (${HOOKS[$mode]} - ${HOOKS[budget]}) * 100 / ${HOOKS[budget]}" | bc)"
 done

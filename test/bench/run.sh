@@ -466,6 +466,8 @@ measure() {
 write_scripts() {
 	echo 'SELECT 1;' >"$WORK/select1.sql"
 	echo "SELECT count(*) FROM generate_series(1, $HEAVY_ROWS);" >"$WORK/heavy.sql"
+	# a scan that the planner runs in parallel with the default settings
+	echo "SELECT sum(abalance) FROM pgbench_accounts;" >"$WORK/heavy-par.sql"
 }
 write_range() { # width
 	cat >"$WORK/range.sql" <<-EOF
@@ -556,29 +558,41 @@ scenario_overhead() {
 	repeat_points overhead_point "${pts[@]}"
 }
 
-# bulkhead point: alone | flood-ungated | flood-gated.  (a) alone, (b) flood
-# ungated, (c) flood gated: the flood (32 reporting clients) starts 2 s
-# before the interactive clients and ends 2 s after them.
+# bulkhead point: [GROUP:]CONTENDER, CONTENDER = alone | flood-ungated |
+# flood-gated | flood-gated-pw0.  (a) alone, (b) flood ungated, (c) flood
+# gated: the flood (32 reporting clients) starts 2 s before the interactive
+# clients and ends 2 s after them.  GROUP "" runs the flood query of
+# heavy.sql with no parallel query; GROUP parallel runs a parallel table
+# scan (heavy-par.sql) with PostgreSQL's default parallel settings, and
+# adds (d) flood-gated-pw0: the same budget with parallel_workers => 0.
 bulkhead_point() {
-	local con=$1 rep=$2 port=$PORT_PLAIN budget= fpid=
-	if [ "$con" = flood-gated ]; then port=$PORT_GATE budget=reporting; fi
+	local grp= con=$1 rep=$2 port=$PORT_PLAIN budget= fpid= flood=$WORK/heavy.sql
+	case "$con" in *:*) grp=${con%%:*} con=${con#*:} ;; esac
+	[ "$grp" = parallel ] && flood=$WORK/heavy-par.sql
+	local tag="bulkhead${grp:+-$grp}-$con-r$rep"
+	case "$con" in
+	flood-gated) port=$PORT_GATE budget=reporting
+		[ "$grp" = parallel ] && sql_gate "SELECT dbgate.alter_budget('reporting', parallel_workers => -1)" >/dev/null ;;
+	flood-gated-pw0) port=$PORT_GATE budget=reporting
+		sql_gate "SELECT dbgate.alter_budget('reporting', parallel_workers => 0)" >/dev/null ;;
+	esac
 	cpu_begin
 	if [ "$con" != alone ]; then
 		if [ -n "$budget" ]; then sql_gate "SELECT dbgate.reset_stats('$budget')" >/dev/null; fi
 		timeout -k 5 $((DUR + 70)) "$PGBIN/pgbench" -n -h "$WORK" -p "$port" -U reporting \
-			-c 32 -j "$NPROC" -T $((DUR + 4)) -f "$WORK/heavy.sql" bench \
-			>"$RAW/bulkhead-$con-flood-r$rep.txt" 2>&1 &
+			-c 32 -j "$NPROC" -T $((DUR + 4)) -f "$flood" bench \
+			>"$RAW/${tag%-r*}-flood-r$rep.txt" 2>&1 &
 		fpid=$!
 		BG_PIDS+=("$fpid")
 		sleep 2
 	fi
-	run_pgbench "bulkhead-$con-r$rep" "$port" interactive 4 "$DUR" 1 -S
+	run_pgbench "$tag" "$port" interactive 4 "$DUR" 1 -S
 	R_AUX=
 	if [ -n "$fpid" ]; then
 		local frc=0
 		wait "$fpid" || frc=$?
 		BG_PIDS=()
-		R_AUX=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$RAW/bulkhead-$con-flood-r$rep.txt" | head -n 1)
+		R_AUX=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$RAW/${tag%-r*}-flood-r$rep.txt" | head -n 1)
 		if [ $frc -ne 0 ]; then
 			R_STATUS=error R_NOTE="${R_NOTE:+$R_NOTE; }reporting flood pgbench exit $frc"
 		fi
@@ -591,7 +605,16 @@ bulkhead_point() {
 		gate_stats "$budget"
 		R_PROC=$proc
 	fi
-	record bulkhead "" "$con" "" "$rep" 4
+	record bulkhead "$grp" "$con" "" "$rep" 4
+}
+
+# PostgreSQL's default parallel settings for the bench database of both
+# servers (postgresql.conf turns parallel query off for the other points).
+bulkhead_parallel() { # on | off
+	local sql="ALTER DATABASE bench RESET max_parallel_workers_per_gather"
+	[ "$1" = on ] && sql="ALTER DATABASE bench SET max_parallel_workers_per_gather = 2"
+	sql_plain "$sql"
+	if [ "$DBGATE" = 1 ]; then sql_gate "$sql"; fi
 }
 
 scenario_bulkhead() {
@@ -604,6 +627,17 @@ scenario_bulkhead() {
 		pts+=(flood-gated)
 	fi
 	repeat_points bulkhead_point "${pts[@]}"
+
+	log "scenario 2, parallel variant (flood: a parallel scan, default parallel settings)"
+	pts=(parallel:alone parallel:flood-ungated)
+	if [ "$DBGATE" = 1 ]; then pts+=(parallel:flood-gated parallel:flood-gated-pw0); fi
+	bulkhead_parallel on
+	log "  parallel flood plan: $(psql_at "$PORT_PLAIN" reporting -c "EXPLAIN (COSTS OFF) $(cat "$WORK/heavy-par.sql")" | grep -E 'Gather|Workers' | tr -s ' \n' ' ')"
+	repeat_points bulkhead_point "${pts[@]}"
+	bulkhead_parallel off
+	if [ "$DBGATE" = 1 ]; then
+		sql_gate "SELECT dbgate.alter_budget('reporting', parallel_workers => -1)" >/dev/null
+	fi
 }
 
 # saturation point: GROUP:CONTENDER[:N], GROUP = S | 1ms
@@ -683,8 +717,8 @@ PGVER=$(psql_at "$PORT_PLAIN" postgres -c 'SHOW server_version')
 	echo "dbgate=$([ "$DBGATE" = 1 ] && (git -C "$REPO" describe --always --dirty 2>/dev/null || echo 'built from a tree without git metadata') || echo 'not measured (--no-dbgate)')"
 	echo "load average at start=$(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine shows here)"
 	echo "mode=$MODE: $DUR s per point, $REPS repetition(s), pgbench scale $SCALE, threads per pgbench = min(clients, $NPROC)"
-	echo "statements=pgbench -S (p50 ${LAT_S} us with one ungated client); SELECT 1 (${LAT_ONE} us)${LAT_RANGE:+; ~1 ms query: SELECT sum(abalance) FROM pgbench_accounts WHERE aid BETWEEN :a AND :a + $RANGE_WIDTH (${LAT_RANGE} us)}${LAT_HEAVY:+; flood: SELECT count(*) FROM generate_series(1, $HEAVY_ROWS) (${LAT_HEAVY} us)}"
-	echo "servers=two clusters cloned from one data directory, unix sockets, shared_buffers 256MB, fsync/synchronous_commit/full_page_writes/autovacuum/jit off, no parallel query; 'gate' differs only by shared_preload_libraries = 'dbgate'; PgBouncer in transaction pooling mode in front of 'plain'"
+	echo "statements=pgbench -S (p50 ${LAT_S} us with one ungated client); SELECT 1 (${LAT_ONE} us)${LAT_RANGE:+; ~1 ms query: SELECT sum(abalance) FROM pgbench_accounts WHERE aid BETWEEN :a AND :a + $RANGE_WIDTH (${LAT_RANGE} us)}${LAT_HEAVY:+; flood: SELECT count(*) FROM generate_series(1, $HEAVY_ROWS) (${LAT_HEAVY} us); parallel flood: SELECT sum(abalance) FROM pgbench_accounts}"
+	echo "servers=two clusters cloned from one data directory, unix sockets, shared_buffers 256MB, fsync/synchronous_commit/full_page_writes/autovacuum/jit off, no parallel query (except the bulkhead's parallel variant: max_parallel_workers_per_gather = 2 for database bench, PostgreSQL's default); 'gate' differs only by shared_preload_libraries = 'dbgate'; PgBouncer in transaction pooling mode in front of 'plain'"
 } >"$OUT/meta.txt"
 
 for s in overhead bulkhead saturation handoff; do

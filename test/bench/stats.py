@@ -284,12 +284,12 @@ def summarize(outdir):
         md += other_cpu_line(runs, "overhead")
 
     # -- 2. bulkhead ----------------------------------------------------------
-    if runs.contenders("bulkhead"):
+    if runs.contenders("bulkhead", ""):
         md.append("## 2. Bulkhead (interactive: pgbench -S, 4 clients; "
                   "reporting: 32 clients of a CPU-heavy query)")
         md.append("")
         rows = []
-        for grp, con, n in runs.contenders("bulkhead"):
+        for grp, con, n in runs.contenders("bulkhead", ""):
             tps = runs.median("bulkhead", grp, con, "tps")
             p50 = runs.median("bulkhead", grp, con, "p50_us")
             p99 = runs.median("bulkhead", grp, con, "p99_us")
@@ -322,13 +322,56 @@ def summarize(outdir):
                         verdict(r_bc, r_bc is not None and r_bc >= 8)))
         with open(os.path.join(outdir, "bulkhead.dat"), "w") as f:
             f.write("# case p50_ms p99_ms\n")
-            for grp, con, n in runs.contenders("bulkhead"):
+            for grp, con, n in runs.contenders("bulkhead", ""):
                 label = {"alone": "(a) alone", "flood-ungated": "(b) flood, ungated",
                          "flood-gated": "(c) flood, gated B=1"}.get(con, con)
                 p50 = ms(runs.median("bulkhead", grp, con, "p50_us"))
                 p99 = ms(runs.median("bulkhead", grp, con, "p99_us"))
                 f.write('"%s" %s %s\n' % (label, fmt(p50, 4) if p50 else "NaN",
                                           fmt(p99, 4) if p99 else "NaN"))
+
+    # -- 2b. bulkhead, parallel variant --------------------------------------
+    if runs.contenders("bulkhead", "parallel"):
+        g = "parallel"
+        md.append("### 2b. Bulkhead with parallel query (reporting: 32 clients of "
+                  "a parallel table scan; max_parallel_workers_per_gather = 2)")
+        md.append("")
+        rows = []
+        for grp, con, n in runs.contenders("bulkhead", g):
+            tps = runs.median("bulkhead", g, con, "tps")
+            p50 = runs.median("bulkhead", g, con, "p50_us")
+            p99 = runs.median("bulkhead", g, con, "p99_us")
+            aux = runs.median("bulkhead", g, con, "aux_tps")
+            rows.append([con, fmt(tps), fmt(ms(p50), 3), fmt(ms(p99), 3),
+                         fmt(aux, 1) if con != "alone" else "-",
+                         fmt(runs.median("bulkhead", g, con, "other_cpu_pct")),
+                         str(runs.reps("bulkhead", g, con))])
+            for col, v in (("tps", tps), ("p50_us", p50), ("p99_us", p99),
+                           ("reporting_tps", aux)):
+                flat_row("bulkhead", g, con, n, col, v)
+        md += table(["case", "interactive TPS", "p50 ms", "p99 ms",
+                     "reporting TPS", "other CPU %", "reps"], rows)
+        md.append("")
+        r_ca = runs.ratio("bulkhead", g, "flood-gated", "p99_us", "alone")
+        r_da = runs.ratio("bulkhead", g, "flood-gated-pw0", "p99_us", "alone")
+        r_bd = runs.ratio("bulkhead", g, "flood-ungated", "p99_us", "flood-gated-pw0")
+        md.append("- p99 (c) / (a) = %s (max_active 1, parallel_workers not capped)"
+                  % fmt(r_ca, 2))
+        md.append("- p99 (d) / (a) = %s (target <= 4)" % fmt(r_da, 2))
+        md.append("- p99 (b) / (d) = %s (target >= 8)" % fmt(r_bd, 2))
+        md.append("")
+        md.append("(a) alone; (b) flood-ungated; (c) flood-gated: reporting budget "
+                  "max_active = 1, parallel_workers = -1, so each admitted statement "
+                  "runs with up to 2 workers; (d) flood-gated-pw0: the same budget "
+                  "with parallel_workers = 0.")
+        md.append("")
+        flat_row("bulkhead", g, "ratio", "", "p99_c_over_a", r_ca)
+        flat_row("bulkhead", g, "ratio", "", "p99_d_over_a", r_da)
+        flat_row("bulkhead", g, "ratio", "", "p99_b_over_d", r_bd)
+        targets.append(("bulkhead parallel p99 (d) <= 4 x p99 (a)", fmt(r_da, 2),
+                        verdict(r_da, r_da is not None and r_da <= 4)))
+        targets.append(("bulkhead parallel p99 (b) / p99 (d) >= 8", fmt(r_bd, 2),
+                        verdict(r_bd, r_bd is not None and r_bd >= 8)))
 
     # -- 3. saturation --------------------------------------------------------
     if runs.contenders("saturation"):

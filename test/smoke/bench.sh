@@ -34,15 +34,16 @@ TMPDIR=$work bash "$SRC/test/bench/run.sh" --quick --no-install --scale 1 --dura
 fail() { echo "bench smoke FAILED: $*"; exit 1; }
 [ $rc -eq 0 ] || fail "run.sh exited with status $rc"
 
-# One row per point: overhead 6, bulkhead 3, saturation 2 x (1 + 2 + 1), handoff 5.
+# One row per point: overhead 6, bulkhead 3 + 4 (parallel variant),
+# saturation 2 x (1 + 2 + 1), handoff 5.
 rows=$(tail -n +2 "$out/runs.csv" | wc -l)
 okrows=$(tail -n +2 "$out/runs.csv" | awk -F, '$22 == "ok" && $7 + 0 > 0' | wc -l)
-[ "$rows" = 22 ] || fail "runs.csv has $rows rows, expected 22"
-[ "$okrows" = 22 ] || fail "only $okrows of 22 runs completed with a throughput"
+[ "$rows" = 26 ] || fail "runs.csv has $rows rows, expected 26"
+[ "$okrows" = 26 ] || fail "only $okrows of 26 runs completed with a throughput"
 latrows=$(tail -n +2 "$out/runs.csv" | awk -F, '$1 != "overhead" && $10 + 0 > 0' | wc -l)
-[ "$latrows" = 16 ] || fail "only $latrows of 16 runs have latency percentiles"
-for section in "1. Idle overhead" "2. Bulkhead" "3. Saturation" "4. Hand-off" "Targets"; do
-	grep -q "^## $section" "$out/summary.md" || fail "summary.md lacks section '$section'"
+[ "$latrows" = 20 ] || fail "only $latrows of 20 runs have latency percentiles"
+for section in "1. Idle overhead" "2. Bulkhead" "2b. Bulkhead with parallel" "3. Saturation" "4. Hand-off" "Targets"; do
+	grep -qE "^##+ $section" "$out/summary.md" || fail "summary.md lacks section '$section'"
 done
 [ -s "$out/summary.csv" ] || fail "summary.csv is empty"
 if command -v gnuplot >/dev/null; then

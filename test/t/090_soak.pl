@@ -1,12 +1,16 @@
 # Soak test with fault injection.
 #
-# 32 client sessions in six roles and three budgets (plus an ungated role)
+# 32 client sessions in eight roles and four budgets (plus an ungated role)
 # run a random mix of short and long statements, errors, savepoints,
 # cursors (also WITH HOLD), DO blocks and procedures that commit, prepared
 # statements and the extended protocol, COPY, parallel queries, triggers,
-# SET ROLE, row lock conflicts and timeouts; some disconnect while queued.
-# Meanwhile this script cancels and terminates random active and queued
-# backends, raises and lowers limits, drops and re-creates a budget,
+# SET ROLE, row lock conflicts and timeouts, write transactions of several
+# statements on a few hot rows (lock waits, deadlocks, savepoints rolled
+# back), and pauses inside transactions that keep a slot (idle in
+# transaction, some longer than an idle_in_transaction_timeout); some
+# disconnect while queued.  Meanwhile this script cancels and terminates
+# random active, queued and idle-in-transaction backends, raises and lowers
+# limits, drops and re-creates a budget, changes its scope and idle timeout,
 # unassigns and assigns roles, turns dbgate.enabled off for a moment (not in
 # the last epoch), and once (or more, in long runs) kills a backend with
 # SIGKILL so that the server goes through a crash restart.  A monitor
@@ -14,23 +18,35 @@
 # the monitor and the checks are in test/soak/Soak/.
 #
 # Budgets:
-#   soak_a  B = 2, Q = 3, fair, queue_timeout 400 ms   roles soak_a1, soak_a2
-#           (the sessions' statement_timeout is 2 s)
+#   soak_a  B = 2, Q = 3, fair, queue_timeout 400 ms, scope 'statement'
+#           (the sessions' statement_timeout is 2 s) roles soak_a1, soak_a2
 #   soak_b  B = 1, Q = 2, non-fair, statement_timeout 1500 ms, lock_timeout
-#           300 ms                                       roles soak_b1, soak_b2
-#   soak_c  dropped, re-created, altered, its roles unassigned and assigned
-#           again all the time                           roles soak_c1, soak_c2
+#           300 ms, scope 'statement'                roles soak_b1, soak_b2
+#   soak_d  B = 2, Q = 3, fair, queue_timeout 600 ms, scope 'transaction',
+#           idle_in_transaction_timeout 500 or 800 ms
+#                                                    roles soak_d1, soak_d2
+#           (soak_d2's sessions set their own idle_in_transaction_session_
+#           timeout: 250 ms, tighter than the budget's, or 60 s)
+#   soak_c  dropped, re-created, altered (also its scope and idle timeout),
+#           its roles unassigned and assigned again all the time
+#                                                    roles soak_c1, soak_c2
 #           (soak_c2 has dbgate.default_budget = 'soak_c' as well)
 #   soak_free is never gated.
-# max_active and max_queued of soak_a and soak_b go up and down under load.
+# max_active and max_queued of soak_a, soak_b and soak_d go up and down
+# under load.
 #
 # Checks: the invariants of every sample (Soak::Check); at the end every
-# budget drains and dbgate.backends is empty; the counters of soak_a and
-# soak_b since the last crash restart agree with what the clients observed
-# (exactly for rejections, within bounds where a canceled or terminated
-# statement may or may not have been admitted); after each crash restart the
-# counters are 0 and the configuration is as committed; the server log has
-# no crash other than the deliberate ones.  Figures are printed at the end.
+# budget drains and dbgate.backends is empty; the counters of soak_a,
+# soak_b and soak_d since the last crash restart agree with what the
+# clients observed: per admission, not per statement (a statement under a
+# kept slot is no admission and is never queued or rejected), exactly for
+# rejections and for sessions ended by the budget's idle timeout
+# (terminated_idle), within bounds where a canceled or terminated
+# statement may or may not have been admitted; a session idle longer than
+# its idle timeout in a transaction that keeps a slot is ended; after each
+# crash restart the counters are 0 and the configuration is as committed;
+# the server log has no crash other than the deliberate ones.  Figures are
+# printed at the end.
 #
 # Environment:
 #   SOAK_SEED=<n>        random seed (default 1); printed at the start
@@ -96,40 +112,55 @@ log_statement = none
 });
 $node->start;
 
-my @BUDGETS = qw(soak_a soak_b soak_c);
+my @BUDGETS = qw(soak_a soak_b soak_c soak_d);
+my @CHECKED = qw(soak_a soak_b soak_d);    # counters compared with the clients'
 my %ROLE_BUDGET = (
 	soak_a1 => 'soak_a',
 	soak_a2 => 'soak_a',
 	soak_b1 => 'soak_b',
 	soak_b2 => 'soak_b',
 	soak_c1 => 'soak_c',
-	soak_c2 => 'soak_c');
-# role, class, number of sessions
+	soak_c2 => 'soak_c',
+	soak_d1 => 'soak_d',
+	soak_d2 => 'soak_d');
+# role, class, number of sessions, the sessions' own
+# idle_in_transaction_session_timeout in ms (taken in turn)
 my @SESSIONS = (
-	[ soak_a1 => 'a', 8 ],
-	[ soak_a2 => 'a', 6 ],
-	[ soak_b1 => 'b', 5 ],
-	[ soak_b2 => 'b', 3 ],
-	[ soak_c1 => 'c', 3 ],
-	[ soak_c2 => 'c', 3 ],
-	[ soak_free => 'free', 4 ]);
-my %QT_MS = (soak_a => 400, soak_b => 0);
+	[ soak_a1 => 'a', 6, [0] ],
+	[ soak_a2 => 'a', 5, [0] ],
+	[ soak_b1 => 'b', 4, [0] ],
+	[ soak_b2 => 'b', 3, [0] ],
+	[ soak_d1 => 'd', 4, [0] ],
+	[ soak_d2 => 'd', 3, [ 250, 60000 ] ],
+	[ soak_c1 => 'c', 2, [0] ],
+	[ soak_c2 => 'c', 2, [0] ],
+	[ soak_free => 'free', 3, [0] ]);
+my %QT_MS = (soak_a => 400, soak_b => 0, soak_d => 600);
 # soak_c's statement_timeout is 0 or 2 s (see create_c_sql)
-my %BUDGET_ST_MS = (soak_a => 0, soak_b => 1500, soak_c => 2000);
-my %SESSION_ST_MS = (a => 2000, b => 0, c => 3000, free => 3000);
-my %SENTINEL = (soak_a => { max_active => 9 }, soak_b => { max_queued => 9 });
+my %BUDGET_ST_MS = (soak_a => 0, soak_b => 1500, soak_c => 2000, soak_d => 0);
+my %SESSION_ST_MS = (a => 2000, b => 0, c => 3000, d => 3000, free => 3000);
+my %SCOPE = (soak_a => 'statement', soak_b => 'statement', soak_d => 'transaction');
+# the values soak_d's idle_in_transaction_timeout takes
+my @D_IDLE_MS = (500, 800);
+my %SENTINEL = (
+	soak_a => { max_active => 9 },
+	soak_b => { max_queued => 9 },
+	soak_d => { max_queued => 9 });
 
 # the committed configuration, as this script knows it
 my %cfg = (
 	soak_a => { max_active => 2, max_queued => 3 },
 	soak_b => { max_active => 1, max_queued => 2 },
+	soak_d => { max_active => 2, max_queued => 3, idle_in_transaction_timeout => 500 },
 	soak_c => {
 		max_active => 2,
 		max_queued => 2,
 		queue_timeout => 1000,
 		statement_timeout => 0,
 		lock_timeout => 200,
-		fair => 1
+		fair => 1,
+		scope => 'statement',
+		idle_in_transaction_timeout => 0
 	});
 my %c_roles = (soak_c1 => 1, soak_c2 => 1);    # assigned to soak_c
 my $c_exists = 1;
@@ -179,11 +210,15 @@ BEGIN
     PERFORM 1 / (random() * 0)::int;
   END IF;
 END$$;
-SELECT dbgate.create_budget('soak_a', 2, 3, queue_timeout => '400ms');
+SELECT dbgate.create_budget('soak_a', 2, 3, queue_timeout => '400ms',
+                            scope => 'statement');
 SELECT dbgate.create_budget('soak_b', 1, 2, statement_timeout => '1500ms',
                             lock_timeout => '300ms', fair => false);
 SELECT dbgate.create_budget('soak_c', 2, 2, queue_timeout => '1s',
                             lock_timeout => '200ms');
+SELECT dbgate.create_budget('soak_d', 2, 3, queue_timeout => '600ms',
+                            scope => 'transaction',
+                            idle_in_transaction_timeout => '500ms');
 };
 $setup .= "CREATE ROLE $_->[0] LOGIN;\n" for @SESSIONS;
 $setup .= "SELECT dbgate.assign_role('$_', '$ROLE_BUDGET{$_}');\n"
@@ -261,18 +296,32 @@ my $monitor_pid = spawn(
 
 my %client_pids;
 my $id = 0;
+my $d_idle_max = (sort { $b <=> $a } @D_IDLE_MS)[0];
 for my $s (@SESSIONS)
 {
-	my ($role, $class, $n) = @$s;
-	for (1 .. $n)
+	my ($role, $class, $n, $own_idle) = @$s;
+	for my $i (1 .. $n)
 	{
 		$id++;
+		my $budget = $ROLE_BUDGET{$role} // '';
+		my $own = $own_idle->[ ($i - 1) % @$own_idle ];
+		# soak_d's timeout applies where it is the tighter one; a kept
+		# slot keeps the value of its admission
+		my $counted = $budget eq 'soak_d' && ($own == 0 || $own > $d_idle_max);
+		my $limit =
+			$budget ne 'soak_d' ? $own
+		  : $counted ? $d_idle_max
+		  :            $own;
 		my $client = Soak::Client->new(
 			id => $id,
 			role => $role,
 			class => $class,
 			budget => $ROLE_BUDGET{$role},
-			checked => ($class eq 'a' || $class eq 'b') ? 1 : 0,
+			checked => (grep { $_ eq $budget } @CHECKED) ? 1 : 0,
+			scope => $SCOPE{$budget} // 'statement',
+			own_idle_ms => $own,
+			idle_counted => $counted ? 1 : 0,
+			idle_limit_ms => $limit,
 			qt_ms => $QT_MS{ $ROLE_BUDGET{$role} // '' } // 0,
 			budget_st_ms => $BUDGET_ST_MS{ $ROLE_BUDGET{$role} // '' } // 0,
 			session_st_ms => $SESSION_ST_MS{$class},
@@ -344,7 +393,7 @@ sub adm
 
 sub note_max
 {
-	for my $b (qw(soak_a soak_b))
+	for my $b (@CHECKED)
 	{
 		for my $f (qw(max_active max_queued))
 		{
@@ -371,7 +420,8 @@ sub config_problems
 		  . 'extract(epoch FROM queue_timeout) * 1000 AS qt, '
 		  . 'extract(epoch FROM statement_timeout) * 1000 AS st, '
 		  . 'extract(epoch FROM lock_timeout) * 1000 AS lt, '
-		  . 'fair::int AS fair, array_to_string(roles, \',\') AS roles '
+		  . 'fair::int AS fair, array_to_string(roles, \',\') AS roles, scope, '
+		  . 'extract(epoch FROM idle_in_transaction_timeout) * 1000 AS it '
 		  . 'FROM dbgate.budgets', 'budget');
 	return ('cannot read dbgate.budgets: ' . ($admin->errstr // '')) unless $rows;
 	my %want = %cfg;
@@ -392,6 +442,12 @@ sub config_problems
 		  : grep { $ROLE_BUDGET{$_} eq $b } sort keys %ROLE_BUDGET;
 		push @p, "$b has roles {$r->{roles}}, committed {@want_roles}"
 		  unless join(',', sort keys %roles) eq join(',', @want_roles);
+		my $scope = $cfg{$b}{scope} // $SCOPE{$b};
+		push @p, "$b.scope is $r->{scope}, committed $scope"
+		  if $r->{scope} ne $scope;
+		my $it = $cfg{$b}{idle_in_transaction_timeout} // 0;
+		push @p, "$b.idle_in_transaction_timeout is $r->{it} ms, committed $it ms"
+		  if abs($r->{it} - $it) > 0.001;
 	}
 	if ($c_exists)
 	{
@@ -421,7 +477,7 @@ sub pick
 sub hit_backend
 {
 	my ($how) = @_;
-	my $want = rand() < 0.5 ? 'active' : 'queued';
+	my $want = pick('active', 'active', 'queued', 'queued', 'idle in transaction');
 	my $rows = $admin->selectall_arrayref(
 		'SELECT pid, state FROM dbgate.backends ORDER BY pid');
 	return admin_fail('read dbgate.backends') unless $rows;
@@ -456,11 +512,25 @@ sub alter
 
 sub alter_ab
 {
-	my $budget = pick(qw(soak_a soak_b));
+	my $budget = pick(@CHECKED);
 	my $field = pick(qw(max_active max_queued));
+	if ($budget eq 'soak_d' && rand() < 0.3)
+	{
+		# a kept slot keeps the idle timeout of its admission
+		my $v = pick(grep { $_ != $cfg{soak_d}{idle_in_transaction_timeout} } @D_IDLE_MS);
+		my $t0 = time;
+		adm("SELECT dbgate.alter_budget('soak_d', idle_in_transaction_timeout => '${v}ms')")
+		  or return;
+		event($t0, "alter soak_d idle_in_transaction_timeout "
+			  . "$cfg{soak_d}{idle_in_transaction_timeout} -> $v");
+		$cfg{soak_d}{idle_in_transaction_timeout} = $v;
+		$faults{'alter soak_d idle timeout'}++;
+		return;
+	}
 	my %range = (
 		soak_a => { max_active => [ 1, 3 ], max_queued => [ 1, 4 ] },
-		soak_b => { max_active => [ 1, 2 ], max_queued => [ 0, 3 ] });
+		soak_b => { max_active => [ 1, 2 ], max_queued => [ 0, 3 ] },
+		soak_d => { max_active => [ 1, 3 ], max_queued => [ 1, 4 ] });
 	my ($lo, $hi) = @{ $range{$budget}{$field} };
 	my @v = grep { $_ != $cfg{$budget}{$field} } $lo .. $hi;
 	alter($budget, $field, pick(@v));
@@ -481,13 +551,17 @@ sub create_c_sql
 		queue_timeout => pick(0, 500, 1000),
 		statement_timeout => pick(0, 2000),
 		lock_timeout => pick(0, 200),
-		fair => pick(0, 1));
+		fair => pick(0, 1),
+		scope => pick('statement', 'transaction'),
+		idle_in_transaction_timeout => pick(0, 400, 1000));
 	my $sql = sprintf(
 		"SELECT dbgate.create_budget('soak_c', %d, %d, queue_timeout => %s, "
-		  . "statement_timeout => %s, lock_timeout => %s, fair => %s);",
+		  . "statement_timeout => %s, lock_timeout => %s, fair => %s, "
+		  . "scope => '%s', idle_in_transaction_timeout => %s);",
 		$c{max_active}, $c{max_queued}, interval_sql($c{queue_timeout}),
 		interval_sql($c{statement_timeout}), interval_sql($c{lock_timeout}),
-		$c{fair} ? 'true' : 'false');
+		$c{fair} ? 'true' : 'false', $c{scope},
+		interval_sql($c{idle_in_transaction_timeout}));
 	$sql .= "SELECT dbgate.assign_role('$_', 'soak_c');" for qw(soak_c1 soak_c2);
 	return ($sql, \%c);
 }
@@ -557,12 +631,35 @@ sub churn_c
 			fault('assign role');
 		}
 	}
-	else
+	elsif ($r < 0.8)
 	{
 		my $field = pick(qw(max_active max_queued));
 		my @v = grep { $_ != $cfg{soak_c}{$field} }
 		  ($field eq 'max_active' ? (1 .. 3) : (0 .. 3));
 		alter('soak_c', $field, pick(@v));
+	}
+	else
+	{
+		# scope and idle timeout: slots already held keep those of their
+		# admission
+		my ($field, $v, $sqlv);
+		if (rand() < 0.5)
+		{
+			$field = 'scope';
+			$v = $cfg{soak_c}{scope} eq 'statement' ? 'transaction' : 'statement';
+			$sqlv = "'$v'";
+		}
+		else
+		{
+			$field = 'idle_in_transaction_timeout';
+			$v = pick(grep { $_ != $cfg{soak_c}{$field} } (0, 400, 1000));
+			$sqlv = interval_sql($v);
+		}
+		my $t0 = time;
+		adm("SELECT dbgate.alter_budget('soak_c', $field => $sqlv)") or return;
+		event($t0, "alter soak_c $field $cfg{soak_c}{$field} -> $v");
+		$cfg{soak_c}{$field} = $v;
+		$faults{ 'alter soak_c ' . ($field eq 'scope' ? 'scope' : 'idle timeout') }++;
 	}
 	return;
 }
@@ -570,7 +667,7 @@ sub churn_c
 # a change that is rolled back must leave no trace
 sub rolled_back_change
 {
-	my $budget = pick(qw(soak_a soak_b));
+	my $budget = pick(@CHECKED);
 	my ($field) = keys %{ $SENTINEL{$budget} };
 	my $v = $SENTINEL{$budget}{$field};
 	adm('BEGIN') or return;
@@ -708,7 +805,8 @@ sub crash
 	{
 		for my $c (
 			qw(active queued admitted admitted_after_wait rejected_full
-			rejected_timeout canceled_waiting admitted_lock_holder peak_active peak_queued)
+			rejected_timeout canceled_waiting admitted_lock_holder peak_active peak_queued
+			idle_in_transaction terminated_idle)
 		  )
 		{
 			push @problems, "after the crash restart $b.$c = $st->{$b}{$c}"
@@ -856,11 +954,11 @@ for my $e (0 .. $epoch - 1)
 	  or diag join("\n", @$p);
 }
 
-for my $b (qw(soak_a soak_b))
+for my $b (@CHECKED)
 {
 	my $s = $final->{$b};
 	my $c = $acct{$epoch}{$b} // {};
-	$c->{$_} //= 0 for qw(adm_lo amb full qto lost_unconf attempts);
+	$c->{$_} //= 0 for qw(adm_lo amb full qto lost_unconf attempts idle_term idle_unsure);
 	my @p;
 	my $range = sub {
 		my ($name, $v, $lo, $hi) = @_;
@@ -882,6 +980,9 @@ for my $b (qw(soak_a soak_b))
 	$range->('admitted_after_wait', $s->{admitted_after_wait}, 0, $s->{admitted});
 	$range->('admitted_lock_holder', $s->{admitted_lock_holder}, 0,
 		$s->{admitted_after_wait} + $s->{canceled_waiting});
+	# sessions ended by the budget's idle_in_transaction_timeout
+	$range->('terminated_idle', $s->{terminated_idle}, $c->{idle_term},
+		$c->{idle_term} + $c->{idle_unsure});
 	my $mb = $epoch_max{$epoch}{$b};
 	$range->('peak_active', $s->{peak_active}, 0, $mb->{max_active} + $s->{admitted_lock_holder});
 	$range->('peak_queued', $s->{peak_queued}, 0, $mb->{max_queued});
@@ -894,9 +995,11 @@ for my $b (qw(soak_a soak_b))
 	note sprintf(
 		'%s: admitted %d (clients: %d certain + up to %d canceled or terminated), '
 		  . 'rejected_full %d (clients: %d), rejected_timeout %d (clients: %d), '
-		  . 'canceled_waiting %d, lost results %d',
+		  . 'canceled_waiting %d, lost results %d, terminated_idle %d (clients: %d), '
+		  . 'admitted_lock_holder %d',
 		$b, $s->{admitted}, $c->{adm_lo}, $c->{amb}, $s->{rejected_full}, $c->{full},
-		$s->{rejected_timeout}, $c->{qto}, $s->{canceled_waiting}, $c->{lost_unconf});
+		$s->{rejected_timeout}, $c->{qto}, $s->{canceled_waiting}, $c->{lost_unconf},
+		$s->{terminated_idle}, $c->{idle_term}, $s->{admitted_lock_holder});
 }
 
 # ---------------------------------------------------------------------
@@ -910,10 +1013,15 @@ my $mon = check_samples(
 	budgets => { map { $_ => 1 } @BUDGETS },
 	may_vanish => { soak_c => 1 },
 	sentinels => \%SENTINEL,
-	queued_age => { soak_a => $QT_MS{soak_a} / 1000 + 2 },
+	queued_age => {
+		soak_a => $QT_MS{soak_a} / 1000 + 2,
+		soak_d => $QT_MS{soak_d} / 1000 + 2
+	},
+	# a kept slot of soak_d is idle at most as long as its idle timeout
+	idle_age => { soak_d => $d_idle_max / 1000 + 4 },
 	max_age => 30,
 	lh_window => 15,
-	fair => { soak_a => 1 },
+	fair => { soak_a => 1, soak_d => 1 },
 	starve_limit => 2);
 ok($mon->{samples} > $load_seconds * 5, "the monitor took samples ($mon->{samples})");
 ok($mon->{nviolations} == 0, 'every sample of dbgate.status and dbgate.backends is possible')
@@ -936,7 +1044,7 @@ push @fig, sprintf('seed %d; %.0f s of load, %d clients, %d epoch(s); drained in
 	$seed, $load_seconds, $nclients, $epoch + 1, $drained{seconds} // -1);
 push @fig, sprintf('statements %d (%s); operations: %s',
 	$tot{all}{statements} // 0,
-	join(', ', map { "$_ " . ($tot{$_}{statements} // 0) } qw(a b c free)),
+	join(', ', map { "$_ " . ($tot{$_}{statements} // 0) } qw(a b c d free)),
 	join(', ', map { "$_ $ops{$_}" } sort keys %ops));
 push @fig, 'outcomes: ' . join(', ',
 	map { my $k = $_; (my $n = $k) =~ s/^outcome_//; "$n $tot{all}{$k}" }
@@ -951,7 +1059,7 @@ for my $e (0 .. $epoch)
 	{
 		$sum{$b}{$_} += $st->{$b}{$_}
 		  for qw(admitted admitted_after_wait rejected_full rejected_timeout
-		  canceled_waiting admitted_lock_holder);
+		  canceled_waiting admitted_lock_holder terminated_idle);
 	}
 }
 for my $b (sort keys %sum)
@@ -959,11 +1067,21 @@ for my $b (sort keys %sum)
 	push @fig, sprintf(
 		'%s: admitted %d, '
 		  . 'after waiting %d, lock holder %d, rejected full %d, rejected timeout %d, '
-		  . 'canceled waiting %d; max active seen %s, max queued seen %s',
+		  . 'canceled waiting %d, terminated idle %d; max active seen %s, '
+		  . 'max queued seen %s, max idle in transaction seen %s',
 		$b, @{ $sum{$b} }{qw(admitted admitted_after_wait admitted_lock_holder rejected_full
-		  rejected_timeout canceled_waiting)},
-		$mon->{max_active}{$b} // '-', $mon->{max_queued}{$b} // '-');
+		  rejected_timeout canceled_waiting terminated_idle)},
+		$mon->{max_active}{$b} // '-', $mon->{max_queued}{$b} // '-',
+		$mon->{max_idle}{$b} // '-');
 }
+push @fig, sprintf('statements under a slot already held (kept, or an open cursor) %d, '
+	  . 'maybe under one %d; '
+	  . 'pauses in transactions %d; sessions ended idle in a transaction %d '
+	  . '(%d keeping a slot, %d after a pause longer than the idle timeout; '
+	  . '%d long pauses ended otherwise)',
+	map { $tot{all}{$_} // 0 }
+	  qw(mode_held mode_maybe idle_pauses idle_ended idle_ended_kept idle_long_ended
+	  idle_long_lost));
 push @fig, sprintf('disconnects by clients: while queued %d, while active %d, '
 	  . 'while running ungated %d, while holding a cursor %d',
 	map { $tot{all}{$_} // 0 }

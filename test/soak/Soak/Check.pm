@@ -4,22 +4,33 @@
 # every sample, the invariants that hold at each instant:
 #
 #   - 0 <= active <= max_active and 0 <= queued <= max_queued, with two
-#     excuses for active: statements admitted before the latest lowering of
-#     max_active (dbgate.backends rows whose state_since is earlier) and
-#     lock-holder admissions (admitted_lock_holder grew within the last
-#     lh_window seconds); and one for queued: statements queued before the
-#     latest lowering of max_queued.  The same bounds apply to the rows of
-#     dbgate.backends per budget.
+#     excuses for active: slots admitted before the latest lowering of
+#     max_active and lock-holder admissions (admitted_lock_holder grew
+#     within the last lh_window seconds); and one for queued: statements
+#     queued before the latest lowering of max_queued.  The same bounds
+#     apply to the rows of dbgate.backends per budget, where a slot kept
+#     idle in a transaction counts as active.  A kept slot's state_since
+#     moves with each statement and pause, so a slot may date from before a
+#     lowering if its holder held a slot in the same transaction
+#     (pg_stat_activity.xact_start) at an earlier state_since, or was not
+#     seen in the previous sample;
+#   - 0 <= idle_in_transaction <= active;
+#   - a transaction that kept its slot (seen 'idle in transaction') never
+#     queues again, and a slot is never kept by a backend that is outside a
+#     transaction (pg_stat_activity.state 'idle'): both judged only on rows
+#     whose state began before the sample time, which is taken before
+#     pg_stat_activity is read;
 #   - counters never decrease while stats_reset stays the same;
 #   - limits never show a value that was only set in a rolled-back
 #     transaction;
 #   - a fair budget never has a free slot while statements wait; no budget
 #     has one for longer than starve_limit seconds (a lost wake-up);
 #   - a waiter's queue position never grows;
-#   - dbgate.backends rows: one per pid, state 'active' (no queue position)
-#     or 'queued' (positions 1..n within a budget), a role that is assigned
-#     to that budget, and no row older than a limit (a stuck waiter or a
-#     leaked slot).
+#   - dbgate.backends rows: one per pid, state 'active' or 'idle in
+#     transaction' (no queue position) or 'queued' (positions 1..n within a
+#     budget), a role that is assigned to that budget, and no row older
+#     than a limit (a stuck waiter, a leaked slot, a kept slot idle longer
+#     than its budget's idle timeout allows).
 #
 # scan_log() looks for crashes other than the deliberate ones.
 package Soak::Check;
@@ -28,7 +39,6 @@ use strict;
 use warnings;
 
 use Exporter 'import';
-use JSON::PP ();
 
 use Soak::Monitor;
 
@@ -37,7 +47,7 @@ our @EXPORT_OK = qw(check_samples scan_log);
 my %S = %Soak::Monitor::S;
 my %B = %Soak::Monitor::B;
 my @COUNTERS = qw(admitted admitted_after_wait rejected_full rejected_timeout
-  canceled_waiting admitted_lock_holder);
+  canceled_waiting admitted_lock_holder terminated_idle);
 
 # check_samples(file => F, lowerings => { budget => { max_active => [[t0, t1],
 #   ...], max_queued => [...] } }, changes => { budget => { max_active =>
@@ -45,23 +55,23 @@ my @COUNTERS = qw(admitted admitted_after_wait rejected_full rejected_timeout
 #   change, committed between t0 and t1), role_budget => { role => budget },
 #   budgets => { budget => 1 }, may_vanish => { budget => 1 },
 #   sentinels => { budget => { column => value } }, queued_age => { budget =>
-#   seconds }, max_age => seconds, lh_window => seconds, fair => { budget =>
-#   1 }, starve_limit => seconds)
+#   seconds }, idle_age => { budget => seconds }, max_age => seconds,
+#   lh_window => seconds, fair => { budget => 1 }, starve_limit => seconds)
 # may_vanish: budgets that are dropped and created during the run, whose
 # backends rows may appear in a sample whose status rows miss the budget.
 # Returns a hash: samples, violations (list, the first 30), nviolations,
-# max_active / max_queued (seen per budget), max_gap (seconds between
+# max_active / max_queued / max_idle (seen per budget), max_gap (seconds between
 # samples), lh_excused / lowering_excused (samples where an excuse was used).
 sub check_samples
 {
 	my (%p) = @_;
-	my $json = JSON::PP->new;
 	my %r = (
 		samples => 0,
 		violations => [],
 		nviolations => 0,
 		max_active => {},
 		max_queued => {},
+		max_idle => {},
 		max_gap => 0,
 		lh_excused => 0,
 		lowering_excused => 0);
@@ -76,36 +86,74 @@ sub check_samples
 	my %starved;    # budget -> time since when a slot is free while others wait
 	my %prev_rows;  # budget -> state -> rows of the previous sample
 	my %lh_hist;    # same key -> [[t, admitted_lock_holder], ...]
+	my %held_from;  # "pid@xact_start" -> earliest time its slot may date from
+	my %kept_in;    # "pid@xact_start" -> when it was seen keeping a slot
 	my $prev_t;
 
 	open(my $fh, '<', $p{file}) or die "$p{file}: $!";
 	while (my $line = <$fh>)
 	{
 		chomp $line;
-		my ($t, $sj, $bj) = split /\t/, $line;
+		my ($t, $sj, $bj) = split /\t/, $line, -1;
 		next unless defined $bj;
-		my $status = $json->decode($sj);
-		my $backends = $json->decode($bj);
+		my $status = Soak::Monitor::read_rows($sj);
+		my $backends = Soak::Monitor::read_rows($bj);
 		$r{samples}++;
 		$r{max_gap} = $t - $prev_t
 		  if defined $prev_t && $t - $prev_t > $r{max_gap};
-		$prev_t = $t;
 
 		# backends rows by budget, and checks of single rows
-		my (%rows, %pids);
+		my (%rows, %pids, %held_now);
 		for my $b (@$backends)
 		{
-			my ($pid, $role, $budget, $state, $since, $pos) =
-			  @$b[ @B{qw(pid role budget state since position)} ];
+			my ($pid, $role, $budget, $state, $since, $pos, $xs, $pstate) =
+			  @$b[ @B{qw(pid role budget state since position xact_start pstate)} ];
+			# in this state since before the sample time, so already when
+			# pg_stat_activity was read: what that shows of the backend is of
+			# the same state
+			$viol->($t, "backend $pid keeps a slot of $budget outside a transaction")
+			  if $since <= $t
+			  && $state eq 'idle in transaction'
+			  && ($pstate // '') eq 'idle';
+			if ($since <= $t && defined $xs)
+			{
+				my $k = "$pid\@$xs";
+				if ($state eq 'idle in transaction')
+				{
+					$kept_in{$k} //= $t;
+				}
+				elsif ($state eq 'queued' && defined $kept_in{$k})
+				{
+					$viol->($t,
+						sprintf(
+							'backend %d queued in %s in the transaction in which it kept a slot '
+							  . '(seen idle in transaction at %.3f)',
+							$pid, $budget, $kept_in{$k}));
+				}
+			}
 			$viol->($t, "pid $pid has two rows in dbgate.backends")
 			  if $pids{$pid}++;
 			my $want = $p{role_budget}{$role};
 			$viol->($t, "backend $pid of role $role in budget $budget")
 			  unless defined $want && $want eq $budget;
-			if ($state eq 'active')
+			if ($state eq 'active' || $state eq 'idle in transaction')
 			{
-				$viol->($t, "active backend $pid has queue position $pos")
+				$viol->($t, "$state backend $pid has queue position $pos")
 				  if defined $pos;
+				# the earliest its slot may have been admitted: held in the
+				# same transaction before, or else not before the previous
+				# sample (nor before the transaction began)
+				my $k = "$pid\@" . ($xs // '');
+				my $from = $held_from{$k};
+				if (!defined $from)
+				{
+					$from = $prev_t // $since;
+					$from = $xs if defined $xs && $xs > $from;
+					$from = $since if $since < $from;
+				}
+				$from = $since if $since < $from;
+				$held_now{$k} = $from;
+				$b->[ scalar(keys %B) ] = $from;
 			}
 			elsif ($state eq 'queued')
 			{
@@ -123,8 +171,17 @@ sub check_samples
 			$viol->($t,
 				sprintf('backend %d %s in %s for %.1f s', $pid, $state, $budget, $t - $since))
 			  if $state eq 'active' && $t - $since > $p{max_age};
-			push @{ $rows{$budget}{$state} }, $b;
+			my $idle_limit = $p{idle_age}{$budget} // $p{max_age};
+			$viol->($t,
+				sprintf('backend %d idle in transaction in %s for %.1f s',
+					$pid, $budget, $t - $since))
+			  if $state eq 'idle in transaction' && $t - $since > $idle_limit;
+			# a slot kept idle is taken: it counts as active
+			push @{ $rows{$budget}{ $state eq 'queued' ? 'queued' : 'active' } }, $b;
+			$rows{$budget}{nidle}++ if $state eq 'idle in transaction';
 		}
+		%held_from = %held_now;
+		$prev_t = $t;
 		# a waiter never loses places in its queue
 		my %qpos_now;
 		for my $budget (keys %rows)
@@ -176,6 +233,11 @@ sub check_samples
 			}
 			$viol->($t, "$budget: active $v{active} or queued $v{queued} negative")
 			  if $v{active} < 0 || $v{queued} < 0;
+			$viol->($t,
+				"$budget: idle_in_transaction $v{idle_in_transaction} not within 0 .. active $v{active}"
+			) if $v{idle_in_transaction} < 0 || $v{idle_in_transaction} > $v{active};
+			$r{max_idle}{$budget} = $v{idle_in_transaction}
+			  if $v{idle_in_transaction} > ($r{max_idle}{$budget} // -1);
 
 			# counters only grow until reset
 			if (my $pr = $prev{$key})
@@ -286,20 +348,29 @@ sub check_samples
 
 # Rows admitted (or queued) before the latest lowering that may already be
 # in effect at time t.  A lowering is [t_before, t_after]: the commit
-# happened in between.
+# happened in between.  A slot holder's row carries, after the columns of
+# %B, the earliest time its slot may date from (see check_samples).
 sub grandfathered
 {
 	my ($lowerings, $t, $rows) = @_;
 	return 0 unless $lowerings && $rows;
 	my $latest;
+	# (the sample's time is taken before the views are read: a lowering
+	# that began a moment after it may be in effect in them)
 	for my $l (@$lowerings)
 	{
-		$latest = $l->[1] if $l->[0] <= $t;
+		$latest = $l->[1] if $l->[0] <= $t + 0.1;
 	}
 	return 0 unless defined $latest;
 	my %seen;
-	return scalar grep { $_->[ $B{since} ] < $latest && !$seen{"$_->[$B{pid}]\@$_->[$B{since}]"}++ }
-	  @$rows;
+	# a backend holds one slot: its row of this and of the previous sample
+	# count once
+	return scalar grep {
+		my $from = $_->[ scalar(keys %B) ];
+		defined $from
+		  ? ($from < $latest && !$seen{"$_->[$B{pid}]"}++)
+		  : ($_->[ $B{since} ] < $latest && !$seen{"$_->[$B{pid}]\@$_->[$B{since}]"}++)
+	} @$rows;
 }
 
 # scan_log(file => F, killed => [pids]) -> (problems, deliberate kills seen)

@@ -5,7 +5,7 @@
 # writes what it observed to client-<id>.stats and exits.
 #
 # Bookkeeping.  For the roles of the budgets whose counters are checked
-# exactly, every statement that needs a slot is accounted under the
+# exactly, every statement that asks for an admission is accounted under the
 # connection's epoch by what the client saw of it:
 #
 #   adm_lo   certainly admitted: it succeeded, or failed in a way that only
@@ -19,11 +19,23 @@
 #   lost_unconf  statements whose result never arrived and that were not
 #            seen queued or active first: a rejection of one of them could
 #            have been counted without the client seeing it
+#   idle_term  sessions ended by the budget's idle_in_transaction_timeout
+#            (25P03 while the transaction kept a slot and the budget's
+#            timeout was the tighter one): terminated_idle
 #
-# A DO block or procedure reports each of its gated statements with
+# A slot is kept to the end of the transaction once the transaction holds a
+# transaction ID (scope 'statement': after its first UPDATE or SELECT FOR
+# UPDATE, or CREATE TABLE AS) or from its first gated statement (scope
+# 'transaction'); ROLLBACK TO SAVEPOINT keeps it.  The client follows this
+# per transaction (in_txn, kept, savepoint depth): a gated statement runs
+# in mode 'one' (asks for an admission), 'held' (runs under the kept slot:
+# no admission, never queued or rejected) or 'maybe' (the client cannot
+# tell, after an ambiguous failure inside a savepoint).
+#
+# A DO block or procedure reports each of its admissions with
 # RAISE NOTICE 'soak_step' (plain RAISE runs no executor, so it takes no
 # slot); statements that run while the backend already holds a slot (an open
-# cursor) are never admitted, queued or rejected.
+# cursor, a kept slot) are never admitted, queued or rejected.
 package Soak::Client;
 
 use strict;
@@ -43,10 +55,12 @@ use constant HOT_ROWS => 4;
 
 # Operation mix by role class.
 my %COMMON = (
-	sleep => 24,
-	cpu => 10,
-	error => 8,
-	hot => 12,
+	sleep => 20,
+	cpu => 9,
+	error => 7,
+	hot => 9,
+	write_txn => 9,
+	idle => 5,
 	savepoint => 8,
 	cursor => 8,
 	do_block => 7,
@@ -63,12 +77,20 @@ my %MIX = (
 	a => {%COMMON},
 	b => { %COMMON, amb_timeout => 4, disconnect => 4 },
 	c => { %COMMON, amb_timeout => 4, disconnect => 4 },
+	d => { %COMMON, idle => 12, amb_timeout => 2, disconnect => 3 },
 	free => { %COMMON, amb_timeout => 4, disconnect => 2 });
 
 # new(id, role, class, budget, checked, qt_ms, budget_st_ms, session_st_ms,
-#     host, port, dir, seed, superuser)
+#     scope, own_idle_ms, idle_counted, idle_limit_ms, host, port, dir, seed,
+#     superuser)
 #   budget_st_ms: the budget's statement_timeout, or the smallest non-zero
 #   one it can have (a lower bound for check_timeout)
+#   scope: the budget's scope ('statement' or 'transaction')
+#   own_idle_ms: the session's own idle_in_transaction_session_timeout
+#   idle_counted: a session ended by an idle timeout while keeping a slot
+#   counts in terminated_idle (the budget's timeout is the tighter one)
+#   idle_limit_ms: the longest idle time in a transaction that keeps a slot
+#   that the session can survive (0: no limit); longer pauses must end it
 sub new
 {
 	my ($class, %p) = @_;
@@ -83,6 +105,12 @@ sub new
 	$self->{fails} = [];
 	$self->{nfails} = 0;
 	$self->{seq} = 0;
+	$self->{scope} //= 'statement';
+	$self->{own_idle_ms} //= 0;
+	$self->{idle_limit_ms} //= 0;
+	$self->{in_txn} = 0;
+	$self->{kept} = 0;
+	$self->{sp} = 0;
 	my @ops = sort keys %{ $MIX{ $p{class} } };
 	$self->{mix} = [ map { [ $_, $MIX{ $p{class} }{$_} ] } @ops ];
 	return $self;
@@ -179,6 +207,9 @@ sub connect
 		}
 		my $ok = $dbh->do("SET application_name = 'soak-$self->{id}'");
 		$ok &&= $dbh->do("SET statement_timeout = '$self->{session_st_ms}ms'");
+		$ok &&= $dbh->do(
+			"SET idle_in_transaction_session_timeout = '$self->{own_idle_ms}ms'")
+		  if $self->{own_idle_ms};
 		my ($e2, $state2) = read_epoch($self->{dir});
 		if (!$ok || $e2 != $e || $state2 ne 'running')
 		{
@@ -191,6 +222,9 @@ sub connect
 		$self->{epoch} = $e;
 		$self->{st_ms} = $self->{session_st_ms};
 		$self->{lost} = 0;
+		$self->{in_txn} = 0;
+		$self->{kept} = 0;
+		$self->{sp} = 0;
 		$self->{late_timeout_possible} = 0;
 		$self->{tot}{connects}++;
 		return 1;
@@ -333,21 +367,93 @@ sub collect_error
 
 # sql(SQL, MODE, %opt): run one statement and account for it; returns true
 # if it succeeded.  MODE says what the statement asks of the gate:
+#   gated  a gated statement: 'one', 'held' or 'maybe', whatever the
+#          current transaction makes it (see gm)
 #   one    needs a slot (the backend holds none)
 #   held   runs while the backend holds a slot: never queued or rejected
+#   maybe  'one' or 'held', the client cannot tell which
 #   none   not gated (utility statements, plain EXPLAIN)
 #   multi  a DO block or CALL: its statements are gated one at a time
+# Options: params => [...] (extended protocol); writes => 1: once it runs,
+# the statement gets its transaction a transaction ID (UPDATE, SELECT FOR
+# UPDATE, CREATE TABLE AS); fail_held => 1 (multi): a failure at the end
+# of the block hits a statement that runs under a kept slot.
 sub sql
 {
 	my ($self, $sql, $mode, %opt) = @_;
 	return 0 if $self->{lost} || !$self->{dbh};
+	$mode = $self->gm if $mode eq 'gated';
 	my $o = $self->finish($self->start($sql, %opt));
 	$self->account($o, $mode, %opt);
+	$self->track_txn($o, $mode, %opt);
 	$self->{last} = $o;
 	# a failed COMMIT may leave the transaction open and failed
 	$self->sql('ROLLBACK', 'none')
 	  if !$o->{ok} && !$self->{lost} && $sql eq 'COMMIT';
 	return $o->{ok} ? 1 : 0;
+}
+
+# The mode of the next gated statement of the current transaction.
+sub gm
+{
+	my ($self) = @_;
+	return 'one' unless $self->{in_txn};
+	return 'maybe' if $self->{kept} eq 'maybe';
+	return $self->{kept} ? 'held' : 'one';
+}
+
+# Follow the transaction after a statement: does it keep a slot?
+sub track_txn
+{
+	my ($self, $o, $mode, %opt) = @_;
+	my $sql = $o->{sql};
+	if ($self->{lost})
+	{
+		$self->{in_txn} = $self->{kept} = $self->{sp} = 0;
+		return;
+	}
+	if ($sql =~ /^BEGIN\b/)
+	{
+		($self->{in_txn}, $self->{kept}, $self->{sp}) = ($o->{ok} ? 1 : 0, 0, 0);
+		return;
+	}
+	if ($sql =~ /^(COMMIT|ROLLBACK)$/)
+	{
+		$self->{in_txn} = $self->{kept} = $self->{sp} = 0;
+		return;
+	}
+	return unless $self->{in_txn};
+	if ($sql =~ /^SAVEPOINT /) { $self->{sp}++ if $o->{ok}; return; }
+	if ($sql =~ /^RELEASE /) { $self->{sp}-- if $o->{ok}; return; }
+	return if $sql =~ /^ROLLBACK TO /;
+	my $txn_scope = $self->{scope} eq 'transaction';
+	if ($o->{ok})
+	{
+		# ('held' by an open cursor is not kept: CLOSE may return it)
+		$self->{kept} = 1
+		  if ($mode eq 'one' || $mode eq 'maybe') && ($txn_scope || $opt{writes});
+		return;
+	}
+	if ($self->{sp} == 0)
+	{
+		# the transaction failed: its slot went with the abort
+		$self->{kept} = 0;
+		return;
+	}
+	# a subtransaction failed; ROLLBACK TO keeps a kept slot
+	return if $self->{kept} eq '1' || ($mode ne 'one' && $mode ne 'maybe');
+	my $k = $o->{kind};
+	if ($k eq 'exec')
+	{
+		# it was admitted, and ran
+		$self->{kept} = $txn_scope ? 1 : $opt{writes} ? 'maybe' : $self->{kept};
+	}
+	elsif ($k ne 'full' && $k ne 'qto' && $k ne 'parse')
+	{
+		# maybe admitted (canceled, timed out)
+		$self->{kept} = 'maybe' if $txn_scope || $opt{writes};
+	}
+	return;
 }
 
 sub account
@@ -363,34 +469,59 @@ sub account
 	$self->{errors}{ $o->{state} }++ if !$o->{ok} && $o->{state} ne '';
 	$self->{lost} = 1 if $kind eq 'lost';
 	$self->{rejected} = 1 if $kind eq 'full' || $kind eq 'qto';
+	$self->{tot}{"mode_$mode"}++ if $mode eq 'held' || $mode eq 'maybe';
 
 	$self->check_rejection($o, $mode) if $kind eq 'full' || $kind eq 'qto';
 	$self->fail("unexpected error ($o->{state}) for: $o->{sql}: $o->{msg}")
 	  if $kind eq 'other';
 	$self->fail("statement in a failed transaction: $o->{sql}")
 	  if $kind eq 'aborted';
-	$self->check_timeout($o, $mode, $late) if $kind eq 'st' && $mode ne 'held';
+	$self->check_timeout($o, $mode, $late)
+	  if $kind eq 'st' && $mode ne 'held' && $mode ne 'maybe';
 	# Did a timeout that applies to this statement run out as it ended?
 	# PostgreSQL then reports it in the next statement of the session.
 	my $min = min_timeout($self->{st_ms}, $mode ne 'none' ? $self->{budget_st_ms} : 0);
-	$self->{late_timeout_possible} = $mode eq 'held'
+	$self->{late_timeout_possible} = $mode eq 'held' || $mode eq 'maybe'
 	  || (defined $min && ($o->{elapsed_ms} // 0) >= $min - 50);
+
+	if ($kind eq 'idle')
+	{
+		# ended while idle in a transaction: the statement never ran
+		$self->{tot}{idle_ended}++;
+		$self->{tot}{idle_ended_kept}++ if $self->{in_txn} && $self->{kept} eq '1';
+	}
 
 	return unless $self->{checked};
 	my $acc = $self->{acct}{ $self->{epoch} }{ $self->{budget} } //= {};
+	if ($kind eq 'idle')
+	{
+		if ($self->{in_txn} && $self->{idle_counted})
+		{
+			$acc->{idle_term}++ if $self->{kept} eq '1';
+			$acc->{idle_unsure}++ if $self->{kept} eq 'maybe';
+		}
+		return;
+	}
 	my $single = 1;
+	my $maybe = 0;
 	if ($mode eq 'multi')
 	{
 		$acc->{adm_lo} += $o->{notices};
 		return if $kind eq 'ok';
+		# the statement that failed ran under the slot its transaction kept
+		return if $opt{fail_held} && $kind eq 'exec';
 		$single = 0;
+	}
+	elsif ($mode eq 'maybe')
+	{
+		$maybe = 1;
 	}
 	elsif ($mode ne 'one')
 	{
 		return;
 	}
 	$acc->{attempts}++;
-	if ($kind eq 'ok' || $kind eq 'exec') { $acc->{adm_lo}++; }
+	if ($kind eq 'ok' || $kind eq 'exec') { $acc->{ $maybe ? 'amb' : 'adm_lo' }++; }
 	elsif ($kind eq 'full') { $acc->{full}++; }
 	elsif ($kind eq 'qto') { $acc->{qto}++; }
 	elsif ($kind eq 'st')
@@ -400,7 +531,7 @@ sub account
 		# the queue, unless the queue timeout ends every wait well before.
 		my $st = $self->{st_ms};
 		my $qt = $self->{qt_ms};
-		if ($late)
+		if ($late || $maybe)
 		{
 			# maybe the previous statement's, reported here: it may have
 			# hit this one anywhere, in the queue too
@@ -662,18 +793,19 @@ sub op_hot
 	$self->sql('BEGIN', 'none') or return;
 	$self->sql("SET LOCAL lock_timeout = '${lt}ms'", 'none')
 	  or return $self->abort_txn;
-	$self->sql("UPDATE soak_hot SET v = v + 1 WHERE id = $k", 'one')
+	$self->sql("UPDATE soak_hot SET v = v + 1 WHERE id = $k", 'gated',
+		writes => 1)
 	  or return $self->abort_txn;
 	if (rand() < 0.3)
 	{
 		my $k2 = 1 + int(rand(HOT_ROWS));
 		my $nowait = rand() < 0.3 ? ' NOWAIT' : '';
 		$self->sql("SELECT v FROM soak_hot WHERE id = $k2 FOR UPDATE$nowait",
-			'one')
+			'gated', writes => 1)
 		  or return $self->abort_txn;
 	}
 	my $s = rand() < 0.7 ? short_sleep() : rand_sleep();
-	$self->sql("SELECT pg_sleep($s)", 'one') or return $self->abort_txn;
+	$self->sql("SELECT pg_sleep($s)", 'gated') or return $self->abort_txn;
 	if (rand() < 0.2) { $self->sql('ROLLBACK', 'none'); }
 	else { $self->sql('COMMIT', 'none'); }
 	return;
@@ -683,7 +815,7 @@ sub op_savepoint
 {
 	my ($self) = @_;
 	$self->sql('BEGIN', 'none') or return;
-	$self->sql('SELECT pg_sleep(' . short_sleep() . ')', 'one')
+	$self->sql('SELECT pg_sleep(' . short_sleep() . ')', 'gated')
 	  or return $self->abort_txn;
 	$self->sql('SAVEPOINT s1', 'none') or return $self->abort_txn;
 	my $r = rand();
@@ -691,7 +823,7 @@ sub op_savepoint
 		$r < 0.3 ? 'SELECT 1 / (random() * 0)::int'
 	  : $r < 0.4 ? 'SELEC 2'
 	  :            'SELECT pg_sleep(' . rand_sleep() . ')';
-	my $ok = $self->sql($inner, 'one');
+	my $ok = $self->sql($inner, 'gated');
 	return if $self->{lost};
 	if (!$ok || rand() < 0.5)
 	{
@@ -702,7 +834,7 @@ sub op_savepoint
 	{
 		$self->sql('RELEASE SAVEPOINT s1', 'none') or return $self->abort_txn;
 	}
-	$self->sql('SELECT count(*) FROM soak_hot', 'one') or return $self->abort_txn;
+	$self->sql('SELECT count(*) FROM soak_hot', 'gated') or return $self->abort_txn;
 	$self->sql('COMMIT', 'none');
 	return;
 }
@@ -720,19 +852,20 @@ sub op_cursor
 		$self->sql('SAVEPOINT s1', 'none') or return $self->abort_txn;
 		my $ok = $self->sql(
 			"DECLARE c1 CURSOR FOR SELECT g FROM generate_series(1, $n) g",
-			'one');
+			'gated');
 		return if $self->{lost};
 		$ok &&= $self->sql('FETCH 100 FROM c1', 'held');
 		return if $self->{lost};
 		$self->sql('ROLLBACK TO SAVEPOINT s1', 'none') or return $self->abort_txn;
-		# the slot went with the subtransaction
-		$self->sql('SELECT pg_sleep(' . short_sleep() . ')', 'one')
+		# the slot went with the subtransaction (scope 'transaction':
+		# it is kept)
+		$self->sql('SELECT pg_sleep(' . short_sleep() . ')', 'gated')
 		  or return $self->abort_txn;
 		$self->sql('COMMIT', 'none');
 		return;
 	}
 	$self->sql("DECLARE c1 CURSOR FOR SELECT g FROM generate_series(1, $n) g",
-		'one')
+		'gated')
 	  or return $self->abort_txn;
 	$self->sql('FETCH 100 FROM c1', 'held') or return $self->abort_txn;
 	$self->sql('SELECT pg_sleep(' . short_sleep() . ')', 'held')
@@ -741,7 +874,7 @@ sub op_cursor
 	if ($r < 0.3)
 	{
 		$self->sql('CLOSE c1', 'none') or return $self->abort_txn;
-		$self->sql('SELECT count(*) FROM soak_hot', 'one')
+		$self->sql('SELECT count(*) FROM soak_hot', 'gated')
 		  or return $self->abort_txn;
 	}
 	elsif ($r < 0.55)
@@ -774,16 +907,186 @@ sub op_cursor
 	return;
 }
 
+# Write transactions on the hot rows: several clients update the same few
+# rows in random order in transactions of several statements, with
+# savepoints that fail (lock timeout, deadlock, an error) and are rolled
+# back or released, and short pauses while the slot is kept.  From the
+# first UPDATE on, the transaction keeps its slot: nothing after it queues.
+sub op_write_txn
+{
+	my ($self) = @_;
+	my $lt = 50 + int(rand(400));
+	$self->sql('BEGIN', 'none') or return;
+	$self->sql("SET LOCAL lock_timeout = '${lt}ms'", 'none')
+	  or return $self->abort_txn;
+	if (rand() < 0.4)
+	{
+		# a read first: in scope 'statement' it returns its slot
+		$self->sql('SELECT sum(v) FROM soak_hot', 'gated')
+		  or return $self->abort_txn;
+	}
+	my $k = 1 + int(rand(HOT_ROWS));
+	$self->sql("UPDATE soak_hot SET v = v + 1 WHERE id = $k", 'gated', writes => 1)
+	  or return $self->abort_txn;
+	for my $i (1 .. 1 + int(rand(4)))
+	{
+		my $r = rand();
+		my $k2 = 1 + int(rand(HOT_ROWS));
+		if ($r < 0.3)
+		{
+			$self->sql("UPDATE soak_hot SET v = v + 1 WHERE id = $k2", 'gated',
+				writes => 1)
+			  or return $self->abort_txn;
+		}
+		elsif ($r < 0.65)
+		{
+			my $sp = "w$i";
+			$self->sql("SAVEPOINT $sp", 'none') or return $self->abort_txn;
+			my $ok = $self->sql("UPDATE soak_hot SET v = v + 1 WHERE id = $k2",
+				'gated', writes => 1);
+			return if $self->{lost};
+			$ok = $self->sql('SELECT 1 / (random() * 0)::int', 'gated')
+			  if $ok && rand() < 0.25;
+			return if $self->{lost};
+			if (!$ok || rand() < 0.5)
+			{
+				# the slot stays kept
+				$self->sql("ROLLBACK TO SAVEPOINT $sp", 'none')
+				  or return $self->abort_txn;
+			}
+			else
+			{
+				$self->sql("RELEASE SAVEPOINT $sp", 'none')
+				  or return $self->abort_txn;
+			}
+		}
+		elsif ($r < 0.85)
+		{
+			# idle in transaction, keeping the slot
+			$self->pause(rand(0.08));
+		}
+		else
+		{
+			$self->sql('SELECT pg_sleep(' . short_sleep() . ')', 'gated')
+			  or return $self->abort_txn;
+		}
+	}
+	if (rand() < 0.2) { $self->sql('ROLLBACK', 'none'); }
+	else { $self->sql('COMMIT', 'none'); }
+	return;
+}
+
+# Idle in a transaction that keeps a slot ('idle in transaction' in
+# dbgate.backends, counted in active).  With an idle_in_transaction_timeout
+# (the budget's, or the session's own) some pauses are longer than it: the
+# session must be ended with FATAL 25P03 before the next statement runs.
+# Meanwhile SHOW reports the session's own idle timeout, not the budget's.
+sub op_idle
+{
+	my ($self) = @_;
+	my $limit = $self->{idle_limit_ms};
+	$self->sql('BEGIN', 'none') or return;
+	if ($self->{scope} ne 'transaction' || rand() < 0.5)
+	{
+		my $k = 1 + int(rand(HOT_ROWS));
+		my $lt = 50 + int(rand(300));
+		$self->sql("SET LOCAL lock_timeout = '${lt}ms'", 'none')
+		  or return $self->abort_txn;
+		$self->sql("UPDATE soak_hot SET v = v + 1 WHERE id = $k", 'gated',
+			writes => 1)
+		  or return $self->abort_txn;
+	}
+	else
+	{
+		$self->sql('SELECT count(*) FROM soak_hot', 'gated')
+		  or return $self->abort_txn;
+	}
+	my $long = $limit > 0 && rand() < 0.3;
+	my $kept = $self->{kept} eq '1';
+	my $short_max = !$limit ? 300 : $limit / 3 < 150 ? $limit / 3 : 150;
+	# (well beyond the limit: the server's timer must have fired, even on
+	# a busy machine, before the next statement arrives)
+	my $ms = $long ? $limit + 700 + rand(500) : rand($short_max);
+	$self->pause($ms / 1000);
+	if (!$long && rand() < 0.3)
+	{
+		my $sh = $self->sql_value('SHOW idle_in_transaction_session_timeout');
+		return if $self->{lost};
+		$self->fail("SHOW idle_in_transaction_session_timeout is $sh while the "
+			  . "transaction keeps a slot; the session set $self->{own_idle_ms} ms")
+		  if defined $sh && to_ms($sh) != $self->{own_idle_ms};
+	}
+	my $ok = $self->sql('SELECT count(*) FROM soak_hot', 'gated');
+	# Not judged when the slot may never have been taken: dbgate.enabled
+	# was off for a moment, or (soak_c) the role had no budget or the
+	# budget did not exist when the transaction began.
+	if ($long && $kept && ($self->{class} eq 'c' || $self->gate_toggled))
+	{
+		$self->{tot}{idle_long_excused}++;
+	}
+	elsif ($long && $kept)
+	{
+		my $kind = $self->{last}{kind} // '';
+		if ($ok)
+		{
+			$self->fail(sprintf(
+				'a session idle in a transaction that keeps a slot for %.0f ms '
+				  . 'survived (idle limit %d ms)', $ms, $limit));
+		}
+		elsif ($kind eq 'idle') { $self->{tot}{idle_long_ended}++; }
+		elsif ($kind eq 'lost') { $self->{tot}{idle_long_lost}++; }
+		else
+		{
+			$self->fail(sprintf('after a pause of %.0f ms in a transaction: %s (%s) %s',
+				$ms, $kind, $self->{last}{state} // '', $self->{last}{msg} // ''));
+		}
+	}
+	return if $self->{lost};
+	return $self->abort_txn unless $ok;
+	if (rand() < 0.3) { $self->sql('ROLLBACK', 'none'); }
+	else { $self->sql('COMMIT', 'none'); }
+	return;
+}
+
+# Client-side pause inside a transaction.
+sub pause
+{
+	my ($self, $s) = @_;
+	$self->{tot}{idle_pauses}++;
+	sleep $s if $s > 0;
+	return 1;
+}
+
+# The first column of a one-row result of a statement that is not gated.
+sub sql_value
+{
+	my ($self, $sql) = @_;
+	return undef if $self->{lost} || !$self->{dbh};
+	my $o = { sql => $sql, t0 => time };
+	$self->{tot}{statements}++;
+	my $r = $self->{dbh}->selectrow_arrayref($sql);
+	if ($r) { $o->{ok} = 1; }
+	else { $self->collect_error($o); }
+	$o->{elapsed_ms} = (time - $o->{t0}) * 1000;
+	$self->account($o, 'none');
+	$self->track_txn($o, 'none');
+	$self->{last} = $o;
+	return $r ? $r->[0] : undef;
+}
+
 sub op_do_block
 {
 	my ($self) = @_;
+	my $txn_scope = $self->{scope} eq 'transaction';
 	my $k = 1 + int(rand(4));
 	my $body = '';
+	my $kept = 0;    # the block's current transaction keeps a slot
 	for my $i (1 .. $k)
 	{
 		if (rand() < 0.2)
 		{
-			# admitted, fails, caught: the subtransaction abort returns the slot
+			# admitted, fails, caught: the subtransaction abort returns the
+			# slot (scope 'transaction': keeps it)
 			$body .= 'BEGIN PERFORM 1 / (random() * 0)::int; '
 			  . 'EXCEPTION WHEN division_by_zero THEN NULL; END; ';
 		}
@@ -791,11 +1094,25 @@ sub op_do_block
 		{
 			$body .= 'PERFORM pg_sleep(' . short_sleep() . '); ';
 		}
-		$body .= "RAISE NOTICE 'soak_step'; ";
-		$body .= 'COMMIT; ' if rand() < 0.5;
+		# in scope 'transaction' only the first gated statement of each
+		# transaction of the block is an admission
+		$body .= ($txn_scope && $kept)
+		  ? "RAISE NOTICE 'soak_held'; "
+		  : "RAISE NOTICE 'soak_step'; ";
+		$kept = 1;
+		if (rand() < 0.5)
+		{
+			$body .= 'COMMIT; ';
+			$kept = 0;
+		}
 	}
-	$body .= 'PERFORM 1 / (random() * 0)::int; ' if rand() < 0.2;
-	$self->sql("DO \$\$BEGIN $body END\$\$", 'multi');
+	my $fail_held = 0;
+	if (rand() < 0.2)
+	{
+		$body .= 'PERFORM 1 / (random() * 0)::int; ';
+		$fail_held = $txn_scope && $kept;
+	}
+	$self->sql("DO \$\$BEGIN $body END\$\$", 'multi', fail_held => $fail_held);
 	return;
 }
 
@@ -883,7 +1200,7 @@ sub op_parallel
 	$self->sql('BEGIN', 'none') or return;
 	$self->sql("SET LOCAL $force = on", 'none')
 	  or return $self->abort_txn;
-	$self->sql("SELECT count(*) FROM soak_hot, generate_series(1, $n) g", 'one')
+	$self->sql("SELECT count(*) FROM soak_hot, generate_series(1, $n) g", 'gated')
 	  or return $self->abort_txn;
 	$self->sql('COMMIT', 'none');
 	return;
@@ -896,9 +1213,10 @@ sub op_ctas
 	$self->sql(
 		'CREATE TEMP TABLE soak_t ON COMMIT DROP AS '
 		  . 'SELECT g FROM generate_series(1, 500) g',
-		'one'
+		'gated', writes => 1
 	) or return $self->abort_txn;
-	$self->sql('SELECT count(*) FROM soak_t', 'one') or return $self->abort_txn;
+	# the new table gave the transaction an ID: the slot is kept
+	$self->sql('SELECT count(*) FROM soak_t', 'gated') or return $self->abort_txn;
 	$self->sql('COMMIT', 'none');
 	return;
 }

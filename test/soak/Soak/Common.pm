@@ -72,6 +72,9 @@ sub error_parts
 
 # classify_error(STATE, ERRSTR) -> what a client can tell about a failed
 # statement:
+#   idle     25P03: the session was ended while idle in a transaction
+#            (idle_in_transaction_timeout, the budget's or its own); the
+#            statement never ran
 #   lost     the connection is gone (terminated, crash, our own disconnect)
 #   full     53300 "budget ... is full": rejected at arrival
 #   qto      53300 "timed out waiting": rejected by the queue timeout
@@ -86,6 +89,9 @@ sub classify_error
 	my ($state, $errstr) = @_;
 	$state //= '';
 	$errstr //= '';
+	return 'idle'
+	  if $state eq '25P03'
+	  || $errstr =~ /terminating connection due to idle-in-transaction timeout/;
 	return 'lost'
 	  if $state =~ /^(08|57P0)/
 	  || $errstr =~ /server closed the connection|no connection to the server|connection to server was lost|could not send data|could not receive data|terminating connection/;
