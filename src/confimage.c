@@ -33,7 +33,7 @@ dbgate_image_init(DbgateConfig *config)
 #define INDEX_MIN_ENTRIES	32
 
 static void
-oidindex_drop(DbgateOidIndex *index)
+oid_index_drop(DbgateOidIndex *index)
 {
 	if (index->slots)
 		pfree(index->slots);
@@ -50,8 +50,8 @@ dbgate_image_free(DbgateConfig *config)
 		pfree(config->roles);
 	if (config->dbs)
 		pfree(config->dbs);
-	oidindex_drop(&config->role_index);
-	oidindex_drop(&config->db_index);
+	oid_index_drop(&config->role_index);
+	oid_index_drop(&config->db_index);
 	dbgate_image_init(config);
 }
 
@@ -73,7 +73,7 @@ slot_of(const DbgateOidIndex *index, Oid oid)
 }
 
 static void
-oidindex_insert(DbgateOidIndex *index, Oid oid, int pos)
+oid_index_insert(DbgateOidIndex *index, Oid oid, int pos)
 {
 	uint32		j = slot_of(index, oid);
 
@@ -84,25 +84,25 @@ oidindex_insert(DbgateOidIndex *index, Oid oid, int pos)
 
 /* Build the index of n elements, in the memory context of the array. */
 static void
-oidindex_build(DbgateOidIndex *index, const void *base, Size stride, int n)
+oid_index_build(DbgateOidIndex *index, const void *base, Size stride, int n)
 {
 	uint32		size = 64;
 	int			i;
 
 	while (size < (uint32) n * 2)
 		size *= 2;
-	oidindex_drop(index);
+	oid_index_drop(index);
 	index->slots = MemoryContextAllocExtended(GetMemoryChunkContext((void *) base),
 											  sizeof(int32) * (Size) size,
 											  MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 	index->mask = size - 1;
 	for (i = 0; i < n; i++)
-		oidindex_insert(index, oid_at(base, stride, i), i);
+		oid_index_insert(index, oid_at(base, stride, i), i);
 }
 
 /* The slot holding 'oid', or -1. */
 static int64
-oidindex_slot(const DbgateOidIndex *index, const void *base, Size stride, Oid oid)
+oid_index_slot(const DbgateOidIndex *index, const void *base, Size stride, Oid oid)
 {
 	uint32		j = slot_of(index, oid);
 
@@ -117,7 +117,7 @@ oidindex_slot(const DbgateOidIndex *index, const void *base, Size stride, Oid oi
 
 /* Empty slot j, moving later entries of its probe run back. */
 static void
-oidindex_delete_slot(DbgateOidIndex *index, const void *base, Size stride, uint32 j)
+oid_index_delete_slot(DbgateOidIndex *index, const void *base, Size stride, uint32 j)
 {
 	uint32		k = j;
 
@@ -157,37 +157,37 @@ find_oid(DbgateOidIndex *index, const void *base, Size stride, int n, Oid oid)
 		return -1;
 	}
 	if (index->slots == NULL)
-		oidindex_build(index, base, stride, n);
-	j = oidindex_slot(index, base, stride, oid);
+		oid_index_build(index, base, stride, n);
+	j = oid_index_slot(index, base, stride, oid);
 	return j < 0 ? -1 : index->slots[j] - 1;
 }
 
 /* The element at n - 1 was just appended. */
 static void
-oidindex_added(DbgateOidIndex *index, const void *base, Size stride, int n)
+oid_index_added(DbgateOidIndex *index, const void *base, Size stride, int n)
 {
 	if (index->slots == NULL)
 		return;
 	if ((uint32) n * 2 > index->mask + 1)
-		oidindex_drop(index);		/* rebuilt larger when next needed */
+		oid_index_drop(index);		/* rebuilt larger when next needed */
 	else
-		oidindex_insert(index, oid_at(base, stride, n - 1), n - 1);
+		oid_index_insert(index, oid_at(base, stride, n - 1), n - 1);
 }
 
 /* The element at i is about to be replaced by the last one (n - 1). */
 static void
-oidindex_removing(DbgateOidIndex *index, const void *base, Size stride, int n, int i)
+oid_index_removing(DbgateOidIndex *index, const void *base, Size stride, int n, int i)
 {
 	int64		j;
 
 	if (index->slots == NULL)
 		return;
-	j = oidindex_slot(index, base, stride, oid_at(base, stride, i));
+	j = oid_index_slot(index, base, stride, oid_at(base, stride, i));
 	Assert(j >= 0);
-	oidindex_delete_slot(index, base, stride, (uint32) j);
+	oid_index_delete_slot(index, base, stride, (uint32) j);
 	if (i != n - 1)
 	{
-		j = oidindex_slot(index, base, stride, oid_at(base, stride, n - 1));
+		j = oid_index_slot(index, base, stride, oid_at(base, stride, n - 1));
 		Assert(j >= 0);
 		index->slots[j] = i + 1;
 	}
@@ -297,19 +297,19 @@ dbgate_image_add_role(DbgateConfig *config, Oid roleid, const char *budget)
 	{
 		config->roles = grow_array(config->roles, &config->maxroles,
 								   sizeof(DbgateRoleConf));
-		oidindex_drop(&config->role_index);	/* the array moved */
+		oid_index_drop(&config->role_index);	/* the array moved */
 	}
 	r = &config->roles[config->nroles++];
 	r->roleid = roleid;
 	strlcpy(r->budget, budget, NAMEDATALEN);
-	oidindex_added(&config->role_index, config->roles, sizeof(DbgateRoleConf),
+	oid_index_added(&config->role_index, config->roles, sizeof(DbgateRoleConf),
 				config->nroles);
 }
 
 void
 dbgate_image_remove_role(DbgateConfig *config, int i)
 {
-	oidindex_removing(&config->role_index, config->roles, sizeof(DbgateRoleConf),
+	oid_index_removing(&config->role_index, config->roles, sizeof(DbgateRoleConf),
 				   config->nroles, i);
 	config->roles[i] = config->roles[--config->nroles];
 }
@@ -323,19 +323,19 @@ dbgate_image_add_db(DbgateConfig *config, Oid dbid, const char *budget)
 	{
 		config->dbs = grow_array(config->dbs, &config->maxdbs,
 								 sizeof(DbgateDbConf));
-		oidindex_drop(&config->db_index);	/* the array moved */
+		oid_index_drop(&config->db_index);	/* the array moved */
 	}
 	d = &config->dbs[config->ndbs++];
 	d->dbid = dbid;
 	strlcpy(d->budget, budget, NAMEDATALEN);
-	oidindex_added(&config->db_index, config->dbs, sizeof(DbgateDbConf),
+	oid_index_added(&config->db_index, config->dbs, sizeof(DbgateDbConf),
 				config->ndbs);
 }
 
 void
 dbgate_image_remove_db(DbgateConfig *config, int i)
 {
-	oidindex_removing(&config->db_index, config->dbs, sizeof(DbgateDbConf),
+	oid_index_removing(&config->db_index, config->dbs, sizeof(DbgateDbConf),
 				   config->ndbs, i);
 	config->dbs[i] = config->dbs[--config->ndbs];
 }
