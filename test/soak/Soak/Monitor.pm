@@ -47,7 +47,8 @@ SELECT extract(epoch FROM clock_timestamp()),
                  extract(epoch FROM b.state_since),
                  coalesce(b.queue_position::text, ''),
                  coalesce(extract(epoch FROM a.xact_start)::text, ''),
-                 coalesce(a.state, '')), ';'), '')
+                 coalesce(a.state, ''),
+                 CASE WHEN a.backend_xid IS NOT NULL THEN 1 ELSE 0 END), ';'), '')
           FROM dbgate.backends b LEFT JOIN pg_stat_activity a ON a.pid = b.pid)
 SQL
 
@@ -77,7 +78,8 @@ our %B = (
 	since => 4,
 	position => 5,
 	xact_start => 6,
-	pstate => 7);
+	pstate => 7,
+	has_xid => 8);
 
 # read_rows(TEXT) -> [[field, ...], ...]; empty fields are undef.
 sub read_rows
