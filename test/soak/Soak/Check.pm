@@ -15,9 +15,11 @@
 #     (pg_stat_activity.xact_start) at an earlier state_since, or was not
 #     seen in the previous sample;
 #   - 0 <= idle_in_transaction <= active;
-#   - a transaction that keeps its slot never queues again: in a budget of
-#     scope 'statement' no backend whose transaction holds a transaction ID
-#     (pg_stat_activity.backend_xid) is queued, in one of scope
+#   - a transaction that keeps its slot never queues again: no backend is
+#     queued in a transaction in which it was seen holding a slot while the
+#     transaction held a transaction ID (pg_stat_activity.backend_xid; a
+#     transaction may get one before its first gated statement, CREATE
+#     TEMP TABLE ... AS for one, and then queue for it), in a budget of
 #     'transaction' no backend is queued in a transaction in which it was
 #     seen idle in transaction (except while dbgate.enabled was turned off
 #     and on: a statement that ran ungated took no slot); and a slot is
@@ -95,6 +97,7 @@ sub check_samples
 	my %lh_hist;    # same key -> [[t, admitted_lock_holder], ...]
 	my %held_from;  # "pid@xact_start" -> earliest time its slot may date from
 	my %kept_in;    # "pid@xact_start" -> when it was seen keeping a slot
+	my %xid_held;   # "pid@xact_start" -> when seen holding a slot with an ID
 	# did dbgate.enabled go off and on while a transaction begun at xs ran?
 	my $gate_excuse = sub {
 		my ($xs, $t) = @_;
@@ -131,9 +134,11 @@ sub check_samples
 			if ($since <= $t && defined $xs && $scope ne '')
 			{
 				my $k = "$pid\@$xs";
-				if ($state eq 'idle in transaction')
+				if ($state ne 'queued')
 				{
-					$kept_in{$k} //= $t if $scope eq 'transaction';
+					$kept_in{$k} //= $t
+					  if $scope eq 'transaction' && $state eq 'idle in transaction';
+					$xid_held{$k} //= $t if $has_xid;
 				}
 				elsif ($state eq 'queued' && !$gate_excuse->($xs, $t))
 				{
@@ -144,8 +149,11 @@ sub check_samples
 							$pid, $budget, $kept_in{$k}))
 					  if defined $kept_in{$k};
 					$viol->($t,
-						"backend $pid queued in $budget although its transaction holds a transaction ID"
-					) if $has_xid;
+						sprintf(
+							'backend %d queued in %s in the transaction in which it held a slot '
+							  . 'with a transaction ID (seen at %.3f)',
+							$pid, $budget, $xid_held{$k}))
+					  if defined $xid_held{$k};
 				}
 			}
 			$viol->($t, "pid $pid has two rows in dbgate.backends")
