@@ -348,6 +348,7 @@ my %epoch_max;      # epoch -> budget -> field -> highest value in effect
 my @epoch_status;   # epoch -> status rows just before the crash
 my @crash_checks;   # epoch -> list of problems found after the restart
 my @restart_seconds;
+my @gate_windows;   # [t_off, t_on] of each time dbgate.enabled went off
 
 # every fault and change, with the time, for reading after a failure
 open(my $events, '>', "$dir/events.log") or die "events.log: $!";
@@ -706,6 +707,7 @@ sub gate_off_and_on
 	adm('SELECT pg_reload_conf()');
 	# until every backend has reloaded, some still run ungated
 	write_gate($t0, time + 0.5);
+	push @gate_windows, [ $t0, time + 0.5 ];
 	fault('dbgate.enabled off and on');
 	return;
 }
@@ -1022,6 +1024,8 @@ my $mon = check_samples(
 	max_age => 30,
 	lh_window => 15,
 	fair => { soak_a => 1, soak_d => 1 },
+	scope => \%SCOPE,
+	gate_windows => \@gate_windows,
 	starve_limit => 2);
 ok($mon->{samples} > $load_seconds * 5, "the monitor took samples ($mon->{samples})");
 ok($mon->{nviolations} == 0, 'every sample of dbgate.status and dbgate.backends is possible')

@@ -15,11 +15,18 @@
 #     (pg_stat_activity.xact_start) at an earlier state_since, or was not
 #     seen in the previous sample;
 #   - 0 <= idle_in_transaction <= active;
-#   - a transaction that kept its slot (seen 'idle in transaction') never
-#     queues again, and a slot is never kept by a backend that is outside a
-#     transaction (pg_stat_activity.state 'idle'): both judged only on rows
-#     whose state began before the sample time, which is taken before
-#     pg_stat_activity is read;
+#   - a transaction that keeps its slot never queues again: no backend is
+#     queued in a transaction in which it was seen holding a slot while the
+#     transaction held a transaction ID (pg_stat_activity.backend_xid; a
+#     transaction may get one before its first gated statement, CREATE
+#     TEMP TABLE ... AS for one, and then queue for it), in a budget of
+#     'transaction' no backend is queued in a transaction in which it was
+#     seen idle in transaction (except while dbgate.enabled was turned off
+#     and on: a statement that ran ungated took no slot); and a slot is
+#     never held idle by a backend that is outside a transaction
+#     (pg_stat_activity.state 'idle').  Judged only on rows whose state
+#     began before the sample time, which is taken before pg_stat_activity
+#     is read;
 #   - counters never decrease while stats_reset stays the same;
 #   - limits never show a value that was only set in a rolled-back
 #     transaction;
@@ -56,7 +63,9 @@ my @COUNTERS = qw(admitted admitted_after_wait rejected_full rejected_timeout
 #   budgets => { budget => 1 }, may_vanish => { budget => 1 },
 #   sentinels => { budget => { column => value } }, queued_age => { budget =>
 #   seconds }, idle_age => { budget => seconds }, max_age => seconds,
-#   lh_window => seconds, fair => { budget => 1 }, starve_limit => seconds)
+#   lh_window => seconds, fair => { budget => 1 }, starve_limit => seconds,
+#   scope => { budget => 'statement' or 'transaction' } (the budgets whose
+#   scope never changes), gate_windows => [[t_off, t_on], ...])
 # may_vanish: budgets that are dropped and created during the run, whose
 # backends rows may appear in a sample whose status rows miss the budget.
 # Returns a hash: samples, violations (list, the first 30), nviolations,
@@ -88,6 +97,12 @@ sub check_samples
 	my %lh_hist;    # same key -> [[t, admitted_lock_holder], ...]
 	my %held_from;  # "pid@xact_start" -> earliest time its slot may date from
 	my %kept_in;    # "pid@xact_start" -> when it was seen keeping a slot
+	my %xid_held;   # "pid@xact_start" -> when seen holding a slot with an ID
+	# did dbgate.enabled go off and on while a transaction begun at xs ran?
+	my $gate_excuse = sub {
+		my ($xs, $t) = @_;
+		return scalar grep { $_->[0] <= $t && $_->[1] + 2 >= $xs } @{ $p{gate_windows} // [] };
+	};
 	my $prev_t;
 
 	open(my $fh, '<', $p{file}) or die "$p{file}: $!";
@@ -106,8 +121,8 @@ sub check_samples
 		my (%rows, %pids, %held_now);
 		for my $b (@$backends)
 		{
-			my ($pid, $role, $budget, $state, $since, $pos, $xs, $pstate, $xid) =
-			  @$b[ @B{qw(pid role budget state since position xact_start pstate xid)} ];
+			my ($pid, $role, $budget, $state, $since, $pos, $xs, $pstate, $has_xid) =
+			  @$b[ @B{qw(pid role budget state since position xact_start pstate has_xid)} ];
 			# in this state since before the sample time, so already when
 			# pg_stat_activity was read: what that shows of the backend is of
 			# the same state
@@ -115,23 +130,30 @@ sub check_samples
 			  if $since <= $t
 			  && $state eq 'idle in transaction'
 			  && ($pstate // '') eq 'idle';
-			if ($since <= $t && defined $xs)
+			my $scope = $p{scope}{$budget} // '';
+			if ($since <= $t && defined $xs && $scope ne '')
 			{
 				my $k = "$pid\@$xs";
-				# kept by the scope rule for certain: the transaction holds an
-				# ID (a slot held idle by an open cursor of a read-only
-				# transaction is returned when the cursor closes)
-				if ($state eq 'idle in transaction' && ($xid // '') eq 'x')
+				if ($state ne 'queued')
 				{
-					$kept_in{$k} //= $t;
+					$kept_in{$k} //= $t
+					  if $scope eq 'transaction' && $state eq 'idle in transaction';
+					$xid_held{$k} //= $t if $has_xid;
 				}
-				elsif ($state eq 'queued' && defined $kept_in{$k})
+				elsif ($state eq 'queued' && !$gate_excuse->($xs, $t))
 				{
 					$viol->($t,
 						sprintf(
 							'backend %d queued in %s in the transaction in which it kept a slot '
 							  . '(seen idle in transaction at %.3f)',
-							$pid, $budget, $kept_in{$k}));
+							$pid, $budget, $kept_in{$k}))
+					  if defined $kept_in{$k};
+					$viol->($t,
+						sprintf(
+							'backend %d queued in %s in the transaction in which it held a slot '
+							  . 'with a transaction ID (seen at %.3f)',
+							$pid, $budget, $xid_held{$k}))
+					  if defined $xid_held{$k};
 				}
 			}
 			$viol->($t, "pid $pid has two rows in dbgate.backends")

@@ -48,7 +48,7 @@ SELECT extract(epoch FROM clock_timestamp()),
                  coalesce(b.queue_position::text, ''),
                  coalesce(extract(epoch FROM a.xact_start)::text, ''),
                  coalesce(a.state, ''),
-                 CASE WHEN a.backend_xid IS NOT NULL THEN 'x' ELSE '' END), ';'), '')
+                 CASE WHEN a.backend_xid IS NOT NULL THEN 1 ELSE 0 END), ';'), '')
           FROM dbgate.backends b LEFT JOIN pg_stat_activity a ON a.pid = b.pid)
 SQL
 
@@ -79,7 +79,7 @@ our %B = (
 	position => 5,
 	xact_start => 6,
 	pstate => 7,
-	xid => 8);    # 'x' when the transaction holds a transaction ID
+	has_xid => 8);
 
 # read_rows(TEXT) -> [[field, ...], ...]; empty fields are undef.
 sub read_rows
