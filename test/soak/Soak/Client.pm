@@ -387,9 +387,19 @@ sub sql
 	$self->account($o, $mode, %opt);
 	$self->track_txn($o, $mode, %opt);
 	$self->{last} = $o;
-	# a failed COMMIT may leave the transaction open and failed
-	$self->sql('ROLLBACK', 'none')
-	  if !$o->{ok} && !$self->{lost} && $sql eq 'COMMIT';
+	# A COMMIT or ROLLBACK that failed before it ran (canceled, or hit by
+	# a statement timeout that ran out as the previous statement ended and
+	# is reported in the next one) leaves the transaction open, and failed
+	# now: roll back until the server has ended it.  After a statement
+	# that found its transaction failed (a client bug, reported above)
+	# the same puts client and server in step again.
+	if (!$o->{ok} && !$self->{lost}
+		&& ($sql =~ /^(COMMIT|ROLLBACK)$/ || $o->{kind} eq 'aborted'))
+	{
+		my $depth = $opt{rollback_depth} // 0;
+		$self->sql('ROLLBACK', 'none', rollback_depth => $depth + 1)
+		  if $depth < 5;
+	}
 	return $o->{ok} ? 1 : 0;
 }
 
@@ -474,7 +484,8 @@ sub account
 	$self->check_rejection($o, $mode) if $kind eq 'full' || $kind eq 'qto';
 	$self->fail("unexpected error ($o->{state}) for: $o->{sql}: $o->{msg}")
 	  if $kind eq 'other';
-	$self->fail("statement in a failed transaction: $o->{sql}")
+	$self->fail("statement in a failed transaction: $o->{sql}; last statements: "
+		  . join(' | ', @$h))
 	  if $kind eq 'aborted';
 	$self->check_timeout($o, $mode, $late)
 	  if $kind eq 'st' && $mode ne 'held' && $mode ne 'maybe';
