@@ -35,7 +35,10 @@
  *	  scope 'transaction'	the slot is kept
  * A kept slot is returned when the top-level transaction ends (commit,
  * abort -- also by error, cancel, timeout or terminate --, PREPARE
- * TRANSACTION) or the backend exits.  While kept, further statements of
+ * TRANSACTION) or the backend exits.  A commit or prepare returns it at
+ * its start (XACT_EVENT_PRE_COMMIT / PRE_PREPARE, when no statement can
+ * run any more), not after the WAL flush: the flush, a synchronous
+ * standby and the release of the locks are waited for without a slot.  While kept, further statements of
  * the transaction run under it and never queue: a transaction that holds
  * row locks never waits in a queue behind statements that wait for those
  * locks.  The budget's idle_in_transaction_timeout applies while a slot is

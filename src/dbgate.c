@@ -436,8 +436,22 @@ dbgate_xact_callback(XactEvent event, void *arg)
 	if (dbgate_config_busy)
 		dbgate_config_xact_callback(event);
 
+	/*
+	 * A slot goes back as soon as the transaction can run nothing more:
+	 * at PRE_COMMIT (deferred triggers have fired and portals are closed),
+	 * before the commit record is written and flushed and before a
+	 * synchronous standby is waited for.  A budget so caps the work of
+	 * its transactions, not the commits in flight: commits of many
+	 * transactions still share one WAL flush.  The transaction's locks
+	 * are released a little later, after the flush; a statement admitted
+	 * meanwhile that needs one of them waits for a commit that needs no
+	 * slot, never for a queue.  If the commit fails after PRE_COMMIT, the
+	 * abort finds the slot returned already.
+	 */
 	switch (event)
 	{
+		case XACT_EVENT_PRE_COMMIT:
+		case XACT_EVENT_PRE_PREPARE:
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PREPARE:
