@@ -14,7 +14,8 @@ OBJS = \
 	src/sqlfuncs.o \
 	src/status.o \
 	src/parallel.o \
-	src/utility.o
+	src/utility.o \
+	src/waitsnap.o
 
 EXTENSION = dbgate
 DATA = sql/dbgate--1.0.sql sql/dbgate--1.0--1.1.sql

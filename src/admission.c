@@ -1180,7 +1180,8 @@ admit_shadow(DbgateBudget *b, const DbgateLookup *lk, const Limits *l,
  * the queue is, and queue or reject.  Throws 53300 when the budget is full.
  */
 static pg_noinline AdmitResult
-admit_slow(const DbgateLookup *lk, bool utility, TimestampTz now)
+admit_slow(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
+		   TimestampTz now)
 {
 	DbgateBudget *b = budget_entry(lk->budget);
 	LWLock	   *lock = dbgate_budget_lock(lk->budget);
@@ -1188,6 +1189,8 @@ admit_slow(const DbgateLookup *lk, bool utility, TimestampTz now)
 	QueueWait	q;
 	uint64		old;
 	WaitStep	step;
+	bool		proceed;
+	bool		snap_released;
 
 	LWLockAcquire(lock, LW_EXCLUSIVE);
 	if (unlikely(!b->in_use || b->incarnation != lk->incarnation))
@@ -1268,8 +1271,13 @@ admit_slow(const DbgateLookup *lk, bool utility, TimestampTz now)
 	q.wake = -1;
 	q.same = true;
 
+	/* no snapshot held back while we wait (waitsnap.c) */
+	snap_released = dbgate_waitsnap_release(queryDesc);
 	step = queue_wait(&q);
-	return queue_act(&q, step) ? ADMIT_SLOT : ADMIT_NONE;
+	proceed = queue_act(&q, step);
+	if (snap_released)
+		dbgate_waitsnap_retake(queryDesc);
+	return proceed ? ADMIT_SLOT : ADMIT_NONE;
 }
 
 /*
@@ -1279,7 +1287,7 @@ admit_slow(const DbgateLookup *lk, bool utility, TimestampTz now)
  * word; otherwise admit_slow().
  */
 static inline AdmitResult
-admit(const DbgateLookup *lk, bool utility)
+admit(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc)
 {
 	DbgateBudget *b = budget_entry(lk->budget);
 	TimestampTz now = GetCurrentTimestamp();
@@ -1305,7 +1313,7 @@ admit(const DbgateLookup *lk, bool utility)
 			return ADMIT_SLOT;
 		}
 	}
-	return admit_slow(lk, utility, now);
+	return admit_slow(lk, utility, queryDesc, now);
 }
 
 /*
@@ -1314,7 +1322,7 @@ admit(const DbgateLookup *lk, bool utility)
  * the configuration in force.  Returns whether a slot is held.
  */
 static pg_noinline bool
-gate(const DbgateLookup *lk, bool utility)
+gate(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc)
 {
 	for (;;)
 	{
@@ -1323,7 +1331,7 @@ gate(const DbgateLookup *lk, bool utility)
 		if (lk->budget < 0)
 			return false;
 		ensure_ref_space();
-		r = admit(lk, utility);
+		r = admit(lk, utility, queryDesc);
 		if (likely(r != ADMIT_RETRY))
 			return r == ADMIT_SLOT;
 		dbgate_invalidate_lookup();
@@ -1435,7 +1443,7 @@ dbgate_executor_start(QueryDesc *queryDesc, int eflags)
 	lk = dbgate_classify();
 	if (lk->budget < 0)
 		return;
-	if (gate(lk, false))
+	if (gate(lk, false, queryDesc))
 		add_ref(queryDesc);
 }
 
@@ -1651,7 +1659,7 @@ dbgate_utility_begin(void)
 		return false;			/* runs under the slot already held */
 	if (!dbgate_enabled || !backend_init() || ActivePortal == NULL)
 		return false;
-	if (!gate(dbgate_classify(), true))
+	if (!gate(dbgate_classify(), true, NULL))
 		return false;
 	add_ref(UTILITY_REF);
 	utility_running = true;

@@ -447,6 +447,10 @@ dbgate_parallel_executor_start(QueryDesc *queryDesc)
 extern bool dbgate_utility_takes_slot(PlannedStmt *pstmt,
 									  ProcessUtilityContext context);
 
+/* waitsnap.c: a queued statement gives up its snapshot while it waits */
+extern bool dbgate_waitsnap_release(QueryDesc *queryDesc);
+extern void dbgate_waitsnap_retake(QueryDesc *queryDesc);
+
 /* limits.c */
 /* gucvar.c: a built-in integer setting tightened for a while */
 typedef struct DbgateGucOverride

@@ -1,0 +1,99 @@
+/*-------------------------------------------------------------------------
+ *
+ * waitsnap.c
+ *	  A statement that waits in a queue holds no snapshot.
+ *
+ * By the time ExecutorStart runs, the portal has taken the statement's
+ * snapshot, and with it the backend advertises an xmin: while the
+ * statement waits in a queue, VACUUM and HOT pruning keep every row
+ * version that the waiting snapshot could still see.  Where a few rows are
+ * updated thousands of times a second (a branch row of TPC-B), a queue of
+ * waiters that each hold a snapshot of some milliseconds ago makes those
+ * rows' version chains long, and every later update and lookup walks them.
+ *
+ * In READ COMMITTED a statement may just as well take its snapshot when it
+ * is admitted: that is the snapshot it would have had if its client had
+ * sent it at that moment, and it is what the backend holds between two
+ * statements of a transaction block (no xmin at all).  So when the
+ * statement's snapshot is the only one the backend holds, it is given up
+ * for the wait (dbgate_waitsnap_release) and a new one is taken on
+ * admission (dbgate_waitsnap_retake), exactly as PortalStart and
+ * PortalRunMulti take it: pushed as the active snapshot at the current
+ * transaction nesting level and registered for the query descriptor.  The
+ * callers then pop and unregister the new one where they would have
+ * popped and unregistered the old.
+ *
+ * Nothing is changed where it would not help or might matter:
+ *	  - REPEATABLE READ and SERIALIZABLE (the transaction snapshot holds
+ *		the horizon anyway, and must not change);
+ *	  - another snapshot is active underneath (a DO block, EXPLAIN ANALYZE,
+ *		CREATE TABLE AS, a cursor opened by PL/pgSQL): the statement's
+ *		snapshot is pushed back unchanged;
+ *	  - the portal keeps a snapshot of its own (portalSnapshot of a
+ *		procedure or non-atomic DO block, holdSnapshot of a statement with
+ *		RETURNING), the query has a crosscheck snapshot, or the snapshot is
+ *		referenced more than once.
+ * If the wait ends in an error, the statement is aborted and the
+ * transaction's abort processing cleans up the snapshot stack as usual.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/parallel.h"
+#include "access/xact.h"
+#include "executor/execdesc.h"
+#include "tcop/pquery.h"
+#include "utils/portal.h"
+#include "utils/snapmgr.h"
+
+#include "dbgate.h"
+
+/*
+ * Before a queue wait: give up the statement's snapshot if it is the
+ * only one the backend holds.  Returns true when it was given up; the
+ * caller must then call dbgate_waitsnap_retake() before the statement
+ * goes on.
+ */
+bool
+dbgate_waitsnap_release(QueryDesc *queryDesc)
+{
+	Snapshot	snap;
+
+	if (queryDesc == NULL || IsolationUsesXactSnapshot() ||
+		IsInParallelMode())
+		return false;
+	snap = queryDesc->snapshot;
+	if (snap == InvalidSnapshot ||
+		queryDesc->crosscheck_snapshot != InvalidSnapshot ||
+		!ActiveSnapshotSet() || GetActiveSnapshot() != snap ||
+		snap->active_count != 1 || snap->regd_count != 1)
+		return false;
+	if (ActivePortal == NULL || ActivePortal->portalSnapshot != NULL ||
+		ActivePortal->holdSnapshot != NULL)
+		return false;
+
+	PopActiveSnapshot();
+	if (ActiveSnapshotSet())
+	{
+		/* an outer snapshot keeps the horizon anyway: change nothing */
+		PushActiveSnapshot(snap);
+		return false;
+	}
+	UnregisterSnapshot(snap);
+	queryDesc->snapshot = InvalidSnapshot;
+	/* the catalog snapshot would keep an xmin too; it is retaken on use */
+	InvalidateCatalogSnapshot();
+	return true;
+}
+
+/*
+ * On admission after dbgate_waitsnap_release(): take the statement's
+ * snapshot now.
+ */
+void
+dbgate_waitsnap_retake(QueryDesc *queryDesc)
+{
+	PushActiveSnapshot(GetTransactionSnapshot());
+	queryDesc->snapshot = RegisterSnapshot(GetActiveSnapshot());
+}
