@@ -75,6 +75,10 @@
  * it unlinks itself.  A queue timeout that races with a grant is resolved
  * in favour of the grant.
  *
+ * A statement that joins the queue in READ COMMITTED gives up its
+ * snapshot for the wait and takes a new one when it proceeds (waitsnap.c),
+ * so a queue never holds back the xmin horizon.
+ *
  * Shadow mode (enforce = false): a statement always takes a slot at once,
  * 'active' may exceed B, and what enforcement would have done is counted:
  * with A statements already active, it would have queued if A >= B and

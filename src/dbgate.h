@@ -19,6 +19,7 @@
  *	  status.c		the live views dbgate.status and dbgate.backends
  *	  parallel.c	a budget's parallel_workers: planner and plan capping
  *	  utility.c		which utility commands take a slot
+ *	  waitsnap.c	a queued statement holds no snapshot while it waits
  *
  *-------------------------------------------------------------------------
  */
