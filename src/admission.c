@@ -38,10 +38,10 @@
  * TRANSACTION) or the backend exits.  A commit or prepare returns it at
  * its start (XACT_EVENT_PRE_COMMIT / PRE_PREPARE, when no statement can
  * run any more), not after the WAL flush: the flush, a synchronous
- * standby and the release of the locks are waited for without a slot.  While kept, further statements of
- * the transaction run under it and never queue: a transaction that holds
- * row locks never waits in a queue behind statements that wait for those
- * locks.  The budget's idle_in_transaction_timeout applies while a slot is
+ * standby and the release of the locks are waited for without a slot.
+ * While kept, further statements of the transaction run under it and
+ * never queue: a transaction that holds row locks never waits in a queue
+ * behind statements that wait for those locks.  The budget's idle_in_transaction_timeout applies while a slot is
  * kept (limits.c).
  *
  * At backend exit a before_shmem_exit callback returns the slot as well.
