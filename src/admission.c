@@ -35,10 +35,11 @@
  *	  scope 'transaction'	the slot is kept
  * A kept slot is returned when the top-level transaction ends (commit,
  * abort -- also by error, cancel, timeout or terminate --, PREPARE
- * TRANSACTION) or the backend exits.  A commit or prepare returns it at
- * its start (XACT_EVENT_PRE_COMMIT / PRE_PREPARE, when no statement can
- * run any more), not after the WAL flush: the flush, a synchronous
- * standby and the release of the locks are waited for without a slot.
+ * TRANSACTION) or the backend exits: at XACT_EVENT_COMMIT / PREPARE,
+ * after the local WAL flush.  A commit or prepare that will wait for a
+ * synchronous standby returns it at its start instead (PRE_COMMIT /
+ * PRE_PREPARE, when no statement can run any more): the standby is waited
+ * for without a slot (dbgate_admission_commit_start()).
  * While kept, further statements of the transaction run under it and
  * never queue: a transaction that holds row locks never waits in a queue
  * behind statements that wait for those locks.  The budget's idle_in_transaction_timeout applies while a slot is
@@ -141,6 +142,8 @@
 #include "libpq/libpq.h"
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "replication/syncrep.h"
+#include "replication/walsender.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
@@ -1608,6 +1611,45 @@ dbgate_admission_subxact_abort(SubTransactionId mySubid)
  * utility command that is still running (VACUUM commits transactions of
  * its own).
  */
+/*
+ * The commit (or prepare) of the top-level transaction starts: its
+ * deferred triggers have fired and its portals are closed.  A kept slot
+ * stays through the local WAL flush, which is short and needs no slot to
+ * be shared: returned now, it would admit work that piles onto the rows
+ * this transaction still locks until the flush is done, and on a hot row
+ * that costs more than the flush.  A wait for a synchronous standby is a
+ * network round trip or longer, and can last as long as the standby is
+ * away: a commit that will wait for one returns its slot now, as
+ * SyncRepWaitForLSN() decides whether to wait (a commit with no
+ * transaction ID writes no commit record and does not wait; a prepare
+ * always writes one).
+ */
+void
+dbgate_admission_commit_start(bool prepare)
+{
+	if (likely(slot_budget < 0))
+		return;
+	if (SyncRepRequested() && SyncRepStandbyNames != NULL &&
+		SyncRepStandbyNames[0] != '\0' &&
+		(prepare || TransactionIdIsValid(GetTopTransactionIdIfAny())))
+	{
+		dbgate_admission_xact_end();
+		return;
+	}
+
+	/*
+	 * The slot stays for the flush.  The session is committing, not
+	 * waiting for its client (the COMMIT statement, or the last statement
+	 * of an implicit transaction, has ended and marked the slot kept).
+	 */
+	if (my_proc->state == DBGATE_PROC_KEPT)
+	{
+		my_proc->state = DBGATE_PROC_ACTIVE;
+		if (slot_limits.idle_timeout_ms > 0)
+			dbgate_idle_timeout_disarm();
+	}
+}
+
 void
 dbgate_admission_xact_end(void)
 {

@@ -437,21 +437,19 @@ dbgate_xact_callback(XactEvent event, void *arg)
 		dbgate_config_xact_callback(event);
 
 	/*
-	 * A slot goes back as soon as the transaction can run nothing more:
-	 * at PRE_COMMIT (deferred triggers have fired and portals are closed),
-	 * before the commit record is written and flushed and before a
-	 * synchronous standby is waited for.  A budget so caps the work of
-	 * its transactions, not the commits in flight: commits of many
-	 * transactions still share one WAL flush.  The transaction's locks
-	 * are released a little later, after the flush; a statement admitted
-	 * meanwhile that needs one of them waits for a commit that needs no
-	 * slot, never for a queue.  If the commit fails after PRE_COMMIT, the
-	 * abort finds the slot returned already.
+	 * A kept slot goes back when the transaction ends.  A commit (or
+	 * prepare) that will wait for a synchronous standby returns it at its
+	 * start instead, when nothing of the transaction can run any more
+	 * (admission.c says why).
 	 */
 	switch (event)
 	{
 		case XACT_EVENT_PRE_COMMIT:
+			dbgate_admission_commit_start(false);
+			break;
 		case XACT_EVENT_PRE_PREPARE:
+			dbgate_admission_commit_start(true);
+			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PREPARE:

@@ -381,6 +381,7 @@ extern int	dbgate_nrefs;		/* executor runs keeping this backend's slot */
 extern bool dbgate_slot_has_limits;
 extern void dbgate_executor_start(QueryDesc *queryDesc, int eflags);
 extern void dbgate_executor_end(QueryDesc *queryDesc);
+extern void dbgate_admission_commit_start(bool prepare);
 extern void dbgate_admission_xact_end(void);
 extern void dbgate_admission_subxact_abort(SubTransactionId mySubid);
 extern void dbgate_admission_utility_start(void);

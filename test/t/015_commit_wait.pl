@@ -1,12 +1,15 @@
-# A transaction returns its slot when its commit starts, not when the commit
-# has been flushed and confirmed: a COMMIT (or PREPARE TRANSACTION, or an
-# implicit transaction's single statement) that waits for a synchronous
-# standby holds no slot, so the budget's other sessions run meanwhile, and
-# the counters stay exact when the wait is canceled or the session
-# terminated.  The standby named in synchronous_standby_names never
-# connects, so a session with synchronous_commit = on waits until it is
-# canceled (PostgreSQL then warns that the transaction committed locally).
-# The queue timeout only makes a regression fail quickly.
+# A COMMIT (or PREPARE TRANSACTION, or an implicit transaction's single
+# statement) that waits for a synchronous standby returns its slot when the
+# commit starts, not when the standby has confirmed it: it holds no slot
+# while it waits, the budget's other sessions run meanwhile, and the
+# counters stay exact when the wait is canceled or the session terminated.
+# The standby named in synchronous_standby_names never connects, so a
+# session with synchronous_commit = on waits until it is canceled
+# (PostgreSQL then warns that the transaction committed locally).  A commit
+# that waits for no standby (synchronous_commit = local) keeps its slot
+# through the local WAL flush, which commit_delay stretches to 100 ms here
+# (it needs fsync on).  The queue timeout only makes a regression fail
+# quickly.
 use strict;
 use warnings FATAL => 'all';
 
@@ -22,6 +25,8 @@ synchronous_commit = local
 wal_level = replica
 max_wal_senders = 2
 max_prepared_transactions = 4
+fsync = on
+commit_siblings = 0
 });
 $node->safe_psql(
 	'postgres', q{
@@ -38,6 +43,24 @@ $node->safe_psql(
 		COMMIT;
 	END $$;
 	GRANT EXECUTE ON PROCEDURE cw_proc() TO cw_user;
+	-- what dbgate.backends shows for backend p while its COMMIT runs
+	CREATE FUNCTION cw_watch(p int) RETURNS text LANGUAGE plpgsql AS $$
+	DECLARE
+		s text;
+	BEGIN
+		FOR i IN 1..10000 LOOP
+			PERFORM pg_stat_clear_snapshot();
+			SELECT coalesce(b.state, 'no slot') INTO s
+			  FROM pg_stat_activity a
+			  LEFT JOIN dbgate.backends b ON b.pid = a.pid
+			 WHERE a.pid = p AND a.state = 'active' AND a.query ILIKE 'COMMIT%';
+			IF FOUND THEN
+				RETURN s;
+			END IF;
+			PERFORM pg_sleep(0.0005);
+		END LOOP;
+		RETURN 'commit not seen';
+	END $$;
 });
 
 # wait_case(NAME, BUDGET, SQL, END): SQL makes the session wait for the
@@ -126,6 +149,55 @@ wait_case('statement scope, procedure that commits', 'cw_stmt',
 	$node->safe_psql('postgres', "COMMIT PREPARED 'cw_gid'");
 	counters_are($node, 'cw_stmt', { admitted => 1 },
 		'prepare: counters exact after COMMIT PREPARED');
+}
+
+# A commit that waits for no standby keeps its slot through the local WAL
+# flush, and returns it once, when the commit is done
+foreach my $budget ('cw_stmt', 'cw_txn')
+{
+	$node->safe_psql('postgres', qq{
+		SELECT dbgate.assign_role('cw_user', '$budget');
+		SELECT dbgate.reset_stats('$budget');
+		ALTER ROLE cw_user SET commit_delay = 100000;
+	});
+	my $h = DbgateTest::Session->new($node, user => 'cw_user');
+	my $pid = $h->pid;
+	my ($sc) = $h->query('SHOW synchronous_commit');
+	is($sc, 'local',
+		"$budget, local commit: no standby is waited for");
+	$h->query('BEGIN');
+	$h->query('UPDATE cw_rows SET v = v + 1 WHERE id = 1');
+	$h->send('COMMIT');
+	is($node->safe_psql('postgres', "SELECT cw_watch($pid)"), 'active',
+		"$budget, local commit: the slot is held while the commit flushes");
+	my (undef, $herr) = $h->result;
+	is($herr, '', "$budget, local commit: COMMIT succeeds");
+	counters_are($node, $budget, { admitted => 1 },
+		"$budget, local commit: the slot is returned when the commit is done");
+
+	# the idle timeout does not run while the commit flushes: the session
+	# is committing, not idle
+	$node->safe_psql('postgres', qq{
+		SELECT dbgate.alter_budget('$budget',
+		                           idle_in_transaction_timeout => '30ms')});
+	$h->query('BEGIN');
+	$h->query('UPDATE cw_rows SET v = v + 1 WHERE id = 1');
+	$h->send('COMMIT');
+	is($node->safe_psql('postgres', "SELECT cw_watch($pid)"), 'active',
+		"$budget, local commit with idle timeout: shown active while it flushes");
+	(undef, $herr) = $h->result;
+	is($herr, '', "$budget, local commit with idle timeout: COMMIT succeeds");
+	my ($one, $err1) = $h->query('SELECT 1');
+	is("$one|$err1", '1|',
+		"$budget, local commit with idle timeout: the session lives on");
+	is($node->safe_psql('postgres',
+			"SELECT terminated_idle FROM dbgate.status WHERE budget = '$budget'"),
+		'0', "$budget, local commit with idle timeout: nothing terminated");
+	$h->quit;
+	$node->safe_psql('postgres', qq{
+		ALTER ROLE cw_user RESET commit_delay;
+		SELECT dbgate.alter_budget('$budget',
+		                           idle_in_transaction_timeout => '0')});
 }
 
 $node->stop;
