@@ -42,8 +42,9 @@
  * for without a slot (dbgate_admission_commit_start()).
  * While kept, further statements of the transaction run under it and
  * never queue: a transaction that holds row locks never waits in a queue
- * behind statements that wait for those locks.  The budget's idle_in_transaction_timeout applies while a slot is
- * kept (limits.c).
+ * behind statements that wait for those locks.  The budget's
+ * idle_in_transaction_timeout applies while a slot is kept and the
+ * session waits for its client (limits.c), not while it commits.
  *
  * At backend exit a before_shmem_exit callback returns the slot as well.
  * The slot is returned exactly once: release_slot() forgets it
