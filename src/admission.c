@@ -1607,23 +1607,17 @@ dbgate_admission_subxact_abort(SubTransactionId mySubid)
 }
 
 /*
- * End of the top-level transaction (commit, abort, prepare): no executor
- * run survives it, and no slot does either -- except that of a gated
- * utility command that is still running (VACUUM commits transactions of
- * its own).
- */
-/*
  * The commit (or prepare) of the top-level transaction starts: its
  * deferred triggers have fired and its portals are closed.  A kept slot
- * stays through the local WAL flush, which is short and needs no slot to
- * be shared: returned now, it would admit work that piles onto the rows
- * this transaction still locks until the flush is done, and on a hot row
- * that costs more than the flush.  A wait for a synchronous standby is a
- * network round trip or longer, and can last as long as the standby is
- * away: a commit that will wait for one returns its slot now, as
- * SyncRepWaitForLSN() decides whether to wait (a commit with no
- * transaction ID writes no commit record and does not wait; a prepare
- * always writes one).
+ * stays through the local WAL flush, which is short: returned now, it
+ * would admit more work while this transaction still needs the CPU and
+ * still locks its rows until the flush is done, and on hot rows that
+ * costs more than the flush (README, "What takes a slot", has the
+ * figures).  A wait for a synchronous standby is a network round trip or
+ * longer, and can last as long as the standby is away: a commit that will
+ * wait for one returns its slot now, as SyncRepWaitForLSN() decides
+ * whether to wait (a commit with no transaction ID writes no commit record
+ * and does not wait; a prepare always writes one).
  */
 void
 dbgate_admission_commit_start(bool prepare)
@@ -1651,6 +1645,12 @@ dbgate_admission_commit_start(bool prepare)
 	}
 }
 
+/*
+ * End of the top-level transaction (commit, abort, prepare): no executor
+ * run survives it, and no slot does either -- except that of a gated
+ * utility command that is still running (VACUUM commits transactions of
+ * its own).
+ */
 void
 dbgate_admission_xact_end(void)
 {
