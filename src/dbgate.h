@@ -68,6 +68,15 @@ typedef struct DbgateBudgetConf
 	int32		scope;			/* DBGATE_SCOPE_* */
 	int32		idle_timeout_ms;	/* idle_in_transaction_timeout; 0 = none */
 	int32		parallel_workers;	/* -1 = not capped */
+	/* 1.2 */
+	int32		queue_order;	/* DBGATE_ORDER_* */
+	int32		overtake_limit_ms;	/* 'lifo': 0 = never overdue */
+	char		parent[NAMEDATALEN];	/* "" = top-level */
+	int32		weight;			/* 1..10000, share of the parent's slots */
+	int32		rate_burst;		/* 1..1000000 */
+	double		max_rate;		/* admissions per second; 0 = none */
+	int32		max_memory_mb;	/* 0 = none */
+	double		min_cost;		/* 0 = every statement is gated */
 
 	/*
 	 * In a configuration image: the installed budget entry this one stands
@@ -85,6 +94,18 @@ typedef struct DbgateBudgetConf
 
 /* Largest parallel_workers accepted (max_parallel_workers' own maximum). */
 #define DBGATE_MAX_PARALLEL_WORKERS	1024
+
+/* Which waiter a released slot goes to (1.2). */
+#define DBGATE_ORDER_FIFO			0
+#define DBGATE_ORDER_LIFO			1
+
+/* Limits of the 1.2 fields. */
+#define DBGATE_MAX_WEIGHT			10000
+#define DBGATE_MIN_RATE				0.01
+#define DBGATE_MAX_RATE				1000000.0
+#define DBGATE_MAX_BURST			1000000
+/* Longest chain of budgets: a budget and at most three ancestors. */
+#define DBGATE_MAX_DEPTH			4
 
 /* One role assignment of a configuration image. */
 typedef struct DbgateRoleConf

@@ -41,7 +41,10 @@
 # "N passed, N failed, N skipped", and the exit status is 0 only if nothing
 # failed.
 #
-# Environment: CHECK_SUITES, CHECK_PG, CHECK_TIMEOUT (seconds per command, default
+# Environment: CHECK_ONLY (an extended regular expression: only the
+# regression tests, isolation specs, TAP files and smoke scripts whose
+# names match it run, as when working on one test), CHECK_SUITES,
+# CHECK_PG, CHECK_TIMEOUT (seconds per command, default
 # 600), CHECK_KEEP=1 (like --keep), PG_TEST_TIMEOUT_DEFAULT (TAP waits,
 # default here 60), PGISOLATIONTIMEOUT (isolation step waits, default here
 # 120), PG_MAJOR, PG_CONFIG, DBGATE_OS_USER (see test/lib.sh), DBGATE_ROOTS,
@@ -279,6 +282,11 @@ WORK='' CHILD='' TAILPID=''
 # ---------------------------------------------------------------------------
 # Running commands
 
+# wanted NAME: is test NAME selected by $CHECK_ONLY (all are without it)?
+wanted() {
+	[[ -z ${CHECK_ONLY:-} || $1 =~ $CHECK_ONLY ]]
+}
+
 # run_logged LOG CMD...
 # Run CMD with a time limit of $CHECK_TIMEOUT seconds; its output goes to LOG
 # and, as it comes, to our output.  Returns CMD's exit status (124 or 137
@@ -393,6 +401,7 @@ suite_regress() {
 		n=${f##*/}
 		n=${n%.sql}
 		[[ $n == dbgate--* ]] && continue
+		wanted "$n" || continue
 		tests+=("$n")
 	done
 	run_pg_regress regress "$PGXS_DIR/src/test/regress/pg_regress" \
@@ -408,6 +417,7 @@ suite_alone() {
 		n=${f##*/}
 		n=${n%.sql}
 		[[ $n == dbgate--* ]] && continue
+		wanted "$n" || continue
 		run_pg_regress alone "$PGXS_DIR/src/test/regress/pg_regress" \
 			"$WORK/tree" "$n"
 	done
@@ -418,6 +428,7 @@ suite_isolation() {
 	for f in "$WORK"/tree/test/isolation/specs/*.spec; do
 		[[ -e $f ]] || continue
 		n=${f##*/}
+		wanted "${n%.spec}" || continue
 		tests+=("${n%.spec}")
 	done
 	run_pg_regress isolation "$PGXS_DIR/src/test/isolation/pg_isolation_regress" \
@@ -441,9 +452,10 @@ count_tap() {
 }
 
 suite_tap() {
-	local files=() f name log rc p f_ s
+	local files=() f n name log rc p f_ s
 	for f in "$WORK"/tree/test/t/*.pl; do
-		[[ -e $f ]] && files+=("$f")
+		n=${f##*/}
+		[[ -e $f ]] && wanted "${n%.pl}" && files+=("$f")
 	done
 	heading "tap: ${#files[@]} file(s)"
 	local testdir=$WORK/tap
@@ -491,9 +503,10 @@ suite_tap() {
 # directory of its own, removed afterwards), PG_CONFIG and BINDIR set and
 # BINDIR first in PATH.  Servers it leaves behind in DBGATE_WORK are stopped.
 suite_smoke() {
-	local scripts=() f name log rc
+	local scripts=() f n name log rc
 	for f in "$WORK"/tree/test/smoke/*.sh; do
-		[[ -e $f ]] && scripts+=("$f")
+		n=${f##*/}
+		[[ -e $f ]] && wanted "${n%.sh}" && scripts+=("$f")
 	done
 	heading "smoke: ${#scripts[@]} script(s)"
 	for f in ${scripts[@]+"${scripts[@]}"}; do
