@@ -4,7 +4,10 @@ OBJS = \
 	src/dbgate.o \
 	src/budgets.o \
 	src/classify.o \
+	src/slot.o \
 	src/admission.o \
+	src/rate.o \
+	src/lockgraph.o \
 	src/limits.o \
 	src/gucvar.o \
 	src/confimage.o \

@@ -501,11 +501,13 @@ dbgate_reset_stats(PG_FUNCTION_ARGS)
 		LWLockAcquire(sh->config_lock, LW_SHARED);
 		for (i = 0; i < sh->max_budgets; i++)
 		{
+			int			root;
+
 			if (!sh->budgets[i].d.in_use)
 				continue;
-			LWLockAcquire(dbgate_budget_lock(i), LW_EXCLUSIVE);
+			root = dbgate_admission_lock_tree(i);
 			dbgate_reset_budget_stats(&sh->budgets[i].d, now);
-			LWLockRelease(dbgate_budget_lock(i));
+			LWLockRelease(dbgate_budget_lock(root));
 		}
 		LWLockRelease(sh->config_lock);
 	}
@@ -520,9 +522,10 @@ dbgate_reset_stats(PG_FUNCTION_ARGS)
 		idx = dbgate_find_budget(name);
 		if (idx >= 0)
 		{
-			LWLockAcquire(dbgate_budget_lock(idx), LW_EXCLUSIVE);
+			int			root = dbgate_admission_lock_tree(idx);
+
 			dbgate_reset_budget_stats(&sh->budgets[idx].d, now);
-			LWLockRelease(dbgate_budget_lock(idx));
+			LWLockRelease(dbgate_budget_lock(root));
 		}
 		LWLockRelease(sh->config_lock);
 
