@@ -28,7 +28,7 @@
 #include "compat.h"
 #include "dbgate.h"
 
-DBGATE_MODULE_MAGIC("dbgate", "1.1");
+DBGATE_MODULE_MAGIC("dbgate", "1.2");
 
 /* GUCs */
 bool		dbgate_enabled = true;

@@ -80,6 +80,7 @@
 
 #include "compat.h"
 #include "dbgate.h"
+#include "fields.h"
 
 #define DBGATE_RMGR_ID			219
 
@@ -97,6 +98,7 @@ static void dbgate_desc(StringInfo buf, XLogReaderState *record);
 static const char *dbgate_identify(uint8 info);
 static void dbgate_redo_startup(void);
 static void dbgate_redo_cleanup(void);
+static void refuse_newer(XLogReaderState *record, uint32 format);
 
 PGDLLEXPORT void dbgate_confirm_main(Datum main_arg);
 
@@ -279,6 +281,27 @@ dbgate_confirm_main(Datum main_arg)
 	proc_exit(0);
 }
 
+/*
+ * A configuration record of a format version newer than this library
+ * reads: the primary runs a newer dbgate.  Replaying on without it would
+ * leave this server with another configuration than its primary, so
+ * recovery stops.  FATAL, not PANIC: the postmaster treats any failure of
+ * the startup process alike ("shutting down due to startup process
+ * failure", no restart), and FATAL leaves no core file and says plainly
+ * what to do.  Nothing was installed from the record.
+ */
+static void
+refuse_newer(XLogReaderState *record, uint32 format)
+{
+	ereport(FATAL,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("dbgate configuration record at %X/%X has format version %u, which this version of dbgate cannot replay",
+					LSN_FORMAT_ARGS(record->ReadRecPtr), format),
+			 errdetail("This version of dbgate replays format versions 1 to %d; the record was logged by a newer version of dbgate on the primary.",
+					   DBGATE_FORMAT_CURRENT),
+			 errhint("Upgrade dbgate on this server to the version of the primary, then start the server again.  Standbys are upgraded before their primary.")));
+}
+
 static void
 dbgate_redo(XLogReaderState *record)
 {
@@ -294,13 +317,18 @@ dbgate_redo(XLogReaderState *record)
 			{
 				char		why[256];
 				XLogRecPtr	unused;
+				uint32		format;
+				DbgateDecodeResult result;
 
 				(void) settle_stash();
 				old = MemoryContextSwitchTo(redo_context);
-				if (!dbgate_state_decode(XLogRecGetData(record),
-										 XLogRecGetDataLen(record),
-										 &stash_image, &unused,
-										 why, sizeof(why)))
+				result = dbgate_state_decode(XLogRecGetData(record),
+											 XLogRecGetDataLen(record),
+											 &stash_image, &unused, &format,
+											 why, sizeof(why));
+				if (result == DBGATE_DECODE_NEWER)
+					refuse_newer(record, format);
+				if (result != DBGATE_DECODE_OK)
 					elog(PANIC, "invalid dbgate configuration record at %X/%X: %s",
 						 LSN_FORMAT_ARGS(record->ReadRecPtr), why);
 				MemoryContextSwitchTo(old);
@@ -385,13 +413,15 @@ dbgate_desc(StringInfo buf, XLogReaderState *record)
 	{
 		DbgateConfig config;
 		XLogRecPtr	unused;
+		uint32		format;
 		char		why[256];
 
 		if (dbgate_state_decode(XLogRecGetData(record), XLogRecGetDataLen(record),
-								&config, &unused, why, sizeof(why)))
+								&config, &unused, &format,
+								why, sizeof(why)) == DBGATE_DECODE_OK)
 		{
-			appendStringInfo(buf, "budgets %d, role assignments %d, database assignments %d",
-							 config.nbudgets, config.nroles, config.ndbs);
+			appendStringInfo(buf, "format %u, budgets %d, role assignments %d, database assignments %d",
+							 format, config.nbudgets, config.nroles, config.ndbs);
 			dbgate_image_free(&config);
 		}
 		else
