@@ -416,16 +416,24 @@ dbgate_desc(StringInfo buf, XLogReaderState *record)
 		uint32		format;
 		char		why[256];
 
-		if (dbgate_state_decode(XLogRecGetData(record), XLogRecGetDataLen(record),
-								&config, &unused, &format,
-								why, sizeof(why)) == DBGATE_DECODE_OK)
+		switch (dbgate_state_decode(XLogRecGetData(record),
+									XLogRecGetDataLen(record),
+									&config, &unused, &format,
+									why, sizeof(why)))
 		{
-			appendStringInfo(buf, "format %u, budgets %d, role assignments %d, database assignments %d",
-							 format, config.nbudgets, config.nroles, config.ndbs);
-			dbgate_image_free(&config);
+			case DBGATE_DECODE_OK:
+				appendStringInfo(buf, "format %u, budgets %d, role assignments %d, database assignments %d",
+								 format, config.nbudgets, config.nroles, config.ndbs);
+				dbgate_image_free(&config);
+				break;
+			case DBGATE_DECODE_NEWER:
+				appendStringInfo(buf, "format %u, newer than this version of dbgate reads",
+								 format);
+				break;
+			case DBGATE_DECODE_INVALID:
+				appendStringInfo(buf, "invalid: %s", why);
+				break;
 		}
-		else
-			appendStringInfo(buf, "invalid: %s", why);
 	}
 	else if (info == XLOG_DBGATE_CONFIRM)
 	{
