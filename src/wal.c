@@ -58,8 +58,18 @@
  *
  * The resource manager ID: custom resource managers have IDs 128 to 255;
  * 128 (RM_EXPERIMENTAL_ID) is meant for trying things out, so dbgate takes
- * 219 (0xDB) from the same range.  PostgreSQL refuses to start when two
- * loaded modules register the same ID, so a clash cannot go unnoticed.
+ * 219 (0xDB) from the same range.  IDs are handed out by PostgreSQL's
+ * public list of custom WAL resource managers (the wiki page
+ * "CustomWALResourceManagers"), which does not list 219 for dbgate yet: it
+ * must be registered there before a release.  Until then another
+ * extension may take it; PostgreSQL then refuses to start with both
+ * modules preloaded ("failed to register custom resource manager ... with
+ * ID 219"), so a clash cannot go unnoticed.
+ *
+ * Formats: an IMAGE record is encoded like the state file (persist.c),
+ * with its format version.  A record of a newer format than this library
+ * reads stops recovery with FATAL and a message that says to upgrade
+ * dbgate on this server (see refuse_newer()); a damaged record is a PANIC.
  *
  *-------------------------------------------------------------------------
  */
