@@ -290,7 +290,7 @@ subtree_height(const DbgateConfig *config, int bi)
 	return height;
 }
 
-/* The number of children of budget 'name', and the name of one. */
+/* The number of children of budget 'name', and the first of them by name. */
 static int
 image_count_children(const DbgateConfig *config, const char *name,
 					 const char **example)
@@ -302,7 +302,7 @@ image_count_children(const DbgateConfig *config, const char *name,
 	{
 		if (strcmp(config->budgets[i].parent, name) == 0)
 		{
-			if (n == 0)
+			if (n == 0 || strcmp(config->budgets[i].name, *example) < 0)
 				*example = config->budgets[i].name;
 			n++;
 		}
