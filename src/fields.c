@@ -213,20 +213,6 @@ name_ptr(int i, const DbgateBudgetConf *c)
 	return (char *) c + field(i)->offset;
 }
 
-int
-dbgate_field_index(Size offset)
-{
-	int			i;
-
-	for (i = 0; i < DBGATE_NFIELDS; i++)
-	{
-		if (dbgate_fields[i].offset == offset)
-			return i;
-	}
-	elog(ERROR, "no budget field at offset %zu", offset);
-	return -1;					/* keep compiler quiet */
-}
-
 /* The number of fields that are arguments in the SQL objects of 'api'. */
 int
 dbgate_fields_of_api(DbgateApi api)

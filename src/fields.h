@@ -70,13 +70,6 @@ extern const DbgateField dbgate_fields[DBGATE_NFIELDS];
 /* the bit of field i in the mask of alter_budget */
 #define DBGATE_FIELD_BIT(i)		((uint32) 1 << (i))
 
-/* the index of a field by its member of DbgateBudgetConf, for the few
- * places that need one field in particular */
-extern int	dbgate_field_index(Size offset);
-
-#define DBGATE_FIELD_INDEX(member) \
-	dbgate_field_index(offsetof(DbgateBudgetConf, member))
-
 /* Whole budgets */
 extern void dbgate_conf_set_defaults(DbgateBudgetConf *c);
 extern const char *dbgate_conf_problem(const DbgateBudgetConf *c);
