@@ -18,8 +18,6 @@
  */
 #include "postgres.h"
 
-#include <math.h>
-
 #include "access/htup_details.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_database.h"
@@ -33,7 +31,6 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "lib/stringinfo.h"
-#include "utils/datetime.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
