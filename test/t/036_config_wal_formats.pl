@@ -5,6 +5,7 @@
 #     dbgate.budgets;
 #   - a record of format 2 as dbgate 1.1 logged it is replayed, the 1.2
 #     fields at their defaults (a 1.2 standby of a 1.1 primary);
+#   - reset_stats() and config_script() work on the standby;
 #   - a record of a newer format (logged here by a newer dbgate, as far as
 #     the standby can tell) stops the standby with a message that says to
 #     upgrade dbgate on it: the startup process ends with FATAL and the
@@ -149,6 +150,15 @@ my $v11_row =
   . 'fifo,00:00:00.1,,1,0,1,0,0)';
 ok($standby->poll_query_until('postgres', $all, $v11_row),
 	'a format-2 record of dbgate 1.1 is replayed, the 1.2 fields at their defaults');
+
+# On a standby, reset_stats() and config_script() work (they write
+# nothing), and the mutating functions fail as in 030_config_standby
+my ($st, $out, $err) = run_sql($standby,
+	"SELECT dbgate.reset_stats(); SELECT dbgate.reset_stats('wf_v11');");
+is($st, '', 'reset_stats() works on the standby') or diag($err);
+($st, $out, $err) = run_sql($standby, 'SELECT dbgate.config_script()');
+like($out, qr/create_budget\('wf_v11', max_active => 5, .*parent => NULL, weight => 1, max_rate => 0, rate_burst => 1, max_memory_mb => 0, min_cost => 0\);\nSELECT dbgate.assign_role\('wf_alice', 'wf_v11'\);/,
+	'config_script() works on the standby');
 
 # ---------------------------------------------------------------------------
 # 3. A record of a newer format stops the standby
