@@ -15,6 +15,8 @@
  *	  limits.c		per-budget statement_timeout, lock_timeout and
  *					idle_in_transaction_timeout
  *	  gucvar.c		a built-in setting tightened for a while
+ *	  fields.c		the table of budget fields: arguments, checks, storage,
+ *					columns (fields.h)
  *	  confimage.c	configuration images (backend-local copies)
  *	  config.c		transactional configuration changes
  *	  persist.c		the state file in the data directory, image encoding
@@ -707,18 +709,7 @@ extern bool dbgate_config_add_unassign_db(Oid dbid);
 extern void dbgate_config_role_dropped(Oid roleid);
 extern void dbgate_config_database_dropped(Oid dbid);
 
-/* bits of the alter mask */
-#define DBGATE_ALTER_MAX_ACTIVE		0x01
-#define DBGATE_ALTER_MAX_QUEUED		0x02
-#define DBGATE_ALTER_QUEUE_TIMEOUT	0x04
-#define DBGATE_ALTER_STMT_TIMEOUT	0x08
-#define DBGATE_ALTER_LOCK_TIMEOUT	0x10
-#define DBGATE_ALTER_FAIR			0x20
-#define DBGATE_ALTER_SCOPE			0x40
-#define DBGATE_ALTER_IDLE_TIMEOUT	0x80
-#define DBGATE_ALTER_PARALLEL		0x100
-#define DBGATE_ALTER_UTILITY		0x200
-#define DBGATE_ALTER_ENFORCE		0x400
+/* the alter mask has one bit per budget field: see fields.h */
 
 /* confimage.c */
 extern void dbgate_image_init(DbgateConfig *config);
@@ -742,8 +733,18 @@ extern void dbgate_image_remove_db(DbgateConfig *config, int i);
 /* persist.c */
 extern char *dbgate_state_encode(const DbgateConfig *config, XLogRecPtr lsn,
 								 Size *lenp);
-extern bool dbgate_state_decode(const char *buf, Size len, DbgateConfig *config,
-								XLogRecPtr *lsn, char *why, size_t whylen);
+/* what dbgate_state_decode() found */
+typedef enum DbgateDecodeResult
+{
+	DBGATE_DECODE_OK,
+	DBGATE_DECODE_INVALID,		/* damaged, or not a dbgate image */
+	DBGATE_DECODE_NEWER			/* a format version newer than this library's */
+} DbgateDecodeResult;
+
+extern DbgateDecodeResult dbgate_state_decode(const char *buf, Size len,
+											  DbgateConfig *config,
+											  XLogRecPtr *lsn, uint32 *format,
+											  char *why, size_t whylen);
 extern bool dbgate_state_load(DbgateConfig *config, XLogRecPtr *lsn);
 extern void dbgate_state_write_temp(const DbgateConfig *config, XLogRecPtr lsn);
 extern void dbgate_state_commit_temp(int elevel);

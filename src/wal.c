@@ -58,8 +58,18 @@
  *
  * The resource manager ID: custom resource managers have IDs 128 to 255;
  * 128 (RM_EXPERIMENTAL_ID) is meant for trying things out, so dbgate takes
- * 219 (0xDB) from the same range.  PostgreSQL refuses to start when two
- * loaded modules register the same ID, so a clash cannot go unnoticed.
+ * 219 (0xDB) from the same range.  IDs are handed out by PostgreSQL's
+ * public list of custom WAL resource managers (the wiki page
+ * "CustomWALResourceManagers"), which does not list 219 for dbgate yet: it
+ * must be registered there before a release.  Until then another
+ * extension may take it; PostgreSQL then refuses to start with both
+ * modules preloaded ("failed to register custom resource manager ... with
+ * ID 219"), so a clash cannot go unnoticed.
+ *
+ * Formats: an IMAGE record is encoded like the state file (persist.c),
+ * with its format version.  A record of a newer format than this library
+ * reads stops recovery with FATAL and a message that says to upgrade
+ * dbgate on this server (see refuse_newer()); a damaged record is a PANIC.
  *
  *-------------------------------------------------------------------------
  */
@@ -80,6 +90,7 @@
 
 #include "compat.h"
 #include "dbgate.h"
+#include "fields.h"
 
 #define DBGATE_RMGR_ID			219
 
@@ -97,6 +108,7 @@ static void dbgate_desc(StringInfo buf, XLogReaderState *record);
 static const char *dbgate_identify(uint8 info);
 static void dbgate_redo_startup(void);
 static void dbgate_redo_cleanup(void);
+static void refuse_newer(XLogReaderState *record, uint32 format);
 
 PGDLLEXPORT void dbgate_confirm_main(Datum main_arg);
 
@@ -279,6 +291,27 @@ dbgate_confirm_main(Datum main_arg)
 	proc_exit(0);
 }
 
+/*
+ * A configuration record of a format version newer than this library
+ * reads: the primary runs a newer dbgate.  Replaying on without it would
+ * leave this server with another configuration than its primary, so
+ * recovery stops.  FATAL, not PANIC: the postmaster treats any failure of
+ * the startup process alike ("shutting down due to startup process
+ * failure", no restart), and FATAL leaves no core file and says plainly
+ * what to do.  Nothing was installed from the record.
+ */
+static void
+refuse_newer(XLogReaderState *record, uint32 format)
+{
+	ereport(FATAL,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("dbgate configuration record at %X/%X has format version %u, which this version of dbgate cannot replay",
+					LSN_FORMAT_ARGS(record->ReadRecPtr), format),
+			 errdetail("This version of dbgate replays format versions 1 to %d; the record was logged by a newer version of dbgate on the primary.",
+					   DBGATE_FORMAT_CURRENT),
+			 errhint("Upgrade dbgate on this server to the version of the primary, then start the server again.  Standbys are upgraded before their primary.")));
+}
+
 static void
 dbgate_redo(XLogReaderState *record)
 {
@@ -294,13 +327,18 @@ dbgate_redo(XLogReaderState *record)
 			{
 				char		why[256];
 				XLogRecPtr	unused;
+				uint32		format;
+				DbgateDecodeResult result;
 
 				(void) settle_stash();
 				old = MemoryContextSwitchTo(redo_context);
-				if (!dbgate_state_decode(XLogRecGetData(record),
-										 XLogRecGetDataLen(record),
-										 &stash_image, &unused,
-										 why, sizeof(why)))
+				result = dbgate_state_decode(XLogRecGetData(record),
+											 XLogRecGetDataLen(record),
+											 &stash_image, &unused, &format,
+											 why, sizeof(why));
+				if (result == DBGATE_DECODE_NEWER)
+					refuse_newer(record, format);
+				if (result != DBGATE_DECODE_OK)
 					elog(PANIC, "invalid dbgate configuration record at %X/%X: %s",
 						 LSN_FORMAT_ARGS(record->ReadRecPtr), why);
 				MemoryContextSwitchTo(old);
@@ -385,17 +423,27 @@ dbgate_desc(StringInfo buf, XLogReaderState *record)
 	{
 		DbgateConfig config;
 		XLogRecPtr	unused;
+		uint32		format;
 		char		why[256];
 
-		if (dbgate_state_decode(XLogRecGetData(record), XLogRecGetDataLen(record),
-								&config, &unused, why, sizeof(why)))
+		switch (dbgate_state_decode(XLogRecGetData(record),
+									XLogRecGetDataLen(record),
+									&config, &unused, &format,
+									why, sizeof(why)))
 		{
-			appendStringInfo(buf, "budgets %d, role assignments %d, database assignments %d",
-							 config.nbudgets, config.nroles, config.ndbs);
-			dbgate_image_free(&config);
+			case DBGATE_DECODE_OK:
+				appendStringInfo(buf, "format %u, budgets %d, role assignments %d, database assignments %d",
+								 format, config.nbudgets, config.nroles, config.ndbs);
+				dbgate_image_free(&config);
+				break;
+			case DBGATE_DECODE_NEWER:
+				appendStringInfo(buf, "format %u, newer than this version of dbgate reads",
+								 format);
+				break;
+			case DBGATE_DECODE_INVALID:
+				appendStringInfo(buf, "invalid: %s", why);
+				break;
 		}
-		else
-			appendStringInfo(buf, "invalid: %s", why);
 	}
 	else if (info == XLOG_DBGATE_CONFIRM)
 	{
