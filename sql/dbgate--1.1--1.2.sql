@@ -130,4 +130,84 @@ CREATE OR REPLACE VIEW budgets AS
     SELECT * FROM budget_config() ORDER BY budget;
 DROP FUNCTION budget_config_1_1();
 
+--
+-- The live views gain columns at the end: dbgate.status oldest_wait,
+-- admitted_overdue, rate_limited, bypassed and memory_mb_active;
+-- dbgate.backends memory_mb.  As for dbgate.budgets, CREATE OR REPLACE
+-- VIEW keeps the views' privileges and the objects that depend on them.
+--
+ALTER FUNCTION budget_status() RENAME TO budget_status_1_1;
+CREATE FUNCTION budget_status(
+    OUT budget text,
+    OUT max_active integer,
+    OUT active integer,
+    OUT max_queued integer,
+    OUT queued integer,
+    OUT peak_active integer,
+    OUT peak_queued integer,
+    OUT admitted bigint,
+    OUT admitted_after_wait bigint,
+    OUT rejected_full bigint,
+    OUT rejected_timeout bigint,
+    OUT canceled_waiting bigint,
+    OUT admitted_lock_holder bigint,
+    OUT wait_time_total double precision,
+    OUT wait_time_max double precision,
+    OUT active_time_total double precision,
+    OUT stats_reset timestamptz,
+    OUT idle_in_transaction integer,
+    OUT terminated_idle bigint,
+    OUT would_queue bigint,
+    OUT would_reject bigint,
+    OUT oldest_wait double precision,
+    OUT admitted_overdue bigint,
+    OUT rate_limited bigint,
+    OUT bypassed bigint,
+    OUT memory_mb_active double precision)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'dbgate_budget_status_1_2'
+LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
+REVOKE ALL ON FUNCTION budget_status() FROM PUBLIC;
+SELECT dbgate_copy_execute_grants('budget_status_1_1()', 'budget_status()');
+CREATE OR REPLACE VIEW status AS
+    SELECT * FROM budget_status() ORDER BY budget;
+DROP FUNCTION budget_status_1_1();
+
+ALTER FUNCTION backend_status() RENAME TO backend_status_1_1;
+CREATE FUNCTION backend_status(
+    OUT pid integer,
+    OUT role name,
+    OUT budget text,
+    OUT state text,
+    OUT state_since timestamptz,
+    OUT queue_position integer,
+    OUT classified_by text,
+    OUT memory_mb double precision)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'dbgate_backend_status_1_2'
+LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
+REVOKE ALL ON FUNCTION backend_status() FROM PUBLIC;
+SELECT dbgate_copy_execute_grants('backend_status_1_1()', 'backend_status()');
+CREATE OR REPLACE VIEW backends AS
+    SELECT * FROM backend_status() ORDER BY budget, state, queue_position, pid;
+DROP FUNCTION backend_status_1_1();
+
+--
+-- How long admitted statements waited, as a cumulative histogram per
+-- budget (Prometheus' convention), readable like the other views.
+--
+CREATE FUNCTION budget_wait_histogram(
+    OUT budget text,
+    OUT le_ms double precision,
+    OUT count bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'dbgate_wait_histogram'
+LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
+REVOKE ALL ON FUNCTION budget_wait_histogram() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION budget_wait_histogram() TO pg_monitor;
+CREATE VIEW wait_histogram AS
+    SELECT * FROM budget_wait_histogram() ORDER BY budget, le_ms;
+REVOKE ALL ON wait_histogram FROM PUBLIC;
+GRANT SELECT ON wait_histogram TO pg_monitor;
+
 DROP FUNCTION dbgate_copy_execute_grants(regprocedure, regprocedure);

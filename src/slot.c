@@ -197,6 +197,15 @@ slot_enter(SlotState to, TimestampTz since)
 			dbgate_slot_has_limits = false;
 			if (idle_timer)
 				dbgate_idle_timeout_disarm();
+
+			/*
+			 * The backend exits because the budget's idle timeout ended it
+			 * (the transaction is aborted here, or in an exit callback that
+			 * runs before ours, such as the one that drops temporary
+			 * tables; whether the FATAL was logged does not matter).
+			 */
+			if (unlikely(proc_exit_inprogress) && dbgate_idle_timeout_fired())
+				dbgate_admission_count_terminated_idle(&slot_chain);
 			dbgate_admission_return(&slot_chain, slot_admitted_at);
 			break;
 
@@ -809,16 +818,14 @@ dbgate_utility_end(void)
 }
 
 /*
- * Backend exit (before_shmem_exit, so before ProcKill recycles our PGPROC
- * and before the transaction is aborted): leave a queue, count a session
- * ended by the budget's idle_in_transaction_timeout, return the slot.
+ * Backend exit (before_shmem_exit, so before ProcKill recycles our PGPROC):
+ * leave a queue, return the slot (slot_enter() counts a session ended by
+ * the budget's idle_in_transaction_timeout).
  */
 static void
 backend_exit(int code, Datum arg)
 {
 	dbgate_admission_leave_queue();
-	if (slot_state != SLOT_NONE && dbgate_idle_timeout_fired())
-		dbgate_admission_count_terminated_idle(&slot_chain);
 	dbgate_nrefs = 0;
 	running_refs = 0;
 	utility_running = false;
