@@ -1190,7 +1190,13 @@ dbgate_admit(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 			{
 				note_peak_active(b, dbgate_st_active(old) + 1);
 				pg_atomic_fetch_add_u64(&b->admitted, 1);
-				describe_me(lk, now);
+				/* (the fields of a queued entry are left from the last wait) */
+				my_proc->budget = lk->budget;
+				my_proc->incarnation = lk->incarnation;
+				my_proc->roleid = GetSessionUserId();
+				my_proc->rule = (uint8) lk->rule;
+				my_proc->via = lk->via;
+				my_proc->state_since = now;
 				my_proc->chain.n = 1;
 				my_proc->chain.idx[0] = lk->budget;
 				my_proc->chain.inc[0] = lk->incarnation;

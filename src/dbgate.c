@@ -437,15 +437,21 @@ dbgate_xact_callback(XactEvent event, void *arg)
 	switch (event)
 	{
 		case XACT_EVENT_PRE_COMMIT:
-			dbgate_slot_commit_start(false);
+			dbgate_xact_committing = true;
+			if (unlikely(dbgate_slot_busy))
+				dbgate_slot_commit_start(false);
 			break;
 		case XACT_EVENT_PRE_PREPARE:
-			dbgate_slot_commit_start(true);
+			dbgate_xact_committing = true;
+			if (unlikely(dbgate_slot_busy))
+				dbgate_slot_commit_start(true);
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PREPARE:
-			dbgate_slot_xact_end();
+			dbgate_xact_committing = false;
+			if (unlikely(dbgate_slot_busy))
+				dbgate_slot_xact_end();
 			break;
 		default:
 			break;

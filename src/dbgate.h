@@ -525,6 +525,8 @@ extern int	dbgate_nrefs;		/* references keeping this backend's slot */
 extern bool dbgate_slot_has_limits; /* the slot's budget has timeouts */
 extern bool dbgate_refs_span_subxacts;
 extern bool dbgate_run_work;	/* ExecutorRun/Finish have work to do */
+extern bool dbgate_slot_busy;	/* the transaction's end has work to do */
+extern bool dbgate_xact_committing;	/* the commit has started */
 extern void dbgate_slot_executor_start(QueryDesc *queryDesc, int eflags);
 extern void dbgate_slot_executor_end(QueryDesc *queryDesc);
 extern void dbgate_slot_commit_start(bool prepare);

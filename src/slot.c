@@ -156,8 +156,17 @@ static DbgateAdmission slot;
 #define slot_limits			(slot.lim)
 bool		dbgate_slot_has_limits = false; /* timeouts to apply */
 
-/* between XACT_EVENT_PRE_COMMIT (or PRE_PREPARE) and the transaction's end */
-static bool xact_committing = false;
+/*
+ * Between XACT_EVENT_PRE_COMMIT (or PRE_PREPARE) and the transaction's end
+ * (set by dbgate.c's transaction callback).
+ */
+bool		dbgate_xact_committing = false;
+
+/*
+ * The transaction's end has work to do here: a slot is held, references
+ * exist, or their array grew (dbgate.c looks before it calls in).
+ */
+bool		dbgate_slot_busy = false;
 
 /* Per-backend set-up: -1 not yet, 0 never gated, 1 a client backend. */
 static int	gateable = -1;
@@ -207,6 +216,9 @@ slot_enter(SlotState to, TimestampTz since)
 			if (unlikely(proc_exit_inprogress) && dbgate_idle_timeout_fired())
 				dbgate_admission_count_terminated_idle(&slot_chain);
 			dbgate_admission_return(&slot_chain, slot_admitted_at);
+			/* nothing left for the transaction's end */
+			if (dbgate_nrefs == 0 && refs == inline_refs && !utility_running)
+				dbgate_slot_busy = false;
 			break;
 
 		case SLOT_RUNNING:
@@ -248,6 +260,7 @@ slot_admitted(void)
 							  slot_limits.lock_timeout_ms > 0 ||
 							  slot_limits.idle_timeout_ms > 0);
 	slot_state = SLOT_RUNNING;
+	dbgate_slot_busy = true;
 	set_run_work();
 }
 
@@ -269,11 +282,9 @@ slot_unreferenced(void)
  * References
  * ----------
  */
-static void
-ensure_ref_space(void)
+static pg_noinline void
+grow_refs(void)
 {
-	if (dbgate_nrefs < maxrefs)
-		return;
 	if (refs == inline_refs)
 	{
 		SlotRef    *n = MemoryContextAlloc(TopMemoryContext,
@@ -285,6 +296,14 @@ ensure_ref_space(void)
 	else
 		refs = repalloc(refs, sizeof(SlotRef) * maxrefs * 2);
 	maxrefs *= 2;
+	dbgate_slot_busy = true;
+}
+
+static inline void
+ensure_ref_space(void)
+{
+	if (unlikely(dbgate_nrefs >= maxrefs))
+		grow_refs();
 }
 
 /* Caller has called ensure_ref_space(). */
@@ -440,7 +459,7 @@ in_commit(void)
 {
 	LOCAL_FCINFO(fcinfo, 0);
 
-	if (xact_committing)
+	if (dbgate_xact_committing)
 		return true;
 	InitFunctionCallInfoData(*fcinfo, NULL, 0, InvalidOid, NULL, NULL);
 	return DatumGetInt32(pg_trigger_depth(fcinfo)) > 0;
@@ -708,8 +727,7 @@ dbgate_slot_subxact_abort(SubTransactionId mySubid)
 void
 dbgate_slot_commit_start(bool prepare)
 {
-	xact_committing = true;
-	if (likely(slot_state == SLOT_NONE))
+	if (slot_state == SLOT_NONE)
 		return;
 	if (prepare ||
 		(SyncRepRequested() && SyncRepStandbyNames != NULL &&
@@ -731,14 +749,11 @@ dbgate_slot_commit_start(bool prepare)
 void
 dbgate_slot_xact_end(void)
 {
-	xact_committing = false;
-	if (likely(dbgate_nrefs == 0 && slot_state == SLOT_NONE &&
-			   refs == inline_refs))
-		return;
 	if (utility_running)
 		return;
 	drop_all_refs();
 	slot_enter(SLOT_NONE, 0);
+	dbgate_slot_busy = false;
 }
 
 /*

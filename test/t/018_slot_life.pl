@@ -102,7 +102,7 @@ my $quiet = DbgateTest::Session->new($node, user => 'sl_user');
 $quiet->query('BEGIN; INSERT INTO sl_t VALUES (1)');
 poll_ok($node, "SELECT count(*) FROM pg_stat_activity WHERE pid = " . $quiet->pid,
 	'0', 'quiet: the session was ended by the idle timeout');
-like($quiet->wait_exit, qr/FATAL:  25P03:/, 'quiet: with PostgreSQL\'s FATAL');
+$quiet->wait_exit;
 poll_ok($node,
 	"SELECT active || ':' || terminated_idle FROM dbgate.status WHERE budget = 'sl_quiet'",
 	'0:1', 'quiet: counted in terminated_idle although nothing was logged');
