@@ -1280,10 +1280,17 @@ admit_slow(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 	q.same = true;
 
 	/* no snapshot held back while we wait (waitsnap.c) */
-	snap_released = dbgate_waitsnap_release(queryDesc);
+	/* -- a gated utility command waits without its portal's snapshot -- */
+	if (utility)
+		snap_released = dbgate_waitsnap_utility_release();
+	else
+		snap_released = dbgate_waitsnap_release(queryDesc);
 	step = queue_wait(&q);
 	proceed = queue_act(&q, step);
-	if (snap_released)
+	/* -- and takes it again here, whatever the wait's outcome -- */
+	if (snap_released && utility)
+		dbgate_waitsnap_utility_retake();
+	else if (snap_released)
 		dbgate_waitsnap_retake(queryDesc);
 	return proceed ? ADMIT_SLOT : ADMIT_NONE;
 }

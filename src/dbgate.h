@@ -473,6 +473,8 @@ extern bool dbgate_utility_takes_slot(PlannedStmt *pstmt,
 /* waitsnap.c: a queued statement gives up its snapshot while it waits */
 extern bool dbgate_waitsnap_release(QueryDesc *queryDesc);
 extern void dbgate_waitsnap_retake(QueryDesc *queryDesc);
+extern bool dbgate_waitsnap_utility_release(void);
+extern void dbgate_waitsnap_utility_retake(void);
 
 /* limits.c */
 /* gucvar.c: a built-in integer setting tightened for a while */
