@@ -485,7 +485,7 @@ typedef struct DbgateGucOverride
 	int		   *variable;		/* the variable behind it */
 	int			value;			/* the value set */
 	int			session;		/* the session's value before */
-	int			session_scontext;	/* and its GucContext */
+	Oid			session_srole;	/* and the role that set it */
 	struct guc_stack *stack;	/* top of its GUC stack then */
 	int			stack_state;	/* that entry's state, or -1 */
 } DbgateGucOverride;
