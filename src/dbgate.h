@@ -17,7 +17,8 @@
  *	  wal.c			WAL records of configuration changes and their redo
  *	  sqlfuncs.c	SQL-callable configuration functions, dbgate.budgets
  *	  status.c		the live views dbgate.status and dbgate.backends
- *	  parallel.c	a budget's parallel_workers: planner and plan capping
+ *	  parallel.c	a budget's parallel_workers: planner, plan and maintenance
+ *					capping
  *	  utility.c		which utility commands take a slot
  *	  waitsnap.c	a queued statement holds no snapshot while it waits
  *
@@ -456,6 +457,14 @@ extern void dbgate_utility_end(void);
 /* parallel.c */
 extern void dbgate_parallel_init(void);
 extern void dbgate_parallel_executor_start_slow(QueryDesc *queryDesc);
+extern void dbgate_parallel_utility(ProcessUtility_hook_type next,
+									PlannedStmt *pstmt,
+									const char *queryString,
+									bool readOnlyTree,
+									ProcessUtilityContext context,
+									ParamListInfo params,
+									QueryEnvironment *queryEnv,
+									DestReceiver *dest, QueryCompletion *qc);
 
 /* ExecutorStart: cap a plan made before the budget's cap was in force. */
 static inline void
