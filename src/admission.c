@@ -1287,7 +1287,7 @@ admit_slow(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 		snap_released = dbgate_waitsnap_release(queryDesc);
 	step = queue_wait(&q);
 	proceed = queue_act(&q, step);
-	/* -- and takes it again here, whatever the wait's outcome -- */
+	/* -- and takes it again as it goes on, with a slot or ungated -- */
 	if (snap_released && utility)
 		dbgate_waitsnap_utility_retake();
 	else if (snap_released)
