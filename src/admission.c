@@ -1142,11 +1142,20 @@ admit_slow(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 	q.next_lock_check = TimestampTzPlusMilliseconds(now, Max(DeadlockTimeout, 1));
 	q.same = true;
 
-	/* no snapshot held back while we wait (waitsnap.c) */
-	snap_released = dbgate_waitsnap_release(queryDesc);
+	/*
+	 * No snapshot held back while we wait (waitsnap.c): a query's, or the
+	 * portal's of a gated utility command; taken again as it goes on, with
+	 * a slot or ungated.
+	 */
+	if (utility)
+		snap_released = dbgate_waitsnap_utility_release();
+	else
+		snap_released = dbgate_waitsnap_release(queryDesc);
 	step = queue_wait(&q);
 	proceed = queue_act(&q, step, a);
-	if (snap_released)
+	if (snap_released && utility)
+		dbgate_waitsnap_utility_retake();
+	else if (snap_released)
 		dbgate_waitsnap_retake(queryDesc);
 	return proceed ? DBGATE_ADMIT_SLOT : DBGATE_ADMIT_NONE;
 }

@@ -324,12 +324,16 @@ next_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 					ParamListInfo params, QueryEnvironment *queryEnv,
 					DestReceiver *dest, QueryCompletion *qc)
 {
-	if (prev_ProcessUtility)
-		prev_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
-							queryEnv, dest, qc);
+	ProcessUtility_hook_type next = prev_ProcessUtility ?
+		prev_ProcessUtility : standard_ProcessUtility;
+
+	/* a budget's parallel_workers caps parallel maintenance (parallel.c) */
+	if (dbgate_shared != NULL)
+		dbgate_parallel_utility(next, pstmt, queryString, readOnlyTree,
+								context, params, queryEnv, dest, qc);
 	else
-		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
-								params, queryEnv, dest, qc);
+		next(pstmt, queryString, readOnlyTree, context, params, queryEnv,
+			 dest, qc);
 }
 
 /* a command that holds a slot: return it on every exit */

@@ -23,7 +23,8 @@
  *	  wal.c			WAL records of configuration changes and their redo
  *	  sqlfuncs.c	SQL-callable configuration functions, dbgate.budgets
  *	  status.c		the live views dbgate.status and dbgate.backends
- *	  parallel.c	a budget's parallel_workers: planner and plan capping
+ *	  parallel.c	a budget's parallel_workers: planner, plan and maintenance
+ *					capping
  *	  utility.c		which utility commands take a slot
  *	  waitsnap.c	a queued statement holds no snapshot while it waits
  *
@@ -633,6 +634,14 @@ extern int	dbgate_admission_idle_count(int idx);
 /* parallel.c */
 extern void dbgate_parallel_init(void);
 extern void dbgate_parallel_executor_start_slow(QueryDesc *queryDesc);
+extern void dbgate_parallel_utility(ProcessUtility_hook_type next,
+									PlannedStmt *pstmt,
+									const char *queryString,
+									bool readOnlyTree,
+									ProcessUtilityContext context,
+									ParamListInfo params,
+									QueryEnvironment *queryEnv,
+									DestReceiver *dest, QueryCompletion *qc);
 
 /* ExecutorStart: cap a plan made before the budget's cap was in force. */
 static inline void
@@ -650,6 +659,8 @@ extern bool dbgate_utility_takes_slot(PlannedStmt *pstmt,
 /* waitsnap.c: a queued statement gives up its snapshot while it waits */
 extern bool dbgate_waitsnap_release(QueryDesc *queryDesc);
 extern void dbgate_waitsnap_retake(QueryDesc *queryDesc);
+extern bool dbgate_waitsnap_utility_release(void);
+extern void dbgate_waitsnap_utility_retake(void);
 
 /* limits.c */
 /* gucvar.c: a built-in integer setting tightened for a while */
@@ -660,7 +671,7 @@ typedef struct DbgateGucOverride
 	int		   *variable;		/* the variable behind it */
 	int			value;			/* the value set */
 	int			session;		/* the session's value before */
-	int			session_scontext;	/* and its GucContext */
+	Oid			session_srole;	/* and the role that set it */
 	struct guc_stack *stack;	/* top of its GUC stack then */
 	int			stack_state;	/* that entry's state, or -1 */
 } DbgateGucOverride;
