@@ -18,10 +18,14 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use DbgateTest;
 
+# A synchronous standby that never comes; only the sessions that ask for
+# it (synchronous_commit = on) wait for it.
 my $node = dbgate_node(
 	'slotlife', conf => q{
 wal_level = replica
 max_wal_senders = 2
+synchronous_standby_names = 'nosuch'
+synchronous_commit = local
 });
 $node->safe_psql(
 	'postgres', q{
@@ -111,10 +115,11 @@ $node->safe_psql('postgres', 'ALTER ROLE sl_user RESET log_min_messages');
 # ---------------------------------------------------------------------------
 # A commit that waits for a synchronous standby holds no slot, also when
 # NOTIFY assigns its transaction ID after the commit started.
-$node->append_conf('postgresql.conf', "synchronous_standby_names = 'nosuch'\n");
-$node->reload;
-$node->safe_psql('postgres',
-	"SELECT dbgate.create_budget('sl_sync', max_active => 1, max_queued => 1, scope => 'transaction')");
+$node->safe_psql('postgres', q{
+	ALTER ROLE sl_user SET synchronous_commit = on;
+	SELECT dbgate.create_budget('sl_sync', max_active => 1, max_queued => 1,
+	                            scope => 'transaction');
+});
 use_budget('sl_sync');
 my $notifier = DbgateTest::Session->new($node, user => 'sl_user');
 $notifier->query('BEGIN; SELECT 1');
