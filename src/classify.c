@@ -331,7 +331,7 @@ dbgate_classify_slow(void)
 	DbgateLookupCache *c = &dbgate_lookup_cache;
 	Oid			user = GetSessionUserId();
 	uint64		generation = pg_atomic_read_u64(&dbgate_shared->generation);
-	DbgateLookup result = {-1, 0, DBGATE_BY_ROLE, InvalidOid};
+	DbgateLookup result = {-1, 0, DBGATE_BY_ROLE, InvalidOid, InvalidOid};
 	uint32		invals = lookup_invals;
 
 	if (!lookup_callbacks_registered)
@@ -350,6 +350,7 @@ dbgate_classify_slow(void)
 	 * Valid only if no invalidation arrived while the catalogs were read
 	 * (and never after an error, which leaves the cache invalid).
 	 */
+	result.user = user;
 	c->result = result;
 	c->generation = generation;
 	c->user = user;
