@@ -34,7 +34,8 @@
 # PANIC), every budget drains to active 0, queued 0 and dbgate.backends is
 # empty when the clients stop, every sample of the views is possible (see
 # Fuzz::Check), rejected_full and rejected_timeout equal the 53300 errors
-# of dbgate in the log, every budget change succeeded or failed as it
+# of dbgate in the log (and canceled_waiting is at most the cancels,
+# statement timeouts, ended sessions and lost clients the log shows), every budget change succeeded or failed as it
 # should and dbgate.budgets shows the committed configuration, no sqlsmith
 # session stalled, the utility clients met no error that the faults do
 # not explain, and the server log has no WARNING of dbgate's own, no
@@ -445,7 +446,7 @@ sub read_kv
 	return \%h;
 }
 
-my (%smith, @smith_exits, @stalls);
+my (%smith, @smith_exits, @smith_seeds, @stalls);
 for my $i (1 .. @SMITH)
 {
 	my $s = Fuzz::Smith::read_stats("$dir/smith-$i.stats");
@@ -457,6 +458,7 @@ for my $i (1 .. @SMITH)
 	$smith{$_} += $s->{$_} // 0 for qw(ok failed syntax timeout broken generated starts stalls);
 	$smith{"ran $i"} = ($s->{ok} // 0) + ($s->{failed} // 0) + ($s->{syntax} // 0);
 	push @smith_exits, map { "session $i ($SMITH[$i - 1]): $_" } @{ $s->{exits} };
+	push @smith_seeds, "$i $SMITH[$i - 1] " . ($s->{seeds} // '?');
 	push @stalls, @{ $s->{stall_queries} };
 }
 my $statements = ($smith{ok} // 0) + ($smith{failed} // 0) + ($smith{syntax} // 0)
@@ -541,6 +543,11 @@ for my $b (sort grep { $leaf{$_} } keys %BUDGETS)
 		push @counter_problems, "$b.$c = " . ($s->{$c} // 'missing') . ", the log has $n"
 		  unless defined $s->{$c} && $s->{$c} == $n;
 	}
+	my $leave = 0;
+	$leave += $log->{leave}{$_} // 0 for grep { $ROLE_BUDGET{$_} eq $b } keys %ROLE_BUDGET;
+	push @counter_problems, "$b.canceled_waiting = $s->{canceled_waiting}, more than the $leave "
+	  . 'cancels, statement timeouts, ended sessions and lost clients of its roles in the log'
+	  if ($s->{canceled_waiting} // 0) > $leave;
 	push @counter_problems, "$b: no statement was admitted" if !$s->{admitted};
 }
 # 1.2: the wait histogram is cumulative and ends with every admission
@@ -563,7 +570,8 @@ if ($hist)
 	}
 }
 ok(!@counter_problems,
-	'the counters agree with the log: rejected_full and rejected_timeout are the 53300 errors of dbgate')
+	'the counters agree with the log: rejected_full and rejected_timeout are the 53300 errors of dbgate, '
+	  . 'canceled_waiting within the cancels and ends')
   or diag join("\n", @counter_problems);
 
 my $pm_pid_end = postmaster_pid();
@@ -635,6 +643,7 @@ push @fig, sprintf('sqlsmith: %d statements: %d succeeded, %d failed (%d syntax 
 	  . '%d lost connections; %d starts of sqlsmith', $statements, $smith{ok} // 0,
 	($smith{failed} // 0) + ($smith{syntax} // 0), $smith{syntax} // 0, $smith{broken} // 0,
 	$smith{starts} // 0);
+push @fig, 'sqlsmith sessions, roles and seeds: ' . join('; ', @smith_seeds);
 push @fig, 'failed statements of sqlsmith by SQLSTATE class (server log): '
   . join(', ', map { "$_ " . ($class_name{$_} // '?') . " $by_class{$_}" } sort keys %by_class);
 push @fig, 'most frequent: ' . join(', ', map { "$_ $log->{smith_errors}{$_}" } @top);

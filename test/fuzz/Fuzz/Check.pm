@@ -34,7 +34,9 @@
 # returns the findings (a crash, an assertion, a PANIC, a dbgate WARNING,
 # an internal or system error raised by dbgate, a FATAL of dbgate other
 # than the idle timeout, a WARNING of PostgreSQL about a leaked resource),
-# the 53300 rejections per budget, the errors of the generated SQL by
+# the 53300 rejections per budget, how many statements or sessions of each
+# role were canceled, timed out or ended (an upper bound of the statements
+# that left a queue), the errors of the generated SQL by
 # SQLSTATE, the other warnings by message, and the internal errors
 # (class XX) that PostgreSQL raised, with their statements.
 package Fuzz::Check;
@@ -327,7 +329,7 @@ sub scan_log
 				next;
 			}
 			$finish->();
-			$text =~ s/^[0-9A-Z]{5}: // if $state ne '00000' || $level ne 'LOG';
+			$text =~ s/^[0-9A-Z]{5}: //;
 			$rec = { ts => $ts, pid => $pid, state => $state, user => $user, app => $app,
 				level => $level, message => $text };
 			$last_part = 'message';
@@ -358,6 +360,13 @@ sub classify
 	$what .= "\n  DETAIL: $rec->{detail}" if $rec->{detail};
 	$what .= "\n  STATEMENT: $rec->{statement}" if $rec->{statement};
 
+	# what may end a queued statement other than admission or a queue
+	# timeout: a cancel or a statement timeout, the end of the session, a
+	# lost client
+	$r->{leave}{ $rec->{user} }++
+	  if ($level eq 'ERROR' && $state eq '57014')
+	  || $level eq 'FATAL'
+	  || ($level eq 'LOG' && $state =~ /^08/);
 	if ($level eq 'LOG')
 	{
 		# the postmaster reports a crashed child, then restarts

@@ -19,7 +19,8 @@
 #     between them sqlsmith's reports and the schema loader's progress.
 #
 # Stats file, one "key TAB value" a line: ok, failed, syntax, timeout,
-# broken (statements by outcome), generated, starts, stalls (no statement
+# broken (statements by outcome), generated, starts, seeds (of each start,
+# comma-separated), stalls (no statement
 # finished for STALL_SECONDS while sqlsmith ran past its schema load),
 # exit (one line per exit of sqlsmith not asked for: status and its last
 # words), stall_queries (the statements last sent before a stall, one per
@@ -108,6 +109,7 @@ sub run_once
 	close $out_w;
 	close $err_w;
 	$self->{n}{starts}++;
+	push @{ $self->{seeds} }, $self->seed($k);
 	my $sel = IO::Select->new($out_r, $err_r);
 	my ($out_buf, $err_buf, $query) = ('', '', '');
 	my @err_lines;    # sqlsmith's last words other than progress
@@ -220,6 +222,7 @@ sub write_stats
 	my $f = "$self->{dir}/smith-$self->{id}.stats";
 	open(my $fh, '>', "$f.tmp") or die "$f.tmp: $!";
 	print $fh "$_\t$self->{n}{$_}\n" for sort keys %{ $self->{n} };
+	print $fh "seeds\t", join(',', @{ $self->{seeds} // [] }), "\n";
 	print $fh "exit\t$_\n" for @{ $self->{exits} };
 	for my $q (@{ $self->{stall_queries} })
 	{
