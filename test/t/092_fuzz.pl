@@ -80,7 +80,7 @@ use Fuzz::Common qw(dsn pick);
 use Fuzz::Smith;
 use Fuzz::Utility;
 use Fuzz::Alter;
-use Fuzz::Check qw(monitor check_samples scan_log dbgate_functions);
+use Fuzz::Check qw(monitor check_samples scan_log dbgate_functions shape);
 
 my $sqlsmith = (grep { -x "$_/sqlsmith" } split /:/, $ENV{PATH} // '')[0];
 plan skip_all => 'sqlsmith is not installed (Debian package sqlsmith)' unless $sqlsmith;
@@ -151,13 +151,16 @@ my @UTILITY = (qw(fz_u1 fz_u2));
 
 my $setup = q{
 -- session-level advisory locks outlive sqlsmith's ROLLBACK: one statement
--- that locks every row of a table would fill the lock table for good
+-- that locks every row of a table would fill the lock table for good (and
+-- their unlock functions only warn)
 DO $$
 DECLARE f regprocedure;
 BEGIN
 	FOR f IN SELECT oid FROM pg_proc
 			 WHERE proname IN ('pg_advisory_lock', 'pg_advisory_lock_shared',
-							   'pg_try_advisory_lock', 'pg_try_advisory_lock_shared')
+							   'pg_try_advisory_lock', 'pg_try_advisory_lock_shared',
+							   'pg_advisory_unlock', 'pg_advisory_unlock_shared',
+							   'pg_advisory_unlock_all')
 	LOOP
 		EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f);
 	END LOOP;
@@ -586,12 +589,6 @@ ok($pm_pid_end eq $pm_pid && $pm_start_end eq $pm_start,
 # random() make some statements fail only sometimes); if it fails the same
 # way (the same SQLSTATE, the same message but for its numbers), it is
 # PostgreSQL's.
-sub shape
-{
-	my ($m) = @_;
-	$m =~ s/0x[0-9a-fA-F]+|\d+/#/g;
-	return $m;
-}
 my (@internal_ours, @internal_pg, %seen_internal);
 for my $e (@{ $log->{internal} })
 {
@@ -613,10 +610,18 @@ for my $e (@{ $log->{internal} })
 	if ($same) { push @internal_pg, $e->{what}; }
 	else { push @internal_ours, "$e->{what}\n  ungated, five times: the last $again"; }
 }
-my @findings = (@{ $log->{findings} }, @internal_ours);
+# like findings once, with a count, the first one in full
+my (@findings, %nfound);
+for my $f (@{ $log->{findings} }, @internal_ours)
+{
+	my $k = shape((split /\n/, $f)[0] =~ s/ \(pid \d+, / (/r);
+	push @findings, [ $k, $f ] unless $nfound{$k}++;
+}
 ok(!@findings,
 	'the server log shows no crash, assertion, PANIC, WARNING or internal error of dbgate')
-  or diag join("\n", @findings[ 0 .. ($#findings < 30 ? $#findings : 29) ]);
+  or diag join("\n",
+	map { ($nfound{ $_->[0] } > 1 ? "$nfound{$_->[0]} times, the first: " : '') . $_->[1] }
+	  @findings[ 0 .. ($#findings < 30 ? $#findings : 29) ]);
 
 # ---------------------------------------------------------------------
 # Figures

@@ -54,7 +54,7 @@ use Soak::Common qw(flag_set);
 use Fuzz::Common qw(dsn);
 
 use Exporter 'import';
-our @EXPORT_OK = qw(monitor check_samples scan_log dbgate_functions);
+our @EXPORT_OK = qw(monitor check_samples scan_log dbgate_functions shape);
 
 my $SAMPLE_SQL = <<'SQL';
 SELECT extract(epoch FROM clock_timestamp()),
@@ -296,7 +296,9 @@ my $PREFIX = qr/^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \S+) \[(\d+)\] <([0-9
 my %PART = map { $_ => 1 } qw(DETAIL HINT CONTEXT LOCATION STATEMENT QUERY);
 
 # PostgreSQL's warnings about a resource that a module left behind
-my $LEAK = qr/leak|still referenced|not closed|still active|still pinned|AbortTransaction while|you don't own a lock|not owned by resource owner/i;
+# (not "you don't own a lock": pg_advisory_unlock_xact... of a lock not held
+# says that too)
+my $LEAK = qr/leak|still referenced|not closed|still active|still pinned|AbortTransaction while|not owned by resource owner/i;
 
 # scan_log(file => F, offset => BYTES, functions => dbgate_functions(),
 #          smith_roles => { role => 1 })
@@ -347,6 +349,14 @@ sub scan_log
 	return \%r;
 }
 
+# a message with its numbers replaced by '#' (to count like ones together)
+sub shape
+{
+	my ($m) = @_;
+	$m =~ s/0x[0-9a-fA-F]+|\d+/#/g;
+	return $m;
+}
+
 sub classify
 {
 	my ($r, $rec, $p) = @_;
@@ -387,7 +397,7 @@ sub classify
 	{
 		if ($ours) { push @{ $r->{findings} }, "dbgate warning: $what"; }
 		elsif ($msg =~ $LEAK) { push @{ $r->{findings} }, "resource warning: $what"; }
-		else { $r->{warnings}{"$state $msg"}++; }
+		else { $r->{warnings}{ shape("$state $msg") }++; }
 		return;
 	}
 	if ($level eq 'FATAL')
