@@ -29,6 +29,10 @@ use Fuzz::Common qw(dsn pick);
 # canceled or timed out (57014), lock timeout (55P03), deadlock (40P01),
 # terminated or ended idle (57P01, 25P03, 08xxx: the connection is gone),
 # the lock table full for a moment (53200, from a generated statement).
+# (A cancel that arrives as COMMIT starts fails it before it ends the
+# transaction, which stays open and failed: after a failed COMMIT or
+# ROLLBACK the client rolls back before anything else, so 25P02 is not
+# expected.)
 my %EXPECTED = map { $_ => 1 } qw(53300 57014 55P03 40P01 57P01 25P03 53200);
 
 # per client: the tables it maintains, and whether it refreshes the
@@ -118,6 +122,10 @@ sub error
 		$self->{lost} = 1;
 		$state = '08000' if $state !~ /^(08|57P0|25P03)/;
 	}
+	# a cancel that arrives as COMMIT or ROLLBACK starts fails it before
+	# it ends the transaction: roll back before the next operation
+	$self->{need_rollback} = 1
+	  if $state eq '25P02' || $sql eq 'COMMIT' || $sql eq 'ROLLBACK';
 	$self->bump('err', $state);
 	if (!$EXPECTED{$state} && $state !~ /^08/)
 	{
@@ -255,6 +263,12 @@ sub run
 			}
 			$self->connect_db or do { sleep 0.2; next; };
 			$self->{lost} = 0;
+		}
+		if ($self->{need_rollback})
+		{
+			$self->{need_rollback} = 0;
+			$self->st('ROLLBACK');
+			next;
 		}
 		my $op = $self->pick_op;
 		$self->bump('op', $op);
