@@ -704,9 +704,18 @@ my %pg_internal;
 $pg_internal{ (split /\n/, $_)[0] =~ s/ \(pid \d+, [^)]*\)//r }++ for @internal_pg;
 push @fig, 'internal errors of PostgreSQL that the same statements also raise ungated: '
   . (%pg_internal ? join('; ', map { "$pg_internal{$_} x $_" } sort keys %pg_internal) : 'none');
+my (@other, %nother);
+for my $o (@internal_other)
+{
+	my $k = shape((split /\n/, $o)[0] =~ s/ \(pid \d+, [^)]*\)//r);
+	push @other, [ $k, $o ] unless $nother{$k}++;
+}
 push @fig, 'internal errors of PostgreSQL that the same statements did not raise again ungated '
   . '(to look at): ' . scalar(@internal_other)
-  . join('', map { "\n    " . (length > 1500 ? substr($_, 0, 1500) . ' ...' : $_) } @internal_other);
+  . join('', map {
+		"\n    $nother{$_->[0]} x, the first: "
+		  . (length $_->[1] > 1200 ? substr($_->[1], 0, 1200) . ' ...' : $_->[1])
+  } @other[ 0 .. ($#other < 9 ? $#other : 9) ]);
 diag "fuzz figures:\n  " . join("\n  ", @fig);
 
 $admin->disconnect;

@@ -397,7 +397,7 @@ sub classify
 	{
 		if ($ours) { push @{ $r->{findings} }, "dbgate warning: $what"; }
 		elsif ($msg =~ $LEAK) { push @{ $r->{findings} }, "resource warning: $what"; }
-		else { $r->{warnings}{ shape("$state $msg") }++; }
+		else { $r->{warnings}{ "$state " . shape($msg) }++; }
 		return;
 	}
 	if ($level eq 'FATAL')
