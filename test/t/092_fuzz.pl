@@ -701,7 +701,7 @@ push @fig, 'warnings (not dbgate\'s): '
 push @fig, 'exits of sqlsmith not asked for: ' . scalar(@smith_exits)
   . (@smith_exits ? ', the last: ' . $smith_exits[-1] : '');
 my %pg_internal;
-$pg_internal{ (split /\n/, $_)[0] =~ s/ \(pid \d+, [^)]*\)//r }++ for @internal_pg;
+$pg_internal{ shape((split /\n/, $_)[0] =~ s/ \(pid \d+, [^)]*\)//r) }++ for @internal_pg;
 push @fig, 'internal errors of PostgreSQL that the same statements also raise ungated: '
   . (%pg_internal ? join('; ', map { "$pg_internal{$_} x $_" } sort keys %pg_internal) : 'none');
 my (@other, %nother);
