@@ -61,11 +61,12 @@ set -uo pipefail
 ALL_SUITES=(regress alone isolation tap smoke)
 # Build and test tools (make, gcc and libc6-dev for PGXS, libkrb5-dev for
 # the GSSAPI headers that the server headers include, libipc-run-perl for PostgreSQL::Test::Cluster,
-# libdbd-pg-perl for the soak test's client processes); pgbouncer,
-# gnuplot-nox and python3 for the benchmarks and their smoke test.
+# libdbd-pg-perl for the soak and fuzz tests' client processes, sqlsmith
+# for the fuzz test); pgbouncer, gnuplot-nox and python3 for the benchmarks
+# and their smoke test.
 PACKAGES=(postgresql-"$PG_MAJOR" postgresql-server-dev-"$PG_MAJOR"
 	make gcc libc6-dev libkrb5-dev perl libipc-run-perl libdbd-pg-perl
-	pgbouncer gnuplot-nox python3)
+	sqlsmith pgbouncer gnuplot-nox python3)
 CHECK_TIMEOUT=${CHECK_TIMEOUT:-600}
 # A test that waits for something that never happens fails after this
 # many seconds instead of PostgreSQL's default of 180 (TAP's poll_query_until

@@ -33,7 +33,7 @@ DBGATE_ROOTS=${DBGATE_ROOTS:-/var/cache/dbgate}
 root_packages() {
 	local v=$1
 	echo "postgresql-$v postgresql-server-dev-$v make gcc libc6-dev" \
-		"libkrb5-dev perl libipc-run-perl libdbd-pg-perl pgbouncer" \
+		"libkrb5-dev perl libipc-run-perl libdbd-pg-perl sqlsmith pgbouncer" \
 		"gnuplot-nox python3"
 }
 
