@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2317 # functions called by traps and through step
 #
 # test/package.sh - build the Debian package postgresql-N-dbgate from this
 # source tree in a clean Debian root, install it and test it there.
@@ -259,22 +260,17 @@ package_version() {
 		return
 	fi
 	echo "root $base ready ($((SECONDS - t0)) s)"
-	RUN=$(mktemp -d "$base.run.XXXXXX") && export MERGED=$RUN/merged &&
-		copy_root "$base" || {
-		result "package $v: root" fail "could not make a copy of $base"
-		drop_copy
-		root_unlock
-		return
-	}
-	# The build user, and the source tree as a release has it.
-	in_copy useradd --create-home --home-dir /build dbgate-build >/dev/null &&
+	# The copy, its build user, and the source tree as a release has it.
+	if ! { RUN=$(mktemp -d "$base.run.XXXXXX") && export MERGED=$RUN/merged &&
+		copy_root "$base" &&
+		in_copy useradd --create-home --home-dir /build dbgate-build >/dev/null &&
 		tar_tree "$MERGED/build/dbgate" &&
-		in_copy chown -R dbgate-build: /build || {
-		result "package $v: root" fail "could not prepare the copy"
+		in_copy chown -R dbgate-build: /build; }; then
+		result "package $v: root" fail "could not prepare a copy of $base"
 		drop_copy
 		root_unlock
 		return
-	}
+	fi
 
 	# 3. build.  debian/control is generated for Debian 12 (PostgreSQL 15);
 	# elsewhere pg_buildext makes it anew from control.in for the suite's
@@ -296,10 +292,16 @@ package_version() {
 	fi
 	grep -E 'tests passed|tests failed|of [0-9]+ tests' "$RUN/build.log" |
 		sed 's/^[# ]*/   build-time tests: /'
-	deb=$(cd "$MERGED/build" && ls "${pkg}"_*.deb 2>/dev/null | head -n 1)
+	local f built=()
+	deb=''
+	for f in "$MERGED"/build/*.deb "$MERGED"/build/*.changes "$MERGED"/build/*.dsc; do
+		[[ -e $f ]] || continue
+		built+=("${f##*/}")
+		[[ ${f##*/} == "${pkg}"_*.deb ]] && deb=${f##*/}
+	done
 	debver=${deb#"${pkg}_"}
 	debver=${debver%%_*}
-	echo "built: $(cd "$MERGED/build" && ls -- *.deb *.changes *.dsc 2>/dev/null | tr '\n' ' ')"
+	echo "built: ${built[*]}"
 	if [[ -z $deb ]]; then
 		result "package $v: build" fail "no $pkg package was built"
 	elif [[ $debver != "$sver" ]]; then
@@ -328,6 +330,7 @@ package_version() {
 
 	# 5. install
 	t=$SECONDS
+	# shellcheck disable=SC2016 # a dpkg-query format, not a shell expansion
 	if [[ -n $deb ]] && step "$RUN/install.log" in_copy dpkg -i "/build/$deb" &&
 		in_copy dpkg-query -W -f='${Status}\n' "$pkg" | grep -q 'install ok installed'; then
 		sed 's/^/   /' "$RUN/install.log"
