@@ -121,19 +121,22 @@ build_depends() {
 # ---------------------------------------------------------------------------
 # Results
 
-result() { # NAME STATUS(ok|fail|skip) [WHY]
-	case $2 in
+result() { # NAME STATUS(ok|fail|skip) [WHY...]
+	local name=$1 status=$2 why
+	shift 2
+	why=$*
+	case $status in
 	ok)
 		passed=$((passed + 1))
-		echo "-- $1: passed${3:+ ($3)}"
+		echo "-- $name: passed${why:+ ($why)}"
 		;;
 	skip)
 		skipped=$((skipped + 1))
-		echo "-- $1: skipped${3:+ ($3)}"
+		echo "-- $name: skipped${why:+ ($why)}"
 		;;
 	*)
 		failed=$((failed + 1))
-		echo "-- $1: FAILED${3:+ ($3)}"
+		echo "-- $name: FAILED${why:+ ($why)}"
 		;;
 	esac
 }
