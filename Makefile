@@ -4,9 +4,13 @@ OBJS = \
 	src/dbgate.o \
 	src/budgets.o \
 	src/classify.o \
+	src/slot.o \
 	src/admission.o \
+	src/rate.o \
+	src/lockgraph.o \
 	src/limits.o \
 	src/gucvar.o \
+	src/fields.o \
 	src/confimage.o \
 	src/config.o \
 	src/persist.o \
@@ -18,7 +22,7 @@ OBJS = \
 	src/waitsnap.o
 
 EXTENSION = dbgate
-DATA = sql/dbgate--1.0.sql sql/dbgate--1.0--1.1.sql
+DATA = sql/dbgate--1.0.sql sql/dbgate--1.0--1.1.sql sql/dbgate--1.1--1.2.sql
 PGFILEDESC = "dbgate - workload admission control"
 
 # Regression tests (sql/*.sql, expected/*.out) run against a throwaway
@@ -49,7 +53,7 @@ PG_CFLAGS = -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-$(OBJS): src/dbgate.h src/compat.h
+$(OBJS): src/dbgate.h src/compat.h src/fields.h
 
 .PHONY: tmp_check_dir
 tmp_check_dir:
