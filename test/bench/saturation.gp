@@ -1,5 +1,5 @@
 # Saturation plot: TPS (top) and p99 latency (bottom) against max_active /
-# pool size, for dbgate fair, dbgate non-fair and PgBouncer, with the ungated
+# pool size, for dbgate fair, non-fair and 'lifo' and PgBouncer, with the ungated
 # server as a reference line; one column per statement size.  Called by
 # run.sh as  gnuplot -e "dir='RESULTS'" saturation.gp
 # (reads dir/saturation_S.dat and dir/saturation_1ms.dat).
@@ -26,6 +26,7 @@ do for [i=1:2] {
     unset logscale y
     plot f using 1:2 with linespoints pt 7 lw 2 lc rgb "#4e79a7" title "dbgate fair", \
          f using 1:3 with linespoints pt 5 lw 2 lc rgb "#59a14f" title "dbgate non-fair", \
+         f using 1:10 with linespoints pt 13 lw 2 lc rgb "#b07aa1" title "dbgate lifo", \
          f using 1:4 with linespoints pt 9 lw 2 lc rgb "#f28e2b" title "PgBouncer", \
          f using 1:5 with lines dt 2 lw 2 lc rgb "#000000" title "ungated"
 }
@@ -38,6 +39,7 @@ do for [i=1:2] {
     set offsets 0, 0, 0, 0
     plot f using 1:6 with linespoints pt 7 lw 2 lc rgb "#4e79a7" title "dbgate fair", \
          f using 1:7 with linespoints pt 5 lw 2 lc rgb "#59a14f" title "dbgate non-fair", \
+         f using 1:11 with linespoints pt 13 lw 2 lc rgb "#b07aa1" title "dbgate lifo", \
          f using 1:8 with linespoints pt 9 lw 2 lc rgb "#f28e2b" title "PgBouncer", \
          f using 1:9 with lines dt 2 lw 2 lc rgb "#000000" title "ungated"
 }
