@@ -400,9 +400,9 @@ server_ticks() {
 
 # sampler_start FILE PORT BUDGET...: every 100 ms one line per budget into
 # FILE: epoch|budget|active|queued|oldest_wait|admitted|admitted_after_wait|
-# rate_limited|histogram counts (space-separated, in order of le_ms).  A
-# psql of its own (\watch); the superuser's sampling query is not gated.
-SAMPLE_COLS="epoch budget active queued oldest_wait admitted admitted_after_wait rate_limited hist"
+# rate_limited|active_time_total|histogram counts (space-separated, in
+# order of le_ms).  A psql of its own (\watch); the superuser's sampling
+# query is not gated.  report.py reads these files.
 sampler_start() {
 	local file=$1 port=$2
 	shift 2
@@ -412,6 +412,7 @@ sampler_start() {
 	sampler_stop
 	printf '%s\n' "SELECT extract(epoch FROM clock_timestamp()), s.budget, s.active, s.queued,
 		round(s.oldest_wait::numeric, 3), s.admitted, s.admitted_after_wait, s.rate_limited,
+		round(s.active_time_total::numeric, 3),
 		(SELECT string_agg(h.count::text, ' ' ORDER BY h.le_ms) FROM dbgate.wait_histogram h
 		 WHERE h.budget = s.budget)
 		FROM dbgate.status s WHERE s.budget IN ($list) ORDER BY s.budget" '\watch 0.1' >"$WORK/sampler.sql"
@@ -437,6 +438,51 @@ sampler_stop() {
 # phases in a sample file.
 server_epoch() { # port
 	psql_at "$1" postgres -c "SELECT extract(epoch FROM clock_timestamp())"
+}
+
+# ---------------------------------------------------------------------------
+# statements
+
+# one_client_p50 PORT USER TAG ARGS...: median latency (microseconds) of one
+# pgbench client running ARGS for CAL_DUR seconds.
+one_client_p50() {
+	local port=$1 user=$2 tag=$3
+	shift 3
+	run_pgbench "cal-$tag" "$port" "$user" 1 "${CAL_DUR:-4}" 1 "$@"
+	[ "$R_STATUS" = ok ] || die "calibration run $tag failed: $R_NOTE"
+	wait_idle "$port" || true
+	echo "$R_P50"
+}
+
+# write_range WIDTH: WORK/range.sql, the "~1 ms statement": the sum of
+# abalance over WIDTH consecutive rows of pgbench_accounts (scale SCALE)
+# from a random start.
+write_range() {
+	cat >"$WORK/range.sql" <<-EOF
+		\\set a random(1, $((100000 * SCALE - $1)))
+		SELECT sum(abalance) FROM pgbench_accounts WHERE aid BETWEEN :a AND :a + $1;
+	EOF
+}
+
+# calibrate_range PORT USER: unless RANGE_WIDTH is set, adjust the width of
+# range.sql until one client's median latency is within 15 % of 1 ms (three
+# tries); sets RANGE_WIDTH and LAT_RANGE (that median, microseconds).
+calibrate_range() {
+	local port=$1 user=$2 w=${RANGE_WIDTH:-2000} p i
+	write_range "$w"
+	if [ -z "${RANGE_WIDTH:-}" ]; then
+		for i in 1 2 3; do
+			p=$(one_client_p50 "$port" "$user" "range$i" -f "$WORK/range.sql")
+			log "calibration: range width $w -> p50 ${p} us (one client)"
+			# aim at 1000 us; stop once within 15 %
+			[ "$p" -ge 850 ] && [ "$p" -le 1150 ] && break
+			[ "$i" = 3 ] && break
+			w=$(python3 -c "import sys; w=int(int(sys.argv[1])*1000/max(1,int(sys.argv[2]))); print(max(100, min(w, 100000*int(sys.argv[3])//2)))" "$w" "$p" "$SCALE")
+			write_range "$w"
+		done
+	fi
+	RANGE_WIDTH=$w
+	LAT_RANGE=$(one_client_p50 "$port" "$user" range -f "$WORK/range.sql")
 }
 
 # ---------------------------------------------------------------------------

@@ -8,6 +8,8 @@
                                    OUT/hist.dat, OUT/summary.md
   report.py tavg FILE BUDGET T0 T1 time-averaged active and queued of BUDGET
                                    between two epochs of a sample file
+  report.py firsts TXLOG...        the first transaction of every client of a
+                                   pgbench per-transaction log
 
 Every summary is printed and written to OUT/summary.md.  A figure is the
 median over the repetitions, with the smallest and largest value beside it
@@ -16,8 +18,8 @@ repetition, whose contenders ran back to back.
 
 Sample files (lib.sh sampler_start) have one line per budget every ~100 ms:
 epoch|budget|active|queued|oldest_wait|admitted|admitted_after_wait|
-rate_limited|cumulative histogram counts for le_ms 0.1 0.5 1 5 10 50 100 500
-1000 5000 10000 Infinity.
+rate_limited|active_time_total|cumulative histogram counts for le_ms 0.1 0.5
+1 5 10 50 100 500 1000 5000 10000 Infinity.
 """
 import csv
 import math
@@ -142,22 +144,26 @@ def fmt_le(le):
 # ----------------------------------------------------------------------------
 # samples
 
+T, ACTIVE, QUEUED, OLDEST, ADMITTED, AFTER_WAIT, RATE_LIMITED, ACTIVE_MS, HIST = range(9)
+
+
 class Samples:
     """Samples of dbgate.status per budget: lists of (t, active, queued,
-    oldest_wait, admitted, admitted_after_wait, rate_limited, hist)."""
+    oldest_wait, admitted, admitted_after_wait, rate_limited,
+    active_time_total, hist); the indexes are named above."""
 
     def __init__(self, path):
         self.by = {}
         with open(path) as f:
             for line in f:
                 p = line.rstrip("\n").split("|")
-                if len(p) < 9:
+                if len(p) < 10:
                     continue
                 try:
                     t = float(p[0])
                     vals = (t, int(p[2]), int(p[3]), float(p[4]), int(p[5]),
-                            int(p[6]), int(p[7]),
-                            [int(x) for x in p[8].split()] if p[8] else [])
+                            int(p[6]), int(p[7]), float(p[8]),
+                            [int(x) for x in p[9].split()] if p[9] else [])
                 except ValueError:
                     continue
                 self.by.setdefault(p[1], []).append(vals)
@@ -178,6 +184,68 @@ class Samples:
 
     def count(self, budget, t0, t1):
         return len(self.window(budget, t0, t1))
+
+    def rate(self, budget, t0, t1, col):
+        """Growth of a counter per second between the first and the last
+        sample in [t0, t1]: admissions per second (ADMITTED), or the
+        time-averaged number of slots held (ACTIVE_MS: slot-milliseconds
+        per millisecond, exact up to the statements running at the edges)."""
+        s = self.window(budget, t0, t1)
+        if len(s) < 2 or s[-1][0] <= s[0][0]:
+            return None
+        d = s[-1][col] - s[0][col]
+        secs = s[-1][0] - s[0][0]
+        return d / secs / (1000.0 if col == ACTIVE_MS else 1.0)
+
+    def first(self, budget, t0, pred):
+        """The first sample at or after t0 that satisfies pred."""
+        for s in self.by.get(budget, []):
+            if s[0] >= t0 and pred(s):
+                return s
+        return None
+
+
+# ----------------------------------------------------------------------------
+# pgbench per-transaction logs
+
+def read_txlog(paths):
+    """(client, transaction_no, latency_us, end_epoch_s) of every logged
+    transaction; pgbench's line: client_id transaction_no time script_no
+    time_epoch time_us [...], time = latency in microseconds."""
+    out = []
+    for p in paths:
+        with open(p) as f:
+            for line in f:
+                w = line.split()
+                if len(w) < 6:
+                    continue
+                try:
+                    out.append((int(w[0]), int(w[1]), int(w[2]),
+                                int(w[4]) + int(w[5]) / 1e6))
+                except ValueError:
+                    continue
+    return out
+
+
+def cmd_firsts(paths):
+    """First transaction of every client: "first_ms p50_ms max_ms n start end"
+    (first_ms: latency of the first transaction to finish; start: when the
+    earliest of them began, end: when the last of them finished, epochs)."""
+    tx = read_txlog(paths)
+    first = {}
+    for c, n, lat, end in tx:
+        if c not in first or n < first[c][0]:
+            first[c] = (n, lat, end)
+    if not first:
+        print("nan nan nan 0 nan nan")
+        return 0
+    lats = sorted(v[1] / 1000.0 for v in first.values())
+    by_end = min(first.values(), key=lambda v: v[2])
+    start = min(v[2] - v[1] / 1e6 for v in first.values())
+    end = max(v[2] for v in first.values())
+    print("%.3f %.3f %.3f %d %.6f %.6f" % (by_end[1] / 1000.0, statistics.median(lats),
+                                           lats[-1], len(lats), start, end))
+    return 0
 
 
 # ----------------------------------------------------------------------------
@@ -284,6 +352,215 @@ def cmd_tpcb(outdir, overtake_ms):
 
 
 # ----------------------------------------------------------------------------
+# shares.sh
+
+def per_rep(rows, scenario, contender, group=""):
+    return {r["rep"]: r for r in rows if r["scenario"] == scenario
+            and r.get("group", "") == group and r["contender"] == contender
+            and r["status"] == "ok"}
+
+
+def samples_of(outdir, scenario, contender, rep, group=""):
+    path = os.path.join(outdir, "raw", "samples-%s-%s%s-r%s.txt"
+                        % (scenario, group + "-" if group else "", contender, rep))
+    return Samples(path) if os.path.exists(path) else None
+
+
+def verdict(v, ok):
+    return "n/a" if v is None else ("met" if ok else "missed")
+
+
+def cmd_shares(outdir):
+    rows = read_rows(os.path.join(outdir, "runs.csv"))
+    md = []
+    header(md, "Parent budgets: shares, work conservation, bulkhead with borrowing", outdir,
+           "Every figure: median over the repetitions (smallest–largest).  "
+           "'sampled' averages come from dbgate.status sampled every ~100 ms, each "
+           "sample weighted by the time until the next; 'exact' ones from the growth "
+           "of active_time_total (slot-milliseconds of the statements that ended) "
+           "over the same window.  Ratios are taken within each repetition.")
+    targets = []
+    groups = []
+    for r in rows:
+        if r["scenario"] == "shares" and r["group"] not in groups:
+            groups.append(r["group"])
+    for g in groups:
+        shares_section(md, targets, outdir, rows, g)
+    bulkhead_section(md, targets, outdir, rows)
+    if targets:
+        md.append("## Targets (informational)")
+        md.append("")
+        md += table(["figure", "measured", "verdict"], [list(t) for t in targets])
+        md.append("")
+    rc = anomalies(md, rows, lambda r: "%s %s %s" % (r["scenario"], r["group"], r["contender"]))
+    finish(md, outdir)
+    return rc
+
+
+STATEMENT_NAMES = {"cpu": "the ~1 ms range sum (CPU)",
+                   "sleep": "SELECT pg_sleep(0.001) (holds its slot without a CPU)"}
+
+
+def shares_section(md, targets, outdir, rows, g):
+    tree = per_rep(rows, "shares", "tree", g)
+    flat = per_rep(rows, "shares", "flat", g)
+    a8 = per_rep(rows, "shares", "a8", g)
+    if tree:
+        alone_s, alone_x, a_s, b_s, sum_s, a_x, b_x, thr = [], [], [], [], [], [], [], {}
+        hist_p99, first, first_p50, first_max = [], [], [], []
+        for rep, r in tree.items():
+            sm = samples_of(outdir, "shares", "tree", rep, g)
+            if sm is None:
+                continue
+            t0, t1, t2 = float(r["t0"]), float(r["t1"]), float(r["t2"])
+            alone_s.append(sm.tavg("a", t0 + 1, t1, ACTIVE))
+            alone_x.append(sm.rate("a", t0 + 1, t1, ACTIVE_MS))
+            w0, w1 = t1 + 1, t2 - 0.5
+            a, b = sm.tavg("a", w0, w1, ACTIVE), sm.tavg("b", w0, w1, ACTIVE)
+            a_s.append(a)
+            b_s.append(b)
+            sum_s.append(sm.tavg("shares", w0, w1, ACTIVE))
+            a_x.append(sm.rate("a", w0, w1, ACTIVE_MS))
+            b_x.append(sm.rate("b", w0, w1, ACTIVE_MS))
+            ra, rb = sm.rate("a", w0, w1, ADMITTED), sm.rate("b", w0, w1, ADMITTED)
+            if ra is not None and rb is not None:
+                thr[rep] = ra + rb
+            fs = sm.first("b", t1, lambda x: x[ADMITTED] > 0)
+            if fs is not None:
+                hist_p99.append(hist_quantile(fs[HIST], 0.99))
+            first.append(fnum(r["first_b_ms"]))
+            first_p50.append(fnum(r["first_b_p50_ms"]))
+            first_max.append(fnum(r["first_b_max_ms"]))
+        ncli = next(iter(tree.values()))["first_b_n"]
+        md.append("## Shares: A (weight 3) and B (weight 1), each max_active 8, under a "
+                  "parent of 8; statement: %s" % STATEMENT_NAMES.get(g, g))
+        md.append("")
+        sum_x = [x + y for x, y in zip(a_x, b_x) if x is not None and y is not None]
+        md += table(["time-averaged active", "sampled", "exact", "target"], [
+            ["A alone (before B starts)", spread(alone_s, 2), spread(alone_x, 2), "8 (work-conserving)"],
+            ["A while both run", spread(a_s, 2), spread(a_x, 2), "6 ± 0.5"],
+            ["B while both run", spread(b_s, 2), spread(b_x, 2), "2 ± 0.5"],
+            ["sum (parent's active)", spread(sum_s, 2), spread(sum_x, 2), ">= 7.6"],
+        ])
+        md.append("")
+        for how, (ma, mb, msum) in (("sampled", (med(a_s), med(b_s), med(sum_s))),
+                                    ("exact", (med(a_x), med(b_x), med(sum_x)))):
+            targets.append(("%s: A's time-averaged active 6 ± 0.5 (%s)" % (g, how), fmt(ma, 2),
+                            verdict(ma, ma is not None and abs(ma - 6) <= 0.5)))
+            targets.append(("%s: B's time-averaged active 2 ± 0.5 (%s)" % (g, how), fmt(mb, 2),
+                            verdict(mb, mb is not None and abs(mb - 2) <= 0.5)))
+            targets.append(("%s: sum of A and B >= 7.6 (%s)" % (g, how), fmt(msum, 2),
+                            verdict(msum, msum is not None and msum >= 7.6)))
+        a8p99 = [fnum(r["p99_a_ms"]) for r in a8.values()]
+        a8p50 = [fnum(r["p50_a_ms"]) for r in a8.values()]
+        md.append("### Work-conserving: B starts while A floods")
+        md.append("")
+        md += table(["figure", "ms"], [
+            ["A's statement time with 8 clients through the tree (no queue in A): p50",
+             spread(a8p50, 2)],
+            ["the same, p99", spread(a8p99, 2)],
+            ["A's latency over the whole tree run, queue waits included: p99",
+             spread([fnum(r["p99_a_ms"]) for r in tree.values()], 2)],
+            ["B's first admission: latency of the first B transaction to finish "
+             "(wait + run)", spread(first, 2)],
+            ["first transaction of each of B's %s clients: median" % ncli, spread(first_p50, 2)],
+            ["the same, the last of them", spread(first_max, 2)],
+            ["B's wait_histogram at its first sample with an admission (~100 ms "
+             "after B started): p99 bucket", " / ".join(fmt_le(h) for h in hist_p99) or "n/a"],
+        ])
+        md.append("")
+        mf, ma8 = med(first), med(a8p99)
+        targets.append(("%s: B's first admission within A's p99 statement time" % g, "%s ms vs %s ms"
+                        % (fmt(mf, 2), fmt(ma8, 2)),
+                        verdict(mf, mf is not None and ma8 is not None and mf <= ma8)))
+        md.append("B's %s clients start at once and share B's weight: after its first "
+                  "admissions B holds about 2 of the 8 slots, so its later clients wait "
+                  "in B's own queue (the 'last of them' row)." % ncli)
+        md.append("")
+        if flat:
+            ratios, fthr = [], []
+            for rep, r in flat.items():
+                sm = samples_of(outdir, "shares", "flat", rep, g)
+                if sm is None:
+                    continue
+                t1, t2 = float(r["t1"]), float(r["t2"])
+                f = sm.rate("flat", t1 + 1, t2 - 0.5, ADMITTED)
+                fthr.append(f)
+                if f and rep in thr:
+                    ratios.append(thr[rep] / f)
+            md.append("### Throughput: A + B through the parent against one budget of 8")
+            md.append("")
+            md += table(["contender", "admissions per second while both run"], [
+                ["tree (a, b under shares)", spread(list(thr.values()))],
+                ["flat (one budget of 8)", spread(fthr)],
+                ["tree / flat (within each repetition)", spread(ratios, 3)],
+            ])
+            md.append("")
+            targets.append(("%s: throughput tree / flat" % g, fmt(med(ratios), 3), "-"))
+
+
+def bulkhead_section(md, targets, outdir, rows):
+    alone = per_rep(rows, "bulkhead", "alone")
+    flood = per_rep(rows, "bulkhead", "flood")
+    cap3 = per_rep(rows, "bulkhead", "flood-cap3")
+    ung = per_rep(rows, "bulkhead", "flood-ungated")
+    if alone or flood:
+        md.append("## Bulkhead with borrowing: interactive (weight 10, max_active 4) and "
+                  "reporting (weight 1, max_active 4) under a parent of 4")
+        md.append("")
+
+        def ratio(a, b, col):
+            v = [fnum(a[k][col]) / fnum(b[k][col]) for k in a
+                 if k in b and fnum(a[k][col]) and fnum(b[k][col])]
+            return v
+
+        trows = []
+        for label, d in (("interactive alone", alone), ("reporting floods, both gated", flood),
+                         ("the same, reporting's max_active 3", cap3),
+                         ("reporting floods, both ungated", ung)):
+            if not d:
+                continue
+            trows.append([label, spread([fnum(r["tps_a"]) for r in d.values()]),
+                          spread([fnum(r["p50_a_ms"]) for r in d.values()], 3),
+                          spread([fnum(r["p99_a_ms"]) for r in d.values()], 3),
+                          spread([fnum(r["tps_b"]) for r in d.values()], 1) if d is not alone else "-",
+                          spread([fnum(r["other_cpu_pct"]) for r in d.values()])])
+        md += table(["case", "interactive TPS", "p50 ms", "p99 ms", "reporting TPS",
+                     "other CPU %"], trows)
+        md.append("")
+        rf = ratio(flood, alone, "p99_a_ms")
+        rc3 = ratio(cap3, alone, "p99_a_ms")
+        ru = ratio(ung, alone, "p99_a_ms")
+        md.append("- interactive p99, reporting flooding, against interactive alone: x%s "
+                  "(gated), x%s (reporting's max_active 3), x%s (ungated)"
+                  % (spread(rf, 2), spread(rc3, 2), spread(ru, 2)))
+        idle, busy, ibusy = [], [], []
+        for rep, r in flood.items():
+            sm = samples_of(outdir, "bulkhead", "flood", rep)
+            if sm is None:
+                continue
+            t0, t1, t2 = float(r["t0"]), float(r["t1"]), float(r["t2"])
+            idle.append(sm.tavg("rep", t0 + 1, t1, ACTIVE))
+            busy.append(sm.tavg("rep", t1 + 0.5, t2, ACTIVE))
+            ibusy.append(sm.tavg("inter", t1 + 0.5, t2, ACTIVE))
+        md.append("- reporting's time-averaged active while interactive is idle: %s "
+                  "(of the parent's 4: it borrows interactive's share)" % spread(idle, 2))
+        md.append("- while interactive runs: reporting %s, interactive %s"
+                  % (spread(busy, 2), spread(ibusy, 2)))
+        md.append("")
+        md.append("A slot that reporting borrowed returns only when its statement "
+                  "ends: an interactive statement that finds all 4 parent slots held "
+                  "waits for the next reporting statement to finish (the weight decides "
+                  "who gets that slot, it does not take one back).  With reporting's "
+                  "max_active 3 one slot is always left to interactive.")
+        md.append("")
+        targets.append(("interactive p99 with reporting flooding / alone", fmt(med(rf), 2), "-"))
+        targets.append(("the same with reporting's max_active 3", fmt(med(rc3), 2), "-"))
+        targets.append(("reporting's active while interactive is idle (of 4)",
+                        fmt(med(idle), 2), "-"))
+
+
+# ----------------------------------------------------------------------------
 
 def main(argv):
     if len(argv) == 4 and argv[1] == "tpcb":
@@ -294,6 +571,8 @@ def main(argv):
         return cmd_rate(argv[2])
     if len(argv) == 3 and argv[1] == "monitor":
         return cmd_monitor(argv[2])
+    if len(argv) >= 3 and argv[1] == "firsts":
+        return cmd_firsts(argv[2:])
     if len(argv) == 6 and argv[1] == "tavg":
         s = Samples(argv[2])
         t0, t1 = float(argv[4]), float(argv[5])

@@ -259,40 +259,16 @@ write_scripts() {
 	# a scan that the planner runs in parallel with the default settings
 	echo "SELECT sum(abalance) FROM pgbench_accounts;" >"$WORK/heavy-par.sql"
 }
-write_range() { # width
-	cat >"$WORK/range.sql" <<-EOF
-		\\set a random(1, $((100000 * SCALE - $1)))
-		SELECT sum(abalance) FROM pgbench_accounts WHERE aid BETWEEN :a AND :a + $1;
-	EOF
-}
-
 # one ungated client on "plain": median latency in microseconds
 single_p50() { # tag pgbench-args...
-	local tag=$1; shift
-	run_pgbench "cal-$tag" "$PORT_PLAIN" reporting 1 "$CAL_DUR" 1 "$@"
-	[ "$R_STATUS" = ok ] || die "calibration run $tag failed: $R_NOTE"
-	wait_idle "$PORT_PLAIN" || true
-	echo "$R_P50"
+	one_client_p50 "$PORT_PLAIN" reporting "$@"
 }
 
 calibrate() {
 	write_scripts
-	local w=${RANGE_WIDTH:-2000} p i
-	write_range "$w"
+	write_range "${RANGE_WIDTH:-2000}"
 	if want saturation && case ",$LOADS," in *,1ms,*) true ;; *) false ;; esac; then
-		if [ -z "$RANGE_WIDTH" ]; then
-			for i in 1 2 3; do
-				p=$(single_p50 "range$i" -f "$WORK/range.sql")
-				log "calibration: range width $w -> p50 ${p} us (one ungated client)"
-				# aim at 1000 us; stop once within 15 %
-				[ "$p" -ge 850 ] && [ "$p" -le 1150 ] && break
-				[ "$i" = 3 ] && break
-				w=$(python3 -c "import sys; w=int(int(sys.argv[1])*1000/max(1,int(sys.argv[2]))); print(max(100, min(w, 100000*int(sys.argv[3])//2)))" "$w" "$p" "$SCALE")
-				write_range "$w"
-			done
-		fi
-		RANGE_WIDTH=$w
-		LAT_RANGE=$(single_p50 range -f "$WORK/range.sql")
+		calibrate_range "$PORT_PLAIN" reporting
 	fi
 	LAT_S=$(single_p50 select-only -S)
 	LAT_ONE=$(single_p50 select1 -f "$WORK/select1.sql")
@@ -492,7 +468,7 @@ PGVER=$(psql_at "$PORT_PLAIN" postgres -c 'SHOW server_version')
 	echo "machine=$NPROC cores (nproc), $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1), $(uname -sr)"
 	echo "PostgreSQL=$PGVER"
 	echo "PgBouncer=$("$BOUNCER" --version | head -n 1 | sed 's/^PgBouncer //')"
-	echo "dbgate=$([ "$DBGATE" = 1 ] && (git -C "$REPO" describe --always --dirty 2>/dev/null || echo 'built from a tree without git metadata') || echo 'not measured (--no-dbgate)')"
+	echo "dbgate=$([ "$DBGATE" = 1 ] && (git -c safe.directory='*' -C "$REPO" describe --always --dirty 2>/dev/null || echo 'built from a tree without git metadata') || echo 'not measured (--no-dbgate)')"
 	echo "load average at start=$(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine shows here)"
 	echo "mode=$MODE: $DUR s per point, $REPS repetition(s), pgbench scale $SCALE, threads per pgbench = min(clients, $NPROC)"
 	echo "statements=pgbench -S (p50 ${LAT_S} us with one ungated client); SELECT 1 (${LAT_ONE} us)${LAT_RANGE:+; ~1 ms query: SELECT sum(abalance) FROM pgbench_accounts WHERE aid BETWEEN :a AND :a + $RANGE_WIDTH (${LAT_RANGE} us)}${LAT_HEAVY:+; flood: SELECT count(*) FROM generate_series(1, $HEAVY_ROWS) (${LAT_HEAVY} us); parallel flood: SELECT sum(abalance) FROM pgbench_accounts}"
@@ -512,7 +488,7 @@ if [ -n "$GNUPLOT" ]; then
 		"$GNUPLOT" -e "dir='$OUT'" "$HERE/bulkhead.gp" 2>>"$RAW/gnuplot.log" || echo "run.sh: bulkhead plot failed (see raw/gnuplot.log)" >&2
 	fi
 	if ls "$OUT"/saturation_*.dat >/dev/null 2>&1; then
-		"$GNUPLOT" -e "dir='$OUT'; clients=$SAT_CLIENTS" "$HERE/saturation.gp" 2>>"$RAW/gnuplot.log" || echo "run.sh: saturation plot failed (see raw/gnuplot.log)" >&2
+		"$GNUPLOT" -e "dir='$OUT'; clients=$SAT_CLIENTS; loads='${LOADS//,/ }'" "$HERE/saturation.gp" 2>>"$RAW/gnuplot.log" || echo "run.sh: saturation plot failed (see raw/gnuplot.log)" >&2
 	fi
 fi
 ls "$OUT"
