@@ -561,6 +561,154 @@ def bulkhead_section(md, targets, outdir, rows):
 
 
 # ----------------------------------------------------------------------------
+# rate.sh
+
+def cmd_rate(outdir):
+    rows = read_rows(os.path.join(outdir, "runs.csv"))
+    ok = [r for r in rows if r["status"] == "ok"]
+    md = []
+    header(md, "Rate: max_rate and rate_burst", outdir,
+           "Every figure: median over the repetitions (smallest–largest).  Windows "
+           "are read from dbgate.status by the server's clock.")
+    targets = []
+
+    acc = [r for r in ok if r["scenario"] == "accuracy"]
+    if acc:
+        md.append("## Accuracy: 32 clients of SELECT 1")
+        md.append("")
+        trows = []
+
+        def key(c):
+            rate, burst = c.split("-b")
+            return (int(burst), float(rate))
+        for con in sorted({r["contender"] for r in acc}, key=key):
+            burst, rate = key(con)
+            rs = [r for r in acc if r["contender"] == con]
+            dev, qmean, qmin, within, late = [], [], [], [], []
+            for r in rs:
+                exp = rate * float(r["window_s"])
+                adm = float(r["admitted"])
+                dev.append(100.0 * (adm - exp) / exp)
+                within.append(abs(adm - exp) <= 0.02 * exp + burst)
+                if fnum(r["admitted_per_s"]):
+                    late.append(1e6 / fnum(r["admitted_per_s"]) - 1e6 / rate)
+                sm = samples_of(outdir, "accuracy", con, r["rep"])
+                if sm is not None:
+                    w = sm.window("r", float(r["t0"]), float(r["t1"]))
+                    if w:
+                        qmin.append(min(x[QUEUED] for x in w))
+                        qmean.append(sm.tavg("r", float(r["t0"]), float(r["t1"]), QUEUED))
+            trows.append(["%g" % rate, str(burst),
+                          spread([fnum(r["admitted_per_s"]) for r in rs], 1),
+                          spread(dev, 2), "%d of %d" % (sum(within), len(within)),
+                          spread(late, 0),
+                          spread([fnum(r["rate_limited"]) / fnum(r["admitted"])
+                                  if fnum(r["admitted"]) else None for r in rs], 2),
+                          spread(qmean, 1), spread(qmin)])
+            d = med(dev)
+            targets.append(("max_rate %g, rate_burst %d: admitted within 2 %% + burst of "
+                            "max_rate x time" % (rate, burst),
+                            "%s %%" % fmt(d, 2), verdict(d, all(within))))
+        md += table(["max_rate", "rate_burst", "admitted per s",
+                     "deviation from max_rate x time %", "runs within 2 % + burst",
+                     "time lost per admission us", "rate_limited / admitted",
+                     "queued (time average)", "queued (lowest sample)"], trows)
+        md.append("")
+        md.append("'time lost per admission' = 1 / measured rate - 1 / max_rate: how "
+                  "late, on average, each admission came after its token was due.  With "
+                  "rate_burst 1 the bucket holds no token in reserve, so every delay "
+                  "between a token's due time and the woken waiter taking it is lost "
+                  "for good (the next token is due one interval after the admission, "
+                  "src/rate.c: tat = max(tat, now) + interval); a larger rate_burst "
+                  "banks it.  A window where the queue ran empty (lowest sample 0) was "
+                  "limited by the clients, not by the budget.")
+        md.append("")
+
+    bur = [r for r in ok if r["scenario"] == "burst"]
+    if bur:
+        md.append("## Burst: max_rate 10, rate_burst 50, 51 statements at once after an idle period")
+        md.append("")
+        md += table(["figure", "value"], [
+            ["time from the first start until the first 50 had all finished, ms",
+             spread([fnum(r["first50_ms"]) for r in bur], 1)],
+            ["the 51st statement's latency, ms (1 / max_rate = 100 ms)",
+             spread([fnum(r["last_ms"]) for r in bur], 1)],
+            ["server: longest wait (wait_time_max), ms",
+             spread([fnum(r["wait_time_max_ms"]) for r in bur], 1)],
+            ["server: admissions after a wait / rate_limited",
+             " ".join("%s/%s" % (r["admitted_after_wait"], r["rate_limited"]) for r in bur)],
+            ["spread of the 51 clients' start times, ms",
+             spread([fnum(r["start_spread_ms"]) for r in bur], 1)],
+        ])
+        md.append("")
+        last = med([fnum(r["last_ms"]) for r in bur])
+        targets.append(("burst: the 51st waits about 1 / max_rate (100 ms)", "%s ms" % fmt(last, 1), "-"))
+        targets.append(("burst: the first 50 admitted at once", "%s ms" % fmt(
+            med([fnum(r["first50_ms"]) for r in bur]), 1), "-"))
+
+    wt = [r for r in ok if r["scenario"] == "waiting"]
+    if wt:
+        md.append("## Waiting is free: max_rate 10, CPU of the cluster's processes")
+        md.append("")
+        by = {}
+        for r in wt:
+            by.setdefault(r["contender"], {})[r["rep"]] = r
+        trows = []
+        for con, label in (("idle", "idle server (no clients)"), ("one", "1 client"),
+                           ("many", "64 clients (63 waiting)")):
+            d = by.get(con, {})
+            trows.append([label, spread([fnum(r["admitted_per_s"]) for r in d.values()], 1),
+                          spread([fnum(r["server_cpu_pct"]) for r in d.values()], 2)])
+        md += table(["case", "admitted per s", "server CPU, % of one core"], trows)
+        md.append("")
+        extra = [fnum(by["many"][k]["server_cpu_pct"]) - fnum(by["one"][k]["server_cpu_pct"])
+                 for k in by.get("many", {}) if k in by.get("one", {})]
+        md.append("- 64 clients against 1 client at the same admitted rate: %s percentage "
+                  "points of one core (within each repetition)" % spread(extra, 2))
+        md.append("")
+        targets.append(("waiting: server CPU of 64 clients minus 1 client at max_rate 10",
+                        "%s %% of a core" % fmt(med(extra), 2), "-"))
+
+    gov = [r for r in ok if r["scenario"] == "governs"]
+    if gov:
+        md.append("## Which limit governs: 32 clients of SELECT pg_sleep(0.01)")
+        md.append("")
+        trows = []
+        for con, label in (("rate", "max_active 8, max_rate 100"),
+                           ("slot", "max_active 1, max_rate 1000")):
+            rs = [r for r in gov if r["contender"] == con]
+            if not rs:
+                continue
+            cap = [fnum(r["max_active"]) * 1000.0 / fnum(r["mean_hold_ms"])
+                   if fnum(r["mean_hold_ms"]) else None for r in rs]
+            lim = [min(c, fnum(r["max_rate"])) if c is not None else None
+                   for c, r in zip(cap, rs)]
+            frac = [fnum(r["admitted_per_s"]) / l if l else None
+                    for r, l in zip(rs, lim)]
+            gv = ["rate" if c is not None and fnum(r["max_rate"]) < c else "slots"
+                  for c, r in zip(cap, rs)]
+            trows.append([label, spread([fnum(r["admitted_per_s"]) for r in rs], 1),
+                          spread([fnum(r["mean_hold_ms"]) for r in rs], 2), spread(cap, 1),
+                          "/".join(sorted(set(gv))), spread(frac, 3),
+                          spread([fnum(r["rate_limited"]) / fnum(r["admitted"])
+                                  if fnum(r["admitted"]) else None for r in rs], 2)])
+            targets.append(("governs (%s): admitted / tighter limit" % label, fmt(med(frac), 3), "-"))
+        md += table(["budget", "admitted per s", "slot hold ms (mean)",
+                     "slot capacity per s (max_active / hold)", "tighter limit",
+                     "admitted / tighter limit", "rate_limited / admitted"], trows)
+        md.append("")
+
+    if targets:
+        md.append("## Targets (informational)")
+        md.append("")
+        md += table(["figure", "measured", "verdict"], [list(t) for t in targets])
+        md.append("")
+    rc = anomalies(md, rows, lambda r: "%s %s" % (r["scenario"], r["contender"]))
+    finish(md, outdir)
+    return rc
+
+
+# ----------------------------------------------------------------------------
 
 def main(argv):
     if len(argv) == 4 and argv[1] == "tpcb":
