@@ -4,8 +4,9 @@
   report.py tpcb OUT OVERTAKE_MS   tpcb.sh:    OUT/runs.csv -> OUT/summary.md
   report.py shares OUT             shares.sh:  OUT/runs.csv, OUT/samples-*.txt
   report.py rate OUT               rate.sh:    OUT/runs.csv
-  report.py monitor OUT            monitor.sh: OUT/samples.txt -> OUT/queue.dat,
-                                   OUT/hist.dat, OUT/summary.md
+  report.py monitor-data OUT O     monitor.sh: OUT/raw/samples-O.txt ->
+                                   OUT/queue-O.dat, OUT/hist-O.dat
+  report.py monitor OUT            monitor.sh: OUT/summary.md
   report.py tavg FILE BUDGET T0 T1 time-averaged active and queued of BUDGET
                                    between two epochs of a sample file
   report.py firsts TXLOG...        the first transaction of every client of a
@@ -709,6 +710,116 @@ def cmd_rate(outdir):
 
 
 # ----------------------------------------------------------------------------
+# monitor.sh
+
+BANDS = [1, 10, 50, 100, 500, 1000]      # upper bounds (ms) of the bands plotted
+
+
+def read_phases(outdir, order):
+    """phases-O.dat: order, epochs of the start, of the burst's start, of its
+    last statement's return and of the end, max_active, statement ms, burst
+    seconds, note (blanks as underscores)."""
+    with open(os.path.join(outdir, "phases-%s.dat" % order)) as f:
+        w = f.read().split()
+    return {"t0": float(w[1]), "t1": float(w[2]), "t2": float(w[3]), "t3": float(w[4]),
+            "B": int(w[5]), "sleep_ms": int(w[6]), "burst": float(w[7]),
+            "note": w[8].replace("_", " ") if len(w) > 8 else ""}
+
+
+def cmd_monitor_data(outdir, order):
+    """queue-O.dat and hist-O.dat from raw/samples-O.txt."""
+    ph = read_phases(outdir, order)
+    sm = Samples(os.path.join(outdir, "raw", "samples-%s.txt" % order)).by.get("mon", [])
+    t0 = ph["t0"]
+    with open(os.path.join(outdir, "queue-%s.dat" % order), "w") as q, \
+            open(os.path.join(outdir, "hist-%s.dat" % order), "w") as h:
+        q.write("# t_s active queued oldest_wait_ms admitted_per_s\n")
+        h.write("# t_s admitted_in_interval then the share of them that waited "
+                + " ".join("<=%gms" % b for b in BANDS) + " (cumulative), 1\n")
+        for a, b in zip(sm, sm[1:]):
+            dt = b[T] - a[T]
+            if dt <= 0:
+                continue
+            q.write("%.3f %d %d %.3f %.1f\n" % (b[T] - t0, b[ACTIVE], b[QUEUED], b[OLDEST],
+                                               (b[ADMITTED] - a[ADMITTED]) / dt))
+            if len(a[HIST]) != len(LE_MS) or len(b[HIST]) != len(LE_MS):
+                continue
+            d = [y - x for x, y in zip(a[HIST], b[HIST])]
+            n = d[-1]
+            cols = []
+            for bound in BANDS:
+                i = LE_MS.index(bound)
+                cols.append("%.4f" % (d[i] / n) if n > 0 else "NaN")
+            h.write("%.3f %d %s %s\n" % ((a[T] + b[T]) / 2 - t0, n, " ".join(cols),
+                                          "1" if n > 0 else "NaN"))
+    return 0
+
+
+def cmd_monitor(outdir):
+    orders = sorted(f[len("phases-"):-len(".dat")] for f in os.listdir(outdir)
+                    if f.startswith("phases-") and f.endswith(".dat"))
+    md = []
+    header(md, "Monitoring: a standing queue builds and drains", outdir,
+           "dbgate.status and dbgate.wait_histogram sampled every ~100 ms; times in "
+           "seconds from the start of the run.  Waits come from the histogram: "
+           "'p99 <= x' is the upper bound of the bucket that holds the 99th percentile.")
+    trows = []
+    bad = []
+    for o in orders:
+        ph = read_phases(outdir, o)
+        if ph["note"]:
+            bad.append([o, ph["note"]])
+        sm = Samples(os.path.join(outdir, "raw", "samples-%s.txt" % o))
+        s = sm.by.get("mon", [])
+        if not s:
+            continue
+        t0 = ph["t0"]
+        b_start = ph["t1"]
+        b_end = ph["t1"] + ph["burst"]
+        peak = max(s, key=lambda x: x[QUEUED])
+        drained = next((x for x in s if x[T] >= b_end and x[QUEUED] == 0), None)
+        oldest = max(x[OLDEST] for x in s)
+
+        def phase_hist(a, b):
+            sa = next((x for x in s if x[T] >= a), None)
+            sb = next((x for x in reversed(s) if x[T] <= b), None)
+            if sa is None or sb is None or len(sa[HIST]) != len(sb[HIST]):
+                return None, 0
+            d = [y - x for x, y in zip(sa[HIST], sb[HIST])]
+            return hist_quantile(d, 0.99), d[-1] if d else 0
+        calm99, ncalm = phase_hist(t0, b_start)
+        burst99, nburst = phase_hist(b_start + 1, b_end)
+        end = s[-1]
+        trows.append([o, "%d at %.1f s" % (peak[QUEUED], peak[T] - t0),
+                      "%.0f ms" % oldest,
+                      "%.1f s" % (drained[T] - b_end) if drained else "not within the run",
+                      "%s (%d)" % (fmt_le(calm99), ncalm), "%s (%d)" % (fmt_le(burst99), nburst),
+                      "%s (%d)" % (fmt_le(hist_quantile(end[HIST], 0.99)), end[ADMITTED]),
+                      "monitor-%s.png" % o])
+    md += table(["queue order", "longest queue", "longest oldest_wait",
+                 "drained after the burst stopped", "wait p99 before the burst (admissions)",
+                 "wait p99 during the burst, after its first second", "wait p99 of the whole run",
+                 "picture"], trows)
+    md.append("")
+    md.append("The burst offers 190 % of what the budget can serve: the queue grows "
+              "until every burst client waits, stays there, and drains at 30 % of the "
+              "capacity once the burst stops sending.")
+    md.append("")
+    for o in orders:
+        md.append("![%s](monitor-%s.png)" % (o, o))
+        md.append("")
+    md.append("## Anomalies")
+    md.append("")
+    if bad:
+        md += table(["queue order", "note"], bad)
+    else:
+        md.append("none: every pgbench finished without errors.")
+    md.append("")
+    finish(md, outdir)
+    return 1 if bad else 0
+
+
+# ----------------------------------------------------------------------------
 
 def main(argv):
     if len(argv) == 4 and argv[1] == "tpcb":
@@ -719,6 +830,8 @@ def main(argv):
         return cmd_rate(argv[2])
     if len(argv) == 3 and argv[1] == "monitor":
         return cmd_monitor(argv[2])
+    if len(argv) == 4 and argv[1] == "monitor-data":
+        return cmd_monitor_data(argv[2], argv[3])
     if len(argv) >= 3 and argv[1] == "firsts":
         return cmd_firsts(argv[2:])
     if len(argv) == 6 and argv[1] == "tavg":
