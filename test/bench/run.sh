@@ -3,7 +3,7 @@
 # side with an ungated server and PgBouncer, in one run.
 #
 # Usage (as root, from anywhere; as another user only with --no-install):
-#   test/bench/run.sh                      # all scenarios, ~12 s per point, 3 reps (~35 min)
+#   test/bench/run.sh                      # all scenarios, ~12 s per point, 3 reps (~42 min)
 #   test/bench/run.sh --quick              # 3 s per point, 1 rep (smoke)
 #   test/bench/run.sh --scenario bulkhead,handoff --reps 5 --out /tmp/res
 #
@@ -31,7 +31,8 @@
 #   -h, --help
 #
 # What it does: installs missing Debian packages (postgresql-15,
-# postgresql-server-dev-15, pgbouncer, gnuplot-nox, build tools, python3),
+# postgresql-server-dev-15 or those of the major version of $PG_CONFIG,
+# pgbouncer, gnuplot-nox, build tools, python3),
 # builds and installs the extension, then creates in a mktemp directory two
 # identical throwaway PostgreSQL clusters owned by postgres (unix sockets only):
 # "plain" without shared_preload_libraries and "gate" with

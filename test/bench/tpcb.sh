@@ -6,10 +6,10 @@
 # in one run.
 #
 # Usage (as root; as another user only with --no-install):
-#   test/bench/tpcb.sh                       # ~50 min: scales 1 and 10, 32 and 64 clients
+#   test/bench/tpcb.sh                       # ~35 min: scales 1 and 10, 32 and 64 clients
 #   test/bench/tpcb.sh --quick               # 2 s per point, 1 repetition (smoke)
 #   test/bench/tpcb.sh --scales 1 --clients 32 --reps 5 --duration 10 --out DIR
-#   test/bench/tpcb.sh --orders fifo         # the 1.1 contenders only (~30 min)
+#   test/bench/tpcb.sh --orders fifo         # the 1.1 contenders only (~22 min)
 #
 # Options:
 #   --scales LIST     pgbench scale factors (default 1,10)
@@ -99,14 +99,11 @@ PORT=5451
 sql() { psql_at "$PORT" postgres -c "$1"; }
 
 log "creating the cluster in $WORK"
-createdb_bench() {
-	cluster_create data "$PORT" <<-EOF
-		shared_preload_libraries = 'dbgate'
-	EOF
-	cluster_start data
-	as_pg "$PGBIN/createdb" -h "$WORK" -p "$PORT" "$DB"
-}
-createdb_bench
+cluster_create data "$PORT" <<-EOF
+	shared_preload_libraries = 'dbgate'
+EOF
+cluster_start data
+as_pg "$PGBIN/createdb" -h "$WORK" -p "$PORT" "$DB"
 sql "CREATE EXTENSION dbgate; CREATE ROLE bench LOGIN"
 for B in ${POOLS//,/ }; do
 	if has_order fifo; then
