@@ -158,6 +158,7 @@
 
 #include "compat.h"
 #include "dbgate.h"
+#include "memgrant.h"
 
 /* ----------
  * Per-backend shared entries
@@ -212,6 +213,7 @@ typedef struct Limits
 	bool		fair;
 	bool		enforce;
 	bool		utility;
+	int32		max_memory_mb;	/* memgrant.c */
 } Limits;
 
 /* ----------
@@ -337,6 +339,7 @@ read_limits(DbgateBudget *b, Limits *l)
 		l->fair = b->conf.fair;
 		l->enforce = b->conf.enforce;
 		l->utility = b->conf.utility;
+		l->max_memory_mb = b->conf.max_memory_mb;
 		pg_read_barrier();
 		if (likely(pg_atomic_read_u32(&b->conf_seq) == seq))
 			return;
@@ -596,6 +599,18 @@ take_slot(int idx, uint32 incarnation, TimestampTz since, const Limits *l)
 	dbgate_slot_has_limits = (slot_limits.statement_timeout_ms > 0 ||
 							  slot_limits.lock_timeout_ms > 0 ||
 							  slot_limits.idle_timeout_ms > 0);
+
+	/* memgrant.c: what the slot's memory grants need */
+	if (unlikely(l->max_memory_mb > 0))
+	{
+		DbgateGrantChain chain;
+
+		chain.nlevels = 1;		/* the statement's budget: no parents yet */
+		chain.idx[0] = idx;
+		chain.incarnation[0] = incarnation;
+		dbgate_memgrant_slot_taken(&chain, l->max_active, l->max_memory_mb,
+								   l->enforce);
+	}
 }
 
 /*
@@ -1369,6 +1384,9 @@ release_slot(void)
 	slot_budget = -1;
 	slot_kept = false;
 	dbgate_slot_has_limits = false;
+	/* memgrant.c: the slot's memory grants go with it */
+	if (unlikely(dbgate_memgrant_slot || dbgate_memgrant_nrecs > 0))
+		dbgate_memgrant_slot_released();
 	if (slot_limits.idle_timeout_ms > 0)
 		dbgate_idle_timeout_disarm();
 
@@ -1450,6 +1468,9 @@ dbgate_executor_start(QueryDesc *queryDesc, int eflags)
 
 	lk = dbgate_classify();
 	if (lk->budget < 0)
+		return;
+	/* mincost.c: a read cheaper than the budget's min_cost is not gated */
+	if (dbgate_mincost_bypass(lk->budget, queryDesc))
 		return;
 	if (gate(lk, false, queryDesc))
 		add_ref(queryDesc);

@@ -239,6 +239,8 @@ dbgate_shmem_init(void)
 			pg_atomic_init_u64(&sh->budgets[i].d.would_queue, 0);
 			pg_atomic_init_u64(&sh->budgets[i].d.would_reject, 0);
 			pg_atomic_init_u64(&sh->budgets[i].d.terminated_idle, 0);
+			pg_atomic_init_u64(&sh->budgets[i].d.memory_word, 0);
+			pg_atomic_init_u64(&sh->budgets[i].d.bypassed, 0);
 		}
 
 	}
@@ -284,6 +286,7 @@ dbgate_reset_budget_stats(DbgateBudget *b, TimestampTz now)
 	pg_atomic_write_u64(&b->would_queue, 0);
 	pg_atomic_write_u64(&b->would_reject, 0);
 	pg_atomic_write_u64(&b->terminated_idle, 0);
+	pg_atomic_write_u64(&b->bypassed, 0);
 	b->rejected_full = 0;
 	b->rejected_timeout = 0;
 	b->canceled_waiting = 0;

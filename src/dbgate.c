@@ -27,6 +27,7 @@
 
 #include "compat.h"
 #include "dbgate.h"
+#include "memgrant.h"
 
 DBGATE_MODULE_MAGIC("dbgate", "1.1");
 
@@ -159,8 +160,8 @@ _PG_init(void)
 	ProcessUtility_hook = dbgate_ProcessUtility;
 	prev_emit_log_hook = emit_log_hook;
 	emit_log_hook = dbgate_emit_log_hook;
-	/* planner_hook: parallel.c */
-	dbgate_parallel_init();
+	/* planner_hook: planner.c */
+	dbgate_planner_init();
 
 	/* configuration changes travel with the WAL */
 	dbgate_wal_init();
@@ -188,6 +189,7 @@ dbgate_shmem_request_hook(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	dbgate_shmem_request();
+	RequestAddinShmemSpace(dbgate_memgrant_shmem_size());
 }
 
 static void
@@ -196,6 +198,7 @@ dbgate_shmem_startup_hook(void)
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
 	dbgate_shmem_init();
+	dbgate_memgrant_shmem_init();
 	/* once, here, so that no backend has a step left that could fail */
 	if (!IsUnderPostmaster)
 		dbgate_shared->wait_event_info = dbgate_queue_wait_event();
@@ -214,16 +217,48 @@ dbgate_emit_log_hook(ErrorData *edata)
  * Executor hooks
  * ----------
  */
+static inline void
+next_ExecutorStart(QueryDesc *queryDesc, int eflags)
+{
+	if (prev_ExecutorStart)
+		prev_ExecutorStart(queryDesc, eflags);
+	else
+		standard_ExecutorStart(queryDesc, eflags);
+}
+
+/* memgrant.c: the plan is initialised at the run's granted work_mem */
+static pg_noinline void
+granted_ExecutorStart(QueryDesc *queryDesc, int eflags)
+{
+	DbgateMemStretch st;
+
+	dbgate_memgrant_start(queryDesc, &st);
+	PG_TRY();
+	{
+		next_ExecutorStart(queryDesc, eflags);
+	}
+	PG_CATCH();
+	{
+		dbgate_memgrant_leave(queryDesc, &st, true);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	dbgate_memgrant_leave(queryDesc, &st, false);
+}
+
 static void
 dbgate_ExecutorStart(QueryDesc *queryDesc, int eflags)
 {
 	dbgate_executor_start(queryDesc, eflags);
 	dbgate_parallel_executor_start(queryDesc);
 
-	if (prev_ExecutorStart)
-		prev_ExecutorStart(queryDesc, eflags);
-	else
-		standard_ExecutorStart(queryDesc, eflags);
+	/* memgrant.c: a run under a slot with max_memory_mb gets a grant */
+	if (unlikely(dbgate_memgrant_slot) && !(eflags & EXEC_FLAG_EXPLAIN_ONLY))
+	{
+		granted_ExecutorStart(queryDesc, eflags);
+		return;
+	}
+	next_ExecutorStart(queryDesc, eflags);
 }
 
 /* the next hook in the chain, or the standard executor */
@@ -245,17 +280,11 @@ next_ExecutorFinish(QueryDesc *queryDesc)
 		standard_ExecutorFinish(queryDesc);
 }
 
-static void
-dbgate_ExecutorRun(DBGATE_EXECUTOR_RUN_ARGS)
+/* ExecutorRun under a slot: the budget's limits */
+static inline void
+limited_ExecutorRun(DBGATE_EXECUTOR_RUN_ARGS)
 {
 	DbgateLimitState st;
-
-	/* not holding a slot: nothing to do (the path of every ungated run) */
-	if (likely(dbgate_nrefs == 0))
-	{
-		next_ExecutorRun(DBGATE_EXECUTOR_RUN_CALL_ARGS);
-		return;
-	}
 
 	if (!dbgate_run_begin(queryDesc, &st))
 	{
@@ -278,16 +307,51 @@ dbgate_ExecutorRun(DBGATE_EXECUTOR_RUN_ARGS)
 	dbgate_run_end(queryDesc, &st, false);
 }
 
+/* memgrant.c: a run with a grant runs at its work_mem */
+static pg_noinline void
+granted_ExecutorRun(DBGATE_EXECUTOR_RUN_ARGS)
+{
+	DbgateMemStretch st;
+
+	dbgate_memgrant_enter(queryDesc, &st);
+	PG_TRY();
+	{
+		limited_ExecutorRun(DBGATE_EXECUTOR_RUN_CALL_ARGS);
+	}
+	PG_CATCH();
+	{
+		dbgate_memgrant_leave(queryDesc, &st, true);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	dbgate_memgrant_leave(queryDesc, &st, false);
+}
+
 static void
-dbgate_ExecutorFinish(QueryDesc *queryDesc)
+dbgate_ExecutorRun(DBGATE_EXECUTOR_RUN_ARGS)
+{
+	/* not holding a slot: nothing to do (the path of every ungated run) */
+	if (likely(dbgate_nrefs == 0))
+	{
+		next_ExecutorRun(DBGATE_EXECUTOR_RUN_CALL_ARGS);
+		return;
+	}
+	if (unlikely(dbgate_memgrant_nrecs > 0))
+		granted_ExecutorRun(DBGATE_EXECUTOR_RUN_CALL_ARGS);
+	else
+		limited_ExecutorRun(DBGATE_EXECUTOR_RUN_CALL_ARGS);
+}
+
+/*
+ * ExecutorFinish under a slot: the budget's limits (after triggers run
+ * here); runs are tracked in ExecutorRun.
+ */
+static inline void
+limited_ExecutorFinish(QueryDesc *queryDesc)
 {
 	DbgateLimitState st;
 
-	/*
-	 * ExecutorFinish matters only for applying budget limits (after
-	 * triggers run here); runs are tracked in ExecutorRun.
-	 */
-	if (likely(dbgate_nrefs == 0 || !dbgate_slot_has_limits))
+	if (likely(!dbgate_slot_has_limits))
 	{
 		next_ExecutorFinish(queryDesc);
 		return;
@@ -313,6 +377,40 @@ dbgate_ExecutorFinish(QueryDesc *queryDesc)
 	dbgate_run_end(queryDesc, &st, false);
 }
 
+/* memgrant.c: after triggers run at the run's work_mem too */
+static pg_noinline void
+granted_ExecutorFinish(QueryDesc *queryDesc)
+{
+	DbgateMemStretch st;
+
+	dbgate_memgrant_enter(queryDesc, &st);
+	PG_TRY();
+	{
+		limited_ExecutorFinish(queryDesc);
+	}
+	PG_CATCH();
+	{
+		dbgate_memgrant_leave(queryDesc, &st, true);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	dbgate_memgrant_leave(queryDesc, &st, false);
+}
+
+static void
+dbgate_ExecutorFinish(QueryDesc *queryDesc)
+{
+	if (likely(dbgate_nrefs == 0))
+	{
+		next_ExecutorFinish(queryDesc);
+		return;
+	}
+	if (unlikely(dbgate_memgrant_nrecs > 0))
+		granted_ExecutorFinish(queryDesc);
+	else
+		limited_ExecutorFinish(queryDesc);
+}
+
 static void
 dbgate_ExecutorEnd(QueryDesc *queryDesc)
 {
@@ -321,6 +419,9 @@ dbgate_ExecutorEnd(QueryDesc *queryDesc)
 	else
 		standard_ExecutorEnd(queryDesc);
 
+	/* memgrant.c: the run's grant goes back */
+	if (unlikely(dbgate_memgrant_nrecs > 0))
+		dbgate_memgrant_end(queryDesc);
 	if (dbgate_nrefs > 0)
 		dbgate_executor_end(queryDesc);
 }
@@ -359,6 +460,46 @@ gated_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 	}
 	PG_END_TRY();
 	dbgate_utility_end();
+}
+
+/* a gated command, or the next hook */
+static void
+gate_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
+					bool readOnlyTree, ProcessUtilityContext context,
+					ParamListInfo params, QueryEnvironment *queryEnv,
+					DestReceiver *dest, QueryCompletion *qc)
+{
+	if (dbgate_shared != NULL && dbgate_utility_takes_slot(pstmt, context) &&
+		dbgate_utility_begin())
+		gated_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+							 params, queryEnv, dest, qc);
+	else
+		next_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+							params, queryEnv, dest, qc);
+}
+
+/*
+ * mincost.c: the query of CREATE TABLE AS, SELECT INTO, CREATE
+ * MATERIALIZED VIEW and REFRESH MATERIALIZED VIEW writes a table: it is
+ * never bypassed as a cheap read.
+ */
+static pg_noinline void
+writer_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
+					  bool readOnlyTree, ProcessUtilityContext context,
+					  ParamListInfo params, QueryEnvironment *queryEnv,
+					  DestReceiver *dest, QueryCompletion *qc)
+{
+	dbgate_mincost_writer_depth++;
+	PG_TRY();
+	{
+		gate_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+							params, queryEnv, dest, qc);
+	}
+	PG_FINALLY();
+	{
+		dbgate_mincost_writer_depth--;
+	}
+	PG_END_TRY();
 }
 
 /*
@@ -401,12 +542,11 @@ dbgate_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 
 	if (dbgate_shared != NULL)
 		dbgate_admission_utility_start();
-	if (dbgate_shared != NULL && dbgate_utility_takes_slot(pstmt, context) &&
-		dbgate_utility_begin())
-		gated_ProcessUtility(pstmt, queryString, readOnlyTree, context,
-							 params, queryEnv, dest, qc);
+	if (dbgate_shared != NULL && dbgate_mincost_writer_command(parsetree))
+		writer_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+							  params, queryEnv, dest, qc);
 	else
-		next_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+		gate_ProcessUtility(pstmt, queryString, readOnlyTree, context,
 							params, queryEnv, dest, qc);
 	if (dbgate_shared != NULL)
 		dbgate_admission_utility_done(context == PROCESS_UTILITY_TOPLEVEL);
@@ -453,6 +593,7 @@ dbgate_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PREPARE:
+			dbgate_memgrant_xact_end();
 			dbgate_admission_xact_end();
 			break;
 		default:
@@ -471,5 +612,8 @@ dbgate_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 		dbgate_config_subxact_callback(event, mySubid, parentSubid);
 
 	if (event == SUBXACT_EVENT_ABORT_SUB)
+	{
+		dbgate_memgrant_subxact_abort(mySubid);
 		dbgate_admission_subxact_abort(mySubid);
+	}
 }

@@ -17,9 +17,13 @@
  *	  wal.c			WAL records of configuration changes and their redo
  *	  sqlfuncs.c	SQL-callable configuration functions, dbgate.budgets
  *	  status.c		the live views dbgate.status and dbgate.backends
- *	  parallel.c	a budget's parallel_workers: planner and plan capping
+ *	  parallel.c	a budget's parallel_workers: the cap and plan capping
  *	  utility.c		which utility commands take a slot
  *	  waitsnap.c	a queued statement holds no snapshot while it waits
+ *	  memestimate.c	the working memory a plan may use (memgrant.h)
+ *	  memgrant.c	memory grants: a statement's work_mem, their accounting
+ *	  mincost.c		cheap read-only statements that are not gated
+ *	  planner.c		the planner hook: parallel cap, plans that fit memory
  *
  *-------------------------------------------------------------------------
  */
@@ -207,6 +211,15 @@ typedef struct DbgateBudget
 	pg_atomic_uint64 would_queue;	/* shadow mode */
 	pg_atomic_uint64 would_reject;
 	pg_atomic_uint64 terminated_idle;
+
+	/*
+	 * 1.2, memgrant.c and mincost.c (no lock): the sum of the open memory
+	 * grants counted through this budget (| tag:28 | kB:36 |, the tag as
+	 * in 'state'; a parent's covers its subtree), and the statements
+	 * below min_cost that were not gated.
+	 */
+	pg_atomic_uint64 memory_word;
+	pg_atomic_uint64 bypassed;
 	/* the rest only change under the budget lock */
 	uint64		rejected_full;
 	uint64		rejected_timeout;
@@ -454,7 +467,7 @@ extern bool dbgate_utility_begin(void);
 extern void dbgate_utility_end(void);
 
 /* parallel.c */
-extern void dbgate_parallel_init(void);
+extern int	dbgate_parallel_cap(void);
 extern void dbgate_parallel_executor_start_slow(QueryDesc *queryDesc);
 
 /* ExecutorStart: cap a plan made before the budget's cap was in force. */
@@ -484,6 +497,9 @@ typedef struct DbgateGucOverride
 	int			value;			/* the value set */
 	int			session;		/* the session's value before */
 	int			session_scontext;	/* and its GucContext */
+	int			session_source; /* and its GucSource */
+	bool		moved_source;	/* the record's source was moved from
+								 * PGC_S_DEFAULT (for parallel workers) */
 	struct guc_stack *stack;	/* top of its GUC stack then */
 	int			stack_state;	/* that entry's state, or -1 */
 } DbgateGucOverride;
@@ -491,6 +507,9 @@ typedef struct DbgateGucOverride
 extern void dbgate_guc_override_apply(DbgateGucOverride *o,
 									  struct config_generic *rec,
 									  int *variable, int value);
+extern void dbgate_guc_override_apply_to_workers(DbgateGucOverride *o,
+												 struct config_generic *rec,
+												 int *variable, int value);
 extern void dbgate_guc_override_restore(DbgateGucOverride *o);
 
 typedef struct DbgateLimitState

@@ -13,13 +13,13 @@
  * never gated at all.
  *
  * Two places apply it:
- *	  - Planning (planner_hook): while the statement is planned the variable
- *		behind max_parallel_workers_per_gather holds the cap, and the
- *		session's value is put back when planning returns, normally or by
- *		error, without the GUC machinery and keeping what planning itself
- *		does to the setting (gucvar.c, as for the budget's lock_timeout).
- *		So `SHOW max_parallel_workers_per_gather` afterwards shows the
- *		session's own value.
+ *	  - Planning (planner.c's planner hook): while the statement is planned
+ *		the variable behind max_parallel_workers_per_gather holds the cap,
+ *		and the session's value is put back when planning returns, normally
+ *		or by error, without the GUC machinery and keeping what planning
+ *		itself does to the setting (gucvar.c, as for the budget's
+ *		lock_timeout).  So `SHOW max_parallel_workers_per_gather` afterwards
+ *		shows the session's own value.
  *	  - Execution (ExecutorStart): a plan made earlier, before the budget
  *		was changed or the session was classified into it (a prepared
  *		statement, a cached PL/pgSQL plan), may ask for more workers.  Its
@@ -30,7 +30,7 @@
  *		it does whenever no worker can be launched.  The copy lives in the
  *		memory context current at ExecutorStart, which outlives the
  *		executor state (that is created as its child).
- *
+
  * Cost when nothing is capped: planning pays one classification lookup
  * (cached, see classify.c); ExecutorStart looks at one flag of the plan
  * (parallelModeNeeded, which every plan with a Gather or Gather Merge has).
@@ -48,32 +48,17 @@
 #include "nodes/nodes.h"
 #include "nodes/plannodes.h"
 #include "optimizer/cost.h"
-#include "optimizer/planner.h"
 #include "utils/guc.h"
 #include "utils/guc_tables.h"
 
 #include "compat.h"
 #include "dbgate.h"
 
-static planner_hook_type prev_planner = NULL;
-static struct config_generic *workers_rec = NULL;
-
-static PlannedStmt *dbgate_planner(Query *parse, const char *query_string,
-								   int cursorOptions,
-								   ParamListInfo boundParams);
-
-void
-dbgate_parallel_init(void)
-{
-	prev_planner = planner_hook;
-	planner_hook = dbgate_planner;
-}
-
 /*
  * The cap for this backend's statements, or -1 for none.
  */
-static inline int
-parallel_cap(void)
+int
+dbgate_parallel_cap(void)
 {
 	const DbgateLookup *lk;
 	const DbgateBudget *b;
@@ -88,60 +73,6 @@ parallel_cap(void)
 	if (!b->conf.enforce)
 		return -1;
 	return b->conf.parallel_workers;
-}
-
-/* ----------
- * Planning
- * ----------
- */
-static inline PlannedStmt *
-next_planner(Query *parse, const char *query_string, int cursorOptions,
-			 ParamListInfo boundParams)
-{
-	if (prev_planner)
-		return prev_planner(parse, query_string, cursorOptions, boundParams);
-	return standard_planner(parse, query_string, cursorOptions, boundParams);
-}
-
-/* Plan with the cap applied, and undo it on every exit. */
-static pg_noinline PlannedStmt *
-planner_capped(Query *parse, const char *query_string, int cursorOptions,
-			   ParamListInfo boundParams, int cap)
-{
-	PlannedStmt *result;
-	DbgateGucOverride o;
-
-	if (workers_rec == NULL)
-		workers_rec = dbgate_find_guc("max_parallel_workers_per_gather");
-	if (workers_rec == NULL)
-		return next_planner(parse, query_string, cursorOptions, boundParams);
-	dbgate_guc_override_apply(&o, workers_rec, &max_parallel_workers_per_gather,
-							  cap);
-	PG_TRY();
-	{
-		result = next_planner(parse, query_string, cursorOptions, boundParams);
-	}
-	PG_CATCH();
-	{
-		dbgate_guc_override_restore(&o);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-	dbgate_guc_override_restore(&o);
-
-	return result;
-}
-
-static PlannedStmt *
-dbgate_planner(Query *parse, const char *query_string, int cursorOptions,
-			   ParamListInfo boundParams)
-{
-	int			cap = parallel_cap();
-
-	if (likely(cap < 0 || cap >= max_parallel_workers_per_gather))
-		return next_planner(parse, query_string, cursorOptions, boundParams);
-	return planner_capped(parse, query_string, cursorOptions, boundParams,
-						  cap);
 }
 
 /* ----------
@@ -251,7 +182,7 @@ dbgate_parallel_executor_start_slow(QueryDesc *queryDesc)
 	PlannedStmt *pstmt = queryDesc->plannedstmt;
 	int			cap;
 
-	cap = parallel_cap();
+	cap = dbgate_parallel_cap();
 	if (cap < 0 || !stmt_over_cap(pstmt, cap, false))
 		return;
 
