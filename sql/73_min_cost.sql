@@ -34,9 +34,17 @@ END $$;
 CREATE FUNCTION mc.inner_big() RETURNS bigint LANGUAGE sql
   AS $$ SELECT count(*) FROM mc.big $$;
 
--- the costs the rule compares (a seq scan of 10 and of 20000 rows)
-EXPLAIN SELECT * FROM mc.small;
-EXPLAIN SELECT * FROM mc.big;
+-- the cost the rule compares: the top plan node's total cost
+CREATE FUNCTION mc_cost(q text) RETURNS float8 LANGUAGE plpgsql AS $$
+DECLARE
+    plan json;
+BEGIN
+    EXECUTE 'EXPLAIN (FORMAT JSON) ' || q INTO plan;
+    RETURN (plan -> 0 -> 'Plan' ->> 'Total Cost')::float8;
+END $$;
+-- a scan of 10 rows is below 100, one of 20000 rows is not
+SELECT mc_cost('SELECT * FROM mc.small') AS small,
+       mc_cost('SELECT * FROM mc.big') > 100 AS big_over_100;
 
 SELECT * FROM mc_counts();
 SET SESSION AUTHORIZATION regress_mc_u;
@@ -142,7 +150,7 @@ SELECT bypassed FROM dbgate.status WHERE budget = 'mc_b';
 
 -- clean up
 DEALLOCATE mc_p;
-DROP FUNCTION mc_counts();
+DROP FUNCTION mc_counts(), mc_cost(text);
 SET client_min_messages = warning;
 DROP SCHEMA mc CASCADE;
 RESET client_min_messages;

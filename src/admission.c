@@ -236,7 +236,7 @@ static SlotRef inline_refs[INLINE_REFS];
 static SlotRef *refs = inline_refs;
 int			dbgate_nrefs = 0;	/* see dbgate.h */
 bool		dbgate_slot_has_limits = false; /* the held slot's budget has
-											 * timeouts */
+											 * timeouts or max_memory_mb */
 static int	maxrefs = INLINE_REFS;
 static int	running_refs = 0;	/* refs with run_subid set */
 
@@ -600,11 +600,16 @@ take_slot(int idx, uint32 incarnation, TimestampTz since, const Limits *l)
 							  slot_limits.lock_timeout_ms > 0 ||
 							  slot_limits.idle_timeout_ms > 0);
 
-	/* memgrant.c: what the slot's memory grants need */
+	/*
+	 * memgrant.c: what the slot's memory grants need; ExecutorFinish must
+	 * then call dbgate_run_begin() too (after triggers run at the grant's
+	 * work_mem).
+	 */
 	if (unlikely(l->max_memory_mb > 0))
 	{
 		DbgateGrantChain chain;
 
+		dbgate_slot_has_limits = true;
 		chain.nlevels = 1;		/* the statement's budget: no parents yet */
 		chain.idx[0] = idx;
 		chain.incarnation[0] = incarnation;
@@ -1385,7 +1390,7 @@ release_slot(void)
 	slot_kept = false;
 	dbgate_slot_has_limits = false;
 	/* memgrant.c: the slot's memory grants go with it */
-	if (unlikely(dbgate_memgrant_slot || dbgate_memgrant_nrecs > 0))
+	if (unlikely(dbgate_memgrant_slot))
 		dbgate_memgrant_slot_released();
 	if (slot_limits.idle_timeout_ms > 0)
 		dbgate_idle_timeout_disarm();
@@ -1470,7 +1475,7 @@ dbgate_executor_start(QueryDesc *queryDesc, int eflags)
 	if (lk->budget < 0)
 		return;
 	/* mincost.c: a read cheaper than the budget's min_cost is not gated */
-	if (dbgate_mincost_bypass(lk->budget, queryDesc))
+	if (dbgate_mincost_bypass(lk, queryDesc))
 		return;
 	if (gate(lk, false, queryDesc))
 		add_ref(queryDesc);
@@ -1478,10 +1483,11 @@ dbgate_executor_start(QueryDesc *queryDesc, int eflags)
 
 /*
  * ExecutorRun/ExecutorFinish begin.  Returns true when budget limits were
- * applied; the caller must then call dbgate_run_end() on every exit,
- * including errors.  Without limits dbgate_run_end() is still needed on
- * normal exit to mark the run finished (on error the mark stays, which is
- * how a subtransaction abort recognises a run that died in it).
+ * applied (or a memory grant's work_mem, memgrant.c); the caller must then
+ * call dbgate_run_end() on every exit, including errors.  Without limits
+ * dbgate_run_end() is still needed on normal exit to mark the run finished
+ * (on error the mark stays, which is how a subtransaction abort recognises
+ * a run that died in it).
  */
 bool
 dbgate_run_begin(QueryDesc *queryDesc, DbgateLimitState *st)
@@ -1540,6 +1546,22 @@ dbgate_run_begin(QueryDesc *queryDesc, DbgateLimitState *st)
 		dbgate_limits_apply(st, base, slot_limits.statement_timeout_ms,
 							slot_limits.lock_timeout_ms);
 	}
+
+	/*
+	 * memgrant.c: a run with a memory grant runs at its work_mem (a slot
+	 * of a budget with max_memory_mb counts as one with limits).
+	 */
+	st->mem.entered = false;
+	if (unlikely(dbgate_memgrant_nrecs > 0))
+	{
+		if (!st->applied)
+		{
+			st->stmt_armed = false;
+			st->lock.applied = false;
+		}
+		dbgate_memgrant_enter(queryDesc, &st->mem);
+		st->applied |= st->mem.entered;
+	}
 	return st->applied;
 }
 
@@ -1547,7 +1569,12 @@ void
 dbgate_run_end(QueryDesc *queryDesc, DbgateLimitState *st, bool is_error)
 {
 	if (st->applied)
+	{
 		dbgate_limits_restore(st, is_error);
+		/* memgrant.c */
+		if (st->mem.entered)
+			dbgate_memgrant_leave(queryDesc, &st->mem, is_error);
+	}
 	if (st->tracked && !is_error)
 	{
 		int			i = find_ref(queryDesc);

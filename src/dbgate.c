@@ -280,11 +280,17 @@ next_ExecutorFinish(QueryDesc *queryDesc)
 		standard_ExecutorFinish(queryDesc);
 }
 
-/* ExecutorRun under a slot: the budget's limits */
-static inline void
-limited_ExecutorRun(DBGATE_EXECUTOR_RUN_ARGS)
+static void
+dbgate_ExecutorRun(DBGATE_EXECUTOR_RUN_ARGS)
 {
 	DbgateLimitState st;
+
+	/* not holding a slot: nothing to do (the path of every ungated run) */
+	if (likely(dbgate_nrefs == 0))
+	{
+		next_ExecutorRun(DBGATE_EXECUTOR_RUN_CALL_ARGS);
+		return;
+	}
 
 	if (!dbgate_run_begin(queryDesc, &st))
 	{
@@ -307,51 +313,16 @@ limited_ExecutorRun(DBGATE_EXECUTOR_RUN_ARGS)
 	dbgate_run_end(queryDesc, &st, false);
 }
 
-/* memgrant.c: a run with a grant runs at its work_mem */
-static pg_noinline void
-granted_ExecutorRun(DBGATE_EXECUTOR_RUN_ARGS)
-{
-	DbgateMemStretch st;
-
-	dbgate_memgrant_enter(queryDesc, &st);
-	PG_TRY();
-	{
-		limited_ExecutorRun(DBGATE_EXECUTOR_RUN_CALL_ARGS);
-	}
-	PG_CATCH();
-	{
-		dbgate_memgrant_leave(queryDesc, &st, true);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-	dbgate_memgrant_leave(queryDesc, &st, false);
-}
-
 static void
-dbgate_ExecutorRun(DBGATE_EXECUTOR_RUN_ARGS)
-{
-	/* not holding a slot: nothing to do (the path of every ungated run) */
-	if (likely(dbgate_nrefs == 0))
-	{
-		next_ExecutorRun(DBGATE_EXECUTOR_RUN_CALL_ARGS);
-		return;
-	}
-	if (unlikely(dbgate_memgrant_nrecs > 0))
-		granted_ExecutorRun(DBGATE_EXECUTOR_RUN_CALL_ARGS);
-	else
-		limited_ExecutorRun(DBGATE_EXECUTOR_RUN_CALL_ARGS);
-}
-
-/*
- * ExecutorFinish under a slot: the budget's limits (after triggers run
- * here); runs are tracked in ExecutorRun.
- */
-static inline void
-limited_ExecutorFinish(QueryDesc *queryDesc)
+dbgate_ExecutorFinish(QueryDesc *queryDesc)
 {
 	DbgateLimitState st;
 
-	if (likely(!dbgate_slot_has_limits))
+	/*
+	 * ExecutorFinish matters only for applying budget limits (after
+	 * triggers run here); runs are tracked in ExecutorRun.
+	 */
+	if (likely(dbgate_nrefs == 0 || !dbgate_slot_has_limits))
 	{
 		next_ExecutorFinish(queryDesc);
 		return;
@@ -377,40 +348,6 @@ limited_ExecutorFinish(QueryDesc *queryDesc)
 	dbgate_run_end(queryDesc, &st, false);
 }
 
-/* memgrant.c: after triggers run at the run's work_mem too */
-static pg_noinline void
-granted_ExecutorFinish(QueryDesc *queryDesc)
-{
-	DbgateMemStretch st;
-
-	dbgate_memgrant_enter(queryDesc, &st);
-	PG_TRY();
-	{
-		limited_ExecutorFinish(queryDesc);
-	}
-	PG_CATCH();
-	{
-		dbgate_memgrant_leave(queryDesc, &st, true);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-	dbgate_memgrant_leave(queryDesc, &st, false);
-}
-
-static void
-dbgate_ExecutorFinish(QueryDesc *queryDesc)
-{
-	if (likely(dbgate_nrefs == 0))
-	{
-		next_ExecutorFinish(queryDesc);
-		return;
-	}
-	if (unlikely(dbgate_memgrant_nrecs > 0))
-		granted_ExecutorFinish(queryDesc);
-	else
-		limited_ExecutorFinish(queryDesc);
-}
-
 static void
 dbgate_ExecutorEnd(QueryDesc *queryDesc)
 {
@@ -419,11 +356,13 @@ dbgate_ExecutorEnd(QueryDesc *queryDesc)
 	else
 		standard_ExecutorEnd(queryDesc);
 
-	/* memgrant.c: the run's grant goes back */
-	if (unlikely(dbgate_memgrant_nrecs > 0))
-		dbgate_memgrant_end(queryDesc);
 	if (dbgate_nrefs > 0)
+	{
+		/* memgrant.c: the run's grant goes back */
+		if (unlikely(dbgate_memgrant_nrecs > 0))
+			dbgate_memgrant_end(queryDesc);
 		dbgate_executor_end(queryDesc);
+	}
 }
 
 /* the next hook in the chain, or the standard function */
@@ -593,7 +532,6 @@ dbgate_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PREPARE:
-			dbgate_memgrant_xact_end();
 			dbgate_admission_xact_end();
 			break;
 		default:

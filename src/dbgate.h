@@ -363,6 +363,9 @@ typedef struct DbgateLookup
 	uint32		incarnation;	/* of that budget */
 	DbgateRule	rule;
 	Oid			via;			/* DBGATE_BY_MEMBER: the assigned group */
+	bool		min_cost;		/* the budget had a min_cost (mincost.c):
+								 * every configuration change makes the
+								 * backend classify again */
 } DbgateLookup;
 
 /*
@@ -512,6 +515,16 @@ extern void dbgate_guc_override_apply_to_workers(DbgateGucOverride *o,
 												 int *variable, int value);
 extern void dbgate_guc_override_restore(DbgateGucOverride *o);
 
+/*
+ * memgrant.c: a stretch of work (ExecutorStart, ExecutorRun, ExecutorFinish)
+ * of a run with a memory grant.
+ */
+typedef struct DbgateMemStretch
+{
+	bool		entered;		/* counted in the stretch depth */
+	DbgateGucOverride wm;		/* work_mem lowered for the stretch */
+} DbgateMemStretch;
+
 typedef struct DbgateLimitState
 {
 	bool		tracked;		/* the run is a reference of our slot */
@@ -521,6 +534,7 @@ typedef struct DbgateLimitState
 	TimestampTz stmt_session_fin;	/* its finish time */
 	TimestampTz stmt_our_fin;	/* the finish time we set */
 	DbgateGucOverride lock;		/* lock_timeout */
+	DbgateMemStretch mem;		/* memgrant.c: the run's work_mem */
 } DbgateLimitState;
 
 extern void dbgate_limits_apply(DbgateLimitState *st, TimestampTz start,

@@ -46,9 +46,9 @@
  *	  - the abort of the subtransaction it was started in, or of the one
  *		its ExecutorRun/ExecutorFinish was running in (PostgreSQL calls no
  *		ExecutorEnd for a portal that failed);
- *	  - the end of the top-level transaction;
  *	  - the release of the slot (every record belongs to the held slot),
- *		which also covers backend exit.
+ *		which happens at the end of the top-level transaction at the
+ *		latest (no executor run outlives it) and at backend exit.
  * Releasing takes the grant out of every budget of the slot's chain and
  * out of the backend's sum; a record is removed from the list before its
  * shared counts change, so an error cannot release it twice.
@@ -345,7 +345,10 @@ dbgate_memgrant_slot_taken(const DbgateGrantChain *chain, int max_active,
 	dbgate_memgrant_slot = true;
 }
 
-/* The slot is returned: every grant goes with it. */
+/*
+ * The slot is returned: every grant goes with it.  (Grant records exist
+ * only while dbgate_memgrant_slot is set.)
+ */
 void
 dbgate_memgrant_slot_released(void)
 {
@@ -551,11 +554,3 @@ dbgate_memgrant_subxact_abort(SubTransactionId mySubid)
 	}
 }
 
-/* End of the top-level transaction: no run survives it. */
-void
-dbgate_memgrant_xact_end(void)
-{
-	if (likely(dbgate_memgrant_nrecs == 0 && stretch_depth == 0))
-		return;
-	release_all();
-}

@@ -73,13 +73,6 @@ typedef struct DbgateGrantChain
 extern PGDLLIMPORT bool dbgate_memgrant_slot;
 extern PGDLLIMPORT int dbgate_memgrant_nrecs;
 
-/* A stretch of work (ExecutorStart, ExecutorRun, ExecutorFinish) of a run. */
-typedef struct DbgateMemStretch
-{
-	bool		entered;		/* counted in the stretch depth */
-	DbgateGucOverride wm;		/* work_mem lowered for the stretch */
-} DbgateMemStretch;
-
 extern void dbgate_memgrant_slot_taken(const DbgateGrantChain *chain,
 									   int max_active, int max_memory_mb,
 									   bool enforce);
@@ -90,7 +83,6 @@ extern void dbgate_memgrant_leave(QueryDesc *queryDesc, DbgateMemStretch *st,
 								  bool is_error);
 extern void dbgate_memgrant_end(QueryDesc *queryDesc);
 extern void dbgate_memgrant_subxact_abort(SubTransactionId mySubid);
-extern void dbgate_memgrant_xact_end(void);
 extern bool dbgate_memgrant_nested(void);
 extern double dbgate_memgrant_open_kb(void);
 extern void dbgate_memgrant_lower_work_mem(DbgateGucOverride *o, int kb,
@@ -112,18 +104,17 @@ extern bool dbgate_mincost_bypass_slow(DbgateBudget *b, QueryDesc *queryDesc);
 /*
  * ExecutorStart, before admission, while the backend holds no slot: is the
  * statement a read cheaper than its budget's min_cost?  Then it is not
- * gated (and counted in 'bypassed').  With min_cost = 0: one field test.
- * The unlocked read of a double is checked again consistently in the slow
- * path (mincost.c).
+ * gated (and counted in 'bypassed').  Without min_cost: one field test of
+ * the cached classification (which every configuration change renews);
+ * the slow path reads the budget's min_cost itself.
  */
 static inline bool
-dbgate_mincost_bypass(int budget, QueryDesc *queryDesc)
+dbgate_mincost_bypass(const DbgateLookup *lk, QueryDesc *queryDesc)
 {
-	DbgateBudget *b = &dbgate_shared->budgets[budget].d;
-
-	if (likely(b->conf.min_cost == 0))
+	if (likely(!lk->min_cost))
 		return false;
-	return dbgate_mincost_bypass_slow(b, queryDesc);
+	return dbgate_mincost_bypass_slow(&dbgate_shared->budgets[lk->budget].d,
+									  queryDesc);
 }
 
 /* ProcessUtility: the commands whose query writes a table it creates. */

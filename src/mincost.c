@@ -32,11 +32,13 @@
  * slot is held is the command's own query: the queries of functions it
  * calls start under that run's slot.
  *
- * min_cost is read without the budget lock: the inline test in memgrant.h
- * reads the field once (0: not bypassed, the cost of every statement of
- * a budget without min_cost); here it is read again consistently with the
- * budget's configuration sequence counter (as admission.c reads limits),
- * so that a torn read of a double being changed is never acted on.
+ * min_cost is read without the budget lock.  The statement path tests a
+ * flag of the backend's cached classification (classify.c sets it from the
+ * budget; every configuration change makes the backend classify again):
+ * no min_cost, nothing more is done.  Here the field itself is read
+ * consistently with the budget's configuration sequence counter (as
+ * admission.c reads limits), so that a torn read of a double being changed
+ * is never acted on.
  *
  *-------------------------------------------------------------------------
  */

@@ -76,26 +76,35 @@ next_planner(Query *parse, const char *query_string, int cursorOptions,
 }
 
 /*
- * What a slot of this backend's budget has left for the statement being
- * planned (kB), or 0 when memory does not shape its plan (see the file
- * header).  The budget's fields are read consistently without its lock.
+ * The budget that gates this backend's statements, or NULL (the cached
+ * classification: see classify.c).
  */
-static double
-memory_share(void)
+static inline DbgateBudget *
+planner_budget(void)
 {
 	const DbgateLookup *lk;
-	DbgateBudget *b;
+
+	if (!dbgate_enabled || dbgate_shared == NULL)
+		return NULL;
+	lk = dbgate_classify();
+	if (lk->budget < 0 || !dbgate_is_client_backend())
+		return NULL;
+	return &dbgate_shared->budgets[lk->budget].d;
+}
+
+/*
+ * What a slot of budget b has left for the statement being planned (kB),
+ * or 0 when memory does not shape its plan (see the file header).  The
+ * budget's fields are read consistently without its lock.
+ */
+static double
+memory_share(DbgateBudget *b)
+{
 	int32		max_active;
 	int32		max_memory_mb;
 	bool		enforce;
 
-	if (!dbgate_enabled || dbgate_shared == NULL || dbgate_memgrant_nested())
-		return 0;
-	lk = dbgate_classify();
-	if (lk->budget < 0 || !dbgate_is_client_backend())
-		return 0;
-	b = &dbgate_shared->budgets[lk->budget].d;
-	if (likely(b->conf.max_memory_mb == 0))
+	if (dbgate_memgrant_nested())
 		return 0;
 	for (;;)
 	{
@@ -201,17 +210,22 @@ plan_to_fit(PlannedStmt *first, Query *again, const char *query_string,
 	return result;
 }
 
-/* Plan under the budget's cap (cap >= 0) and memory share (share > 0). */
+/*
+ * Plan under budget b's parallel_workers cap (when it caps) and, with
+ * max_memory_mb, to fit a slot's memory.
+ */
 static pg_noinline PlannedStmt *
 planner_budgeted(Query *parse, const char *query_string, int cursorOptions,
-				 ParamListInfo boundParams, int cap, double share)
+				 ParamListInfo boundParams, DbgateBudget *b)
 {
 	PlannedStmt *result;
 	DbgateGucOverride o;
 	Query	   *volatile again = NULL;
+	int			cap = dbgate_parallel_cap();
+	double		share = (b->conf.max_memory_mb != 0) ? memory_share(b) : 0;
 
 	o.applied = false;
-	if (cap >= 0)
+	if (cap >= 0 && cap < max_parallel_workers_per_gather)
 	{
 		if (workers_rec == NULL)
 			workers_rec = dbgate_find_guc("max_parallel_workers_per_gather");
@@ -242,17 +256,23 @@ planner_budgeted(Query *parse, const char *query_string, int cursorOptions,
 	return result;
 }
 
+/*
+ * The hook.  Cost for a budget with neither a parallel_workers cap below
+ * the session's setting nor max_memory_mb: the cached classification and
+ * three fields of the budget (unlocked reads of single fields: a statement
+ * planned at the very moment its budget changes may use either value).
+ */
 static PlannedStmt *
 dbgate_planner(Query *parse, const char *query_string, int cursorOptions,
 			   ParamListInfo boundParams)
 {
-	int			cap = dbgate_parallel_cap();
-	double		share = memory_share();
+	DbgateBudget *b = planner_budget();
 
-	if (cap >= max_parallel_workers_per_gather)
-		cap = -1;				/* the session asks for no more */
-	if (likely(cap < 0 && share <= 0))
+	if (likely(b == NULL ||
+			   ((b->conf.parallel_workers < 0 || !b->conf.enforce ||
+				 b->conf.parallel_workers >= max_parallel_workers_per_gather) &&
+				b->conf.max_memory_mb == 0)))
 		return next_planner(parse, query_string, cursorOptions, boundParams);
 	return planner_budgeted(parse, query_string, cursorOptions, boundParams,
-							cap, share);
+							b);
 }

@@ -18,7 +18,10 @@
 # role has no assignment of its own; a group it is a member of, two
 # membership steps away, is in the budget; in every mode the role is a
 # member of the same roles) and database (the role has no
-# assignment; the database is in the budget).  member and database are also
+# assignment; the database is in the budget), memory (the budget also has a
+# max_memory_mb: every statement gets a grant, of nothing for this query)
+# and mincost (the budget has a min_cost that this query is below: it passes
+# without a slot).  member and database are also
 # compared with budget: classification is cached per backend, so the
 # statement path should cost the same whichever rule found the budget.
 #
@@ -31,7 +34,7 @@ set -euo pipefail
 N=${1:-1000}
 shift || true
 MODES=("$@")
-[ ${#MODES[@]} -gt 0 ] || MODES=(notloaded unassigned budget limits member database)
+[ ${#MODES[@]} -gt 0 ] || MODES=(notloaded unassigned budget limits member database memory mincost)
 
 PG_CONFIG=${PG_CONFIG:-pg_config}
 PROTOCOL=${PROTOCOL:-simple}
@@ -117,6 +120,10 @@ EOS
 				-c "SELECT dbgate.assign_role('bench_group', 'instr')" >/dev/null ;;
 		database) psql_su -c "SELECT dbgate.create_budget('instr', 100, 0)" \
 				-c "SELECT dbgate.assign_database('postgres', 'instr')" >/dev/null ;;
+		memory) psql_su -c "SELECT dbgate.create_budget('instr', 100, 0, max_memory_mb => 1000)" \
+				-c "SELECT dbgate.assign_role('bench_instr', 'instr')" >/dev/null ;;
+		mincost) psql_su -c "SELECT dbgate.create_budget('instr', 100, 0, min_cost => 100)" \
+				-c "SELECT dbgate.assign_role('bench_instr', 'instr')" >/dev/null ;;
 		esac
 	fi
 	as_pg "$BINDIR/pg_ctl" -D "$WORK/data" stop -m fast -w >/dev/null
