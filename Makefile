@@ -4,9 +4,13 @@ OBJS = \
 	src/dbgate.o \
 	src/budgets.o \
 	src/classify.o \
+	src/slot.o \
 	src/admission.o \
+	src/rate.o \
+	src/lockgraph.o \
 	src/limits.o \
 	src/gucvar.o \
+	src/fields.o \
 	src/confimage.o \
 	src/config.o \
 	src/persist.o \
@@ -22,7 +26,7 @@ OBJS = \
 	src/planner.o
 
 EXTENSION = dbgate
-DATA = sql/dbgate--1.0.sql sql/dbgate--1.0--1.1.sql
+DATA = sql/dbgate--1.0.sql sql/dbgate--1.0--1.1.sql sql/dbgate--1.1--1.2.sql
 PGFILEDESC = "dbgate - workload admission control"
 
 # Regression tests (sql/*.sql, expected/*.out) run against a throwaway
@@ -53,7 +57,7 @@ PG_CFLAGS = -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-$(OBJS): src/dbgate.h src/compat.h src/memgrant.h
+$(OBJS): src/dbgate.h src/compat.h src/fields.h src/memgrant.h
 
 .PHONY: tmp_check_dir
 tmp_check_dir:

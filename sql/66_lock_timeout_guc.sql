@@ -32,6 +32,12 @@ CREATE FUNCTION ltc_set_inside() RETURNS text LANGUAGE plpgsql
 BEGIN
     RETURN set_config('lock_timeout', '6s', false);
 END $$;
+-- owned by the superuser: its SETs are made in context PGC_SUSET
+CREATE FUNCTION ltc_definer_set(v text, is_local boolean) RETURNS text
+    LANGUAGE plpgsql SECURITY DEFINER AS $$
+BEGIN
+    RETURN set_config('lock_timeout', v, is_local);
+END $$;
 
 \c - regress_dbgate_ltc_free
 \i :cases
@@ -43,6 +49,6 @@ SELECT admitted AS before FROM dbgate.status WHERE budget = 'ltc_b' \gset
 SELECT admitted - :before >= 10 AS gated FROM dbgate.status WHERE budget = 'ltc_b';
 
 \c - :"su"
-DROP FUNCTION ltc_fail(), ltc_set_inside();
+DROP FUNCTION ltc_fail(), ltc_set_inside(), ltc_definer_set(text, boolean);
 SELECT dbgate.drop_budget('ltc_b', true);
 DROP ROLE regress_dbgate_ltc_free, regress_dbgate_ltc_gated;

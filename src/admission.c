@@ -1,134 +1,120 @@
 /*-------------------------------------------------------------------------
  *
  * admission.c
- *	  Admit, queue, hand off, keep and release slots of a budget.
+ *	  The shared side of slots: admit, queue, hand off and return the slots
+ *	  of budgets and of their trees.
  *
- * This file owns the queues and the per-backend entries (DbgateProc): every
- * write of a queue list, of 'queued' and of a DbgateProc entry is here.
- * Other files reach them through the functions at the end of this file:
- * configuration install ("this budget is new", "its limits changed", "it
- * was dropped") and the views ("a consistent picture of the queue and the
- * slot holders").
+ * This file owns the queues, the state words of the budgets, their token
+ * buckets' use (rate.c has the arithmetic) and the per-backend entries
+ * (DbgateProc): every write of a queue list, of 'queued' and of a
+ * DbgateProc entry is here.  What one backend does with the slot it holds
+ * (references, scope, timeouts) is slot.c's; the lock-holder check is
+ * lockgraph.c's; the configuration install (budgets.c) and the views
+ * (status.c) reach the queues through the functions at the end of this
+ * file.
  *
- * Slot life cycle
- * ---------------
- * A client backend holds at most one slot.  It asks for one at the
- * ExecutorStart of an executor run when it holds none: a statement of a DO
- * block or procedure asks on its own, a query run by a function inside an
- * admitted statement runs under the outer slot.  Every executor run
- * started while the slot is held, including the first, is recorded as a
- * *reference* (SlotRef) keyed by its QueryDesc.  A reference goes away:
- *	  - at its ExecutorEnd;
- *	  - when the subtransaction it was started in aborts, or the
- *		subtransaction in which it was running (ExecutorRun/ExecutorFinish)
- *		aborts: in both cases PostgreSQL never calls its ExecutorEnd;
- *	  - at the end of the top-level transaction (no executor run outlives
- *		its transaction: holdable cursors are materialised at commit).
- * A gated utility command (budget field 'utility') is one reference of its
- * own, from dbgate_utility_begin() to dbgate_utility_end(); it survives the
- * transactions that commands such as VACUUM run internally.
- *
- * When the last reference goes, the scope rule decides:
- *	  scope 'statement'		the slot is returned, unless the transaction
- *							holds a transaction ID (it wrote or locked rows,
- *							so others may wait for it): then it is *kept*
- *	  scope 'transaction'	the slot is kept
- * A kept slot is returned when the top-level transaction ends (commit,
- * abort -- also by error, cancel, timeout or terminate --, PREPARE
- * TRANSACTION) or the backend exits: at XACT_EVENT_COMMIT / PREPARE,
- * after the local WAL flush.  A commit or prepare that will wait for a
- * synchronous standby returns it at its start instead (PRE_COMMIT /
- * PRE_PREPARE, when no statement can run any more): the standby is waited
- * for without a slot (dbgate_admission_commit_start()).
- * While kept, further statements of the transaction run under it and
- * never queue: a transaction that holds row locks never waits in a queue
- * behind statements that wait for those locks.  The budget's
- * idle_in_transaction_timeout applies while a slot is kept and the
- * session waits for its client (limits.c), not while it commits.
- *
- * At backend exit a before_shmem_exit callback returns the slot as well.
- * The slot is returned exactly once: release_slot() forgets it
- * (slot_budget = -1) before it touches shared memory, and every path goes
- * through release_slot().
- *
- * Queue
+ * Trees
  * -----
- * Admission with B = max_active, Q = max_queued:
- *	  active < B and (queue empty or budget not fair)	-> admitted at once
- *	  queued < Q										-> join the tail
- *	  otherwise											-> ERROR 53300
- * A fair budget hands a released slot directly to the head of the queue:
- * the releasing backend unlinks the head, marks it granted, leaves
- * 'active' unchanged and sets the head's latch after dropping the lock.
- * A non-fair budget decrements 'active' and wakes the head, which takes a
- * slot if one is still free and otherwise stays at the head; a waiter that
- * takes a slot wakes the next head if slots remain free, so no free slot
- * is left unused while someone waits.  Waiters sleep on their latch; nobody
- * polls (a waiter wakes on its own only for its queue timeout and, after
- * deadlock_timeout, to check for lock-holder admission).
+ * A budget may have a parent (at most DBGATE_MAX_DEPTH budgets in a
+ * chain).  A statement of a budget takes a slot of its own budget (the
+ * *leaf* of its chain) and of every ancestor, all at once or not at all,
+ * and returns one to exactly the budgets it took them from (the chain is
+ * recorded at admission: a later change of 'parent' does not move it).  A
+ * budget's 'active' counts the slots taken through it, so a parent's
+ * counts its subtree; 'queued' counts the waiters of its subtree.
+ * Statements wait only in the queue of their own budget.  Budgets that have
+ * children have no statements of their own (no assignment may name them).
  *
- * A waiter's loop has three parts: sleep (latch, timeout, interrupts),
- * decide (under the budget lock, returning what happened and what to do),
- * act (with no lock held: proceed, go on ungated, or raise the timeout
- * error).  A waiter that leaves the queue on error (cancel,
- * statement_timeout) or at exit (terminate, postmaster death) takes the
- * budget lock and looks at its entry: if a slot was granted to it in the
- * meantime it passes the slot on exactly like a normal release, otherwise
- * it unlinks itself.  A queue timeout that races with a grant is resolved
- * in favour of the grant.
- *
- * A statement that joins the queue in READ COMMITTED gives up its
- * snapshot for the wait and takes a new one when it proceeds (waitsnap.c),
- * so a queue never holds back the xmin horizon.
- *
- * Shadow mode (enforce = false): a statement always takes a slot at once,
- * 'active' may exceed B, and what enforcement would have done is counted:
- * with A statements already active, it would have queued if A >= B and
- * A - B < Q, and been rejected if A - B >= Q.  No timeout of the budget is
- * applied.
- *
- * Locks, the state word and the limits
- * ------------------------------------
+ * State word and fast paths
+ * -------------------------
  * A budget's live counts are one atomic word (tag | active | queued, see
- * dbgate.h).  The queue list, 'queued' and the statistics that are not
- * atomics are protected by the budget's LWLock; 'active' also changes
- * without it:
- *	  - fast admission: a free slot (and, for a fair budget, nobody queued)
- *		is taken by one compare-and-swap of the word;
- *	  - fast release: with nobody queued, one compare-and-swap returns it.
- * Everything else happens under the budget lock, and every change of the
- * word is a compare-and-swap of the whole word (or an atomic add that
- * cannot cross a field), so a decision taken on one reading of the word
- * holds when the swap succeeds.  In particular joining the queue swaps
- * queued+1 against the very word that showed no free slot: a slot
- * returned meanwhile makes the swap fail and the decision is taken again,
- * and once the swap succeeds, whoever returns a slot sees queued > 0 and
- * takes the lock, which the joining backend holds until it is linked.
+ * dbgate.h).  Without any lock:
+ *	  - admission: a free slot at every level (and, for a fair budget,
+ *		nobody queued in it) is taken by one compare-and-swap per level,
+ *		bottom-up, and a token per level that has a rate; a level that
+ *		turns out full gives back what was taken (as a release: see below)
+ *		and the statement goes the slow way;
+ *	  - release: a level with nobody queued in its subtree takes its slot
+ *		back by one compare-and-swap.
+ * Everything else happens under the *tree lock* (the lock of the tree's
+ * root, see dbgate.h): joining and leaving queues, handing off, the
+ * releases of levels that have waiters.  Every change of a word is a
+ * compare-and-swap of the whole word or an atomic add that cannot cross a
+ * field, so a decision taken on one reading of a word holds when its swap
+ * succeeds.  A backend that joins a queue adds itself to 'queued' at every
+ * level of its chain and then, still under the tree lock, runs the grant
+ * step below: a slot returned without the lock before its add was counted
+ * is seen there (its word changed before ours), and one returned after
+ * finds 'queued' > 0 and comes for the lock, which the joining backend
+ * holds until it is linked.  So no free slot is left unused while a
+ * statement that could take it sleeps.
  *
- * A budget's limits (b->conf) are written only by dbgate_admission_set_limits(),
- * with the budget lock held and inside a sequence counter (conf_seq, odd
- * while a write is under way).  Under the lock they are read directly;
- * without it (the fast path) read_limits() copies them and retries if the
- * counter moved, so one decision always sees one configuration.
+ * Who gets a slot (the grant step, grant_tree())
+ * ----------------------------------------------
+ * Under the tree lock, whenever a slot may have become usable (a release
+ * with waiters, a waiter that joins or leaves, a raised limit, a token
+ * that came due), the tree selects a waiter and gives it a slot at every
+ * level, as long as there is one:
+ *	  - in a budget with children: among the children that have room
+ *		(active < max_active) and a waiter that could take every level
+ *		below, the one with the smallest active / weight; ties go to the
+ *		candidate that has waited longest (SPEC: Shares);
+ *	  - in a budget's own queue: 'fifo' the head (the longest waiter);
+ *		'lifo' the head if it has waited overtake_limit or more (the
+ *		overdue are a prefix of the queue, which is in arrival order, and
+ *		the head is the longest of them), otherwise the tail (the newest);
+ *	  - a level with a rate must have a token: a candidate that lacks one
+ *		below the level being decided is passed over for its siblings; if
+ *		the whole tree waits for a token, the candidate whose token is due
+ *		first is the tree's *token waiter*: only it sleeps until then (on a
+ *		timer) and decides again; nobody polls.
+ * The waiter so chosen in a fair budget is granted at once: its counts
+ * move from 'queued' to 'active' at every level, its entry is marked
+ * granted (last, after a write barrier, so that it can act without the
+ * lock) and its latch is set once the lock is released.  In a non-fair
+ * budget the chosen waiter is only woken: it takes the slot itself if it
+ * is still free when it runs (a newcomer may take it first), and then
+ * goes on granting, so that no free slot stays unused.
+ *
+ * Shadow mode (enforce = false) and lock holders
+ * ----------------------------------------------
+ * Only enforcing levels hold a statement back.  A statement of a shadow
+ * budget takes a slot at every level whatever the counts (a level may then
+ * exceed its max_active) and what enforcement would have done is counted
+ * (would_queue, would_reject at the budget; would_queue at every full
+ * ancestor).  A shadow ancestor counts what it would have held back.  A
+ * budget switched to shadow mode admits its waiters at once.  A
+ * lock-holder admission (lockgraph.c) takes a slot at every level beyond
+ * any limit and no token.
+ *
+ * Waiting
+ * -------
+ * A waiter's loop has three parts: sleep (latch, queue timeout, lock
+ * check, its token), decide (under the tree lock: granted, ungated,
+ * timed out, or run the grant step), act (without a lock: go on with the
+ * slot, go on ungated, or raise the timeout error).  A waiter that leaves
+ * the queue on error (cancel, statement_timeout) or at exit (terminate,
+ * postmaster death) takes the tree lock and looks at its entry: if a slot
+ * was granted meanwhile it returns it like a release, otherwise it unlinks
+ * itself; then the grant step runs.  A queue timeout that races with a
+ * grant is resolved in favour of the grant.
+ *
+ * A backend's own DbgateProc entry is written by itself (also without a
+ * lock on the fast paths; others read it for monitoring and as hints) and,
+ * while it is queued, by whoever grants it a slot under the tree lock.
+ * Only the backend itself moves its entry out of IDLE.
  *
  * No ereport() and no allocation happen while a budget lock is held;
- * latches of woken waiters are set after it is released.  The path where
- * no budget is full takes no lock at all, allocates nothing and touches
- * no catalog.
- *
- * A backend's own DbgateProc entry is written by itself (also without the
- * lock, on the fast paths; others read it only for monitoring and as a
- * hint) and, while it is queued, by whoever grants it a slot under the
- * lock: 'granted' is then set last, after a write barrier, so that the
- * waiter can act on it without the lock.  Only the backend itself moves
- * its entry out of IDLE, so it may read its own 'state' and 'budget'
- * without the lock.
+ * latches are set after it is released (up to a bounded number per step;
+ * the rest under the lock).  The path where no budget is full takes no
+ * lock, allocates nothing and touches no catalog.
  *
  * Counters: 'admitted' counts every admission (at once, after waiting,
- * lock holder, shadow); admissions after waiting are counted by the waiter
- * itself when it proceeds, so that the counters match what clients observe
- * even when a grant and a cancel cross (a waiter canceled at that instant
- * passes the slot on and is counted in canceled_waiting only).
+ * lock holder, shadow) at the statement's own budget; admissions after a
+ * wait are counted by the waiter itself when it proceeds, so that the
+ * counters match what clients see even when a grant and a cancel cross.
+ * A parent counts only 'active', 'queued', their peaks, 'would_queue' and
+ * 'rate_limited' for what it held back (or would have).
  *
  *-------------------------------------------------------------------------
  */
@@ -136,60 +122,50 @@
 
 #include <limits.h>
 
-#include "access/transam.h"
-#include "access/xact.h"
-#include "catalog/pg_type.h"
-#include "executor/executor.h"
 #include "libpq/libpq.h"
 #include "miscadmin.h"
 #include "pgstat.h"
-#include "replication/syncrep.h"
-#include "replication/walsender.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
-#include "storage/procarray.h"
-#include "utils/array.h"
-#include "utils/builtins.h"
-#include "utils/elog.h"
-#include "utils/fmgrprotos.h"
-#include "utils/memutils.h"
-#include "tcop/pquery.h"
+#include "utils/timestamp.h"
 
 #include "compat.h"
 #include "dbgate.h"
-#include "memgrant.h"
 
 /* ----------
  * Per-backend shared entries
  * ----------
  */
-typedef enum DbgateProcState
-{
-	DBGATE_PROC_IDLE = 0,		/* neither queued nor holding a slot */
-	DBGATE_PROC_QUEUED,			/* in a budget's queue */
-	DBGATE_PROC_ACTIVE,			/* holds a slot, a statement runs */
-	DBGATE_PROC_KEPT			/* holds a slot between statements */
-} DbgateProcState;
 
 /*
- * Indexed by proc number.  While state != IDLE every field is protected by
- * the lock of budget 'budget' (see the file header for the exceptions).
+ * Indexed by proc number.  While state != IDLE the entry belongs to the
+ * tree of its 'budget' and, but for the exceptions in the file header, is
+ * written under that tree's lock.
  */
 typedef struct DbgateProc
 {
-	int32		budget;			/* budget index, -1 when idle */
+	int32		budget;			/* leaf budget index, -1 when idle */
 	uint32		incarnation;	/* of that budget */
-	uint8		state;			/* DbgateProcState */
+	uint8		state;			/* DBGATE_PROC_* */
 	bool		granted;		/* queued, and a slot was handed over */
 	bool		released;		/* queued, and the budget no longer gates */
+	bool		overdue;		/* granted because it was overdue ('lifo') */
+	uint8		token_levels;	/* chain levels that held it back for a token */
 	uint8		rule;			/* DbgateRule of the classification */
 	Oid			via;			/* DBGATE_BY_MEMBER: the group */
 	int32		prev;			/* queue links: proc numbers or -1 */
 	int32		next;
 	int32		pid;
 	Oid			roleid;			/* session user */
-	TimestampTz state_since;
+	TimestampTz state_since;	/* queued: arrival at the gate */
+
+	/*
+	 * Holding a slot: the levels it was taken from.  Queued: the levels
+	 * whose 'queued' counts it (the install keeps them current).
+	 */
+	DbgateChain chain;
+	pg_atomic_uint64 memory_kb; /* open memory grants */
 } DbgateProc;
 
 typedef union DbgateProcPadded
@@ -199,100 +175,8 @@ typedef union DbgateProcPadded
 } DbgateProcPadded;
 
 static DbgateProcPadded *procs = NULL;	/* [max_procs], in shared memory */
-
-/* The limits one decision needs, copied consistently (read_limits()). */
-typedef struct Limits
-{
-	int32		max_active;
-	int32		max_queued;
-	int32		queue_timeout_ms;
-	int32		statement_timeout_ms;
-	int32		lock_timeout_ms;
-	int32		idle_timeout_ms;
-	int32		scope;
-	bool		fair;
-	bool		enforce;
-	bool		utility;
-	int32		max_memory_mb;	/* memgrant.c */
-} Limits;
-
-/* ----------
- * Backend-local state
- * ----------
- */
-
-/* One executor run (or gated utility command) that keeps the slot. */
-typedef struct SlotRef
-{
-	QueryDesc  *qd;
-	SubTransactionId create_subid;	/* subxact of its ExecutorStart */
-	SubTransactionId run_subid; /* subxact of the ExecutorRun/Finish in
-								 * progress, or InvalidSubTransactionId */
-} SlotRef;
-
-#define INLINE_REFS 8
-
-static SlotRef inline_refs[INLINE_REFS];
-static SlotRef *refs = inline_refs;
-int			dbgate_nrefs = 0;	/* see dbgate.h */
-bool		dbgate_slot_has_limits = false; /* the held slot's budget has
-											 * timeouts or max_memory_mb */
-static int	maxrefs = INLINE_REFS;
-static int	running_refs = 0;	/* refs with run_subid set */
-
-/* The key of a gated utility command's reference. */
-static char utility_ref_key;
-#define UTILITY_REF ((QueryDesc *) &utility_ref_key)
-static bool utility_running = false;
-
-/* The slot held by this backend. */
-static int	slot_budget = -1;	/* budget index, -1 when no slot */
-static uint32 slot_incarnation;
-static TimestampTz slot_admitted_at;
-static Limits slot_limits;		/* as of the admission */
-static bool slot_kept = false;	/* held with no reference (scope rule) */
-
-/* Per-backend set-up: -1 not yet, 0 never gated, 1 a client backend. */
-static int	gateable = -1;
 static DbgateProc *my_proc = NULL;
 static int	my_procno = -1;
-
-typedef enum AdmitResult
-{
-	ADMIT_SLOT,					/* holds a slot now */
-	ADMIT_NONE,					/* goes on without a slot */
-	ADMIT_RETRY					/* the budget changed identity: classify
-								 * again */
-} AdmitResult;
-
-/* What a waiter's decision step found. */
-typedef enum WaitStep
-{
-	STEP_SLEEP,					/* nothing yet: sleep again */
-	STEP_GRANTED,				/* a slot is ours */
-	STEP_UNGATED,				/* the budget stopped gating us */
-	STEP_TIMED_OUT				/* queue_timeout: out of the queue */
-} WaitStep;
-
-/* One wait in a queue. */
-typedef struct QueueWait
-{
-	int			idx;
-	uint32		incarnation;
-	TimestampTz enqueued;
-	TimestampTz deadline;		/* 0 = no queue timeout */
-	TimestampTz next_lock_check;
-	/* filled by the decision step for the action */
-	int			wake;			/* proc number to wake, or -1 */
-	bool		same;			/* the budget is still the one we queued in */
-	int			waited_ms;
-	int			limit_ms;
-	char		name[NAMEDATALEN];
-} QueueWait;
-
-static void backend_exit(int code, Datum arg);
-static void release_slot(void);
-static void leave_queue_abnormally(void);
 
 static inline DbgateProc *
 proc_entry(int procno)
@@ -313,42 +197,217 @@ elapsed_us(TimestampTz from, TimestampTz to)
 }
 
 /*
- * Copy the limits of budget b.  Without the budget lock: the copy is taken
- * again if a writer was at work meanwhile (see the file header).
+ * Latches to set once the tree lock is released.  Beyond the array they
+ * are set at once (many at a time only when a configuration change admits
+ * a crowd).
  */
-static inline void
-read_limits(DbgateBudget *b, Limits *l)
+#define WAKE_BATCH 16
+
+typedef struct Wakeups
 {
+	int			n;
+	int			procnos[WAKE_BATCH];
+} Wakeups;
+
+static inline void
+wake_later(Wakeups *w, int procno)
+{
+	if (procno == my_procno)
+		return;
+	if (w->n < WAKE_BATCH)
+		w->procnos[w->n++] = procno;
+	else
+		SetLatch(&DBGATE_PROC_BY_NUMBER(procno)->procLatch);
+}
+
+static inline void
+wake_now(Wakeups *w)
+{
+	int			i;
+
+	for (i = 0; i < w->n; i++)
+		SetLatch(&DBGATE_PROC_BY_NUMBER(w->procnos[i])->procLatch);
+	w->n = 0;
+}
+
+/* ----------
+ * Chains and their limits
+ * ----------
+ */
+typedef struct ChainLimits
+{
+	DbgateChain c;
+	DbgateLimits lim[DBGATE_MAX_DEPTH];
+} ChainLimits;
+
+/*
+ * The chain of budget idx (incarnation inc, limits l already read) up to
+ * its root, with the limits of every level.  Without a lock the parents
+ * are read as they are now; a level that changed meanwhile shows in its
+ * tag when its slot is taken.  Returns false if a parent is no longer the
+ * budget the child named.
+ */
+static bool
+chain_limits(int idx, uint32 inc, const DbgateLimits *l, ChainLimits *cl)
+{
+	int			n = 0;
+
+	cl->c.idx[0] = idx;
+	cl->c.inc[0] = inc;
+	cl->lim[0] = *l;
+	n = 1;
+	while (cl->lim[n - 1].parent >= 0)
+	{
+		int			p = cl->lim[n - 1].parent;
+		DbgateBudget *pb;
+
+		if (n >= DBGATE_MAX_DEPTH || p >= dbgate_shared->max_budgets)
+			return false;
+		pb = budget_entry(p);
+		cl->c.idx[n] = p;
+		cl->c.inc[n] = cl->lim[n - 1].parent_incarnation;
+		dbgate_read_limits(pb, &cl->lim[n]);
+		if (pb->incarnation != cl->c.inc[n])
+			return false;
+		n++;
+	}
+	cl->c.n = n;
+	return true;
+}
+
+/* ----------
+ * State words
+ * ----------
+ */
+
+static inline void
+note_peak_active(DbgateBudget *b, uint32 active)
+{
+	uint32		peak = pg_atomic_read_u32(&b->peak_active);
+
+	while (active > peak &&
+		   !pg_atomic_compare_exchange_u32(&b->peak_active, &peak, active))
+		;
+}
+
+/*
+ * Take a slot of budget b (its word tagged 'tag') if there is room: with
+ * 'check' active must be below max_active, with 'empty' nobody may be
+ * queued.  Returns 1 when taken (*before: active before), 0 when there was
+ * no room, -1 when the word carries another tag (the budget was dropped).
+ */
+static inline int
+level_take(DbgateBudget *b, uint32 tag, int32 max_active, bool check,
+		   bool empty, uint32 *before)
+{
+	uint64		old = pg_atomic_read_u64(&b->state);
+
 	for (;;)
 	{
-		uint32		seq = pg_atomic_read_u32(&b->conf_seq);
+		uint32		active = dbgate_st_active(old);
 
-		if (unlikely(seq & 1))
+		if (dbgate_st_tag(old) != tag)
+			return -1;
+		if ((check && active >= (uint32) max_active) ||
+			(empty && dbgate_st_queued(old) != 0) ||
+			active >= DBGATE_ST_MASK)
+			return 0;
+		if (pg_atomic_compare_exchange_u64(&b->state, &old,
+										   old + DBGATE_ST_ONE_ACTIVE))
 		{
-			pg_spin_delay();
-			continue;
+			*before = active;
+			return 1;
 		}
-		pg_read_barrier();
-		l->max_active = b->conf.max_active;
-		l->max_queued = b->conf.max_queued;
-		l->queue_timeout_ms = b->conf.queue_timeout_ms;
-		l->statement_timeout_ms = b->conf.statement_timeout_ms;
-		l->lock_timeout_ms = b->conf.lock_timeout_ms;
-		l->idle_timeout_ms = b->conf.idle_timeout_ms;
-		l->scope = b->conf.scope;
-		l->fair = b->conf.fair;
-		l->enforce = b->conf.enforce;
-		l->utility = b->conf.utility;
-		l->max_memory_mb = b->conf.max_memory_mb;
-		pg_read_barrier();
-		if (likely(pg_atomic_read_u32(&b->conf_seq) == seq))
-			return;
+	}
+}
+
+/*
+ * Return a slot of b without the lock if nobody is queued in its subtree.
+ * Returns false when somebody is (the tree lock is needed); true when done
+ * or when the budget was dropped (nothing to return).
+ */
+static inline bool
+level_return_fast(DbgateBudget *b, uint32 tag)
+{
+	uint64		old = pg_atomic_read_u64(&b->state);
+
+	for (;;)
+	{
+		if (dbgate_st_tag(old) != tag)
+			return true;
+		if (dbgate_st_queued(old) != 0)
+			return false;
+		if (pg_atomic_compare_exchange_u64(&b->state, &old,
+										   old - DBGATE_ST_ONE_ACTIVE))
+			return true;
+	}
+}
+
+/*
+ * Add 'dactive' and 'dqueued' to b's word if it carries 'tag'.  Under the
+ * tree lock.  Returns false if the tag differs.
+ */
+static inline bool
+level_add(DbgateBudget *b, uint32 tag, int dactive, int dqueued)
+{
+	uint64		old = pg_atomic_read_u64(&b->state);
+
+	for (;;)
+	{
+		uint64		new = old;
+
+		if (dbgate_st_tag(old) != tag)
+			return false;
+		if (dactive > 0)
+			new += DBGATE_ST_ONE_ACTIVE;
+		else if (dactive < 0 && dbgate_st_active(old) > 0)
+			new -= DBGATE_ST_ONE_ACTIVE;
+		if (dqueued > 0)
+			new += DBGATE_ST_ONE_QUEUED;
+		else if (dqueued < 0 && dbgate_st_queued(old) > 0)
+			new -= DBGATE_ST_ONE_QUEUED;
+		if (pg_atomic_compare_exchange_u64(&b->state, &old, new))
+			return true;
 	}
 }
 
 /* ----------
- * The queue list.  Caller must hold the budget's lock exclusively and
- * change the 'queued' count of the state word along with the list.
+ * The tree lock
+ * ----------
+ */
+
+/*
+ * Lock the tree that budget idx belongs to and return its root.  The shape
+ * of the trees only changes while every budget lock is held, so once the
+ * root's lock is ours the root we looked up is still the root.
+ */
+static int
+lock_tree(int idx)
+{
+	DbgateBudget *b = budget_entry(idx);
+
+	for (;;)
+	{
+		int			root = b->root;
+
+		if (root < 0 || root >= dbgate_shared->max_budgets)
+			root = idx;
+		LWLockAcquire(dbgate_budget_lock(root), LW_EXCLUSIVE);
+		if (b->root == root || (b->root < 0 && root == idx))
+			return root;
+		LWLockRelease(dbgate_budget_lock(root));
+	}
+}
+
+static inline void
+unlock_tree(int root)
+{
+	LWLockRelease(dbgate_budget_lock(root));
+}
+
+/* ----------
+ * The queue lists.  Caller holds the tree lock and changes the 'queued'
+ * counts along with the list.
  * ----------
  */
 static void
@@ -381,445 +440,838 @@ list_unlink(DbgateBudget *b, int procno)
 	p->prev = p->next = -1;
 }
 
+/* Unlink a waiter and take it out of 'queued' at its levels. */
 static void
-count_admitted_after_wait(DbgateBudget *b, uint64 waited_us)
+queue_remove(int procno)
 {
-	uint64		max = pg_atomic_read_u64(&b->wait_time_max_us);
-
-	pg_atomic_fetch_add_u64(&b->admitted, 1);
-	pg_atomic_fetch_add_u64(&b->admitted_after_wait, 1);
-	pg_atomic_fetch_add_u64(&b->wait_time_total_us, waited_us);
-	while (waited_us > max &&
-		   !pg_atomic_compare_exchange_u64(&b->wait_time_max_us, &max,
-										   waited_us))
-		;
-}
-
-static inline void
-note_peak_active(DbgateBudget *b, uint32 active)
-{
-	uint32		peak = pg_atomic_read_u32(&b->peak_active);
-
-	while (active > peak &&
-		   !pg_atomic_compare_exchange_u32(&b->peak_active, &peak, active))
-		;
-}
-
-/*
- * Leave the queue: unlink and count one fewer queued.  Caller must hold the
- * budget's lock exclusively; procno must be in the queue.
- */
-static void
-queue_remove(DbgateBudget *b, int procno)
-{
-	list_unlink(b, procno);
-	pg_atomic_fetch_sub_u64(&b->state, DBGATE_ST_ONE_QUEUED);
-}
-
-/*
- * Move the queued procno to 'active' if a slot is free (or unconditionally
- * when 'beyond_limit').  Caller must hold the budget's lock exclusively.
- * Returns whether it moved.  The compare-and-swap is needed because a
- * non-fair budget's slots are also taken and returned without the lock.
- */
-static bool
-queue_promote(DbgateBudget *b, int procno, bool beyond_limit)
-{
-	uint64		old = pg_atomic_read_u64(&b->state);
-
-	for (;;)
-	{
-		if (!beyond_limit &&
-			dbgate_st_active(old) >= (uint32) b->conf.max_active)
-			return false;
-		if (pg_atomic_compare_exchange_u64(&b->state, &old,
-										   old + DBGATE_ST_ONE_ACTIVE -
-										   DBGATE_ST_ONE_QUEUED))
-			break;
-	}
-	list_unlink(b, procno);
-	note_peak_active(b, dbgate_st_active(old) + 1);
-	return true;
-}
-
-/*
- * Is a slot free and somebody queued, so that a non-fair budget should wake
- * its head?  Caller holds the budget's lock.
- */
-static inline bool
-free_slot_and_waiter(DbgateBudget *b)
-{
-	uint64		st = pg_atomic_read_u64(&b->state);
-
-	return b->queue_head >= 0 &&
-		dbgate_st_active(st) < (uint32) b->conf.max_active;
-}
-
-/* Hand a slot to procno, which the caller moved out of the queue. */
-static inline void
-mark_granted(int procno, TimestampTz now)
-{
-	proc_entry(procno)->state_since = now;
-	pg_write_barrier();			/* the waiter reads 'granted' without the lock */
-	proc_entry(procno)->granted = true;
-}
-
-/*
- * Grant slots to the head of the queue while the budget has room.  Caller
- * must hold the budget's lock exclusively; latches are set here
- * (configuration changes are rare).
- */
-static void
-grant_waiters(DbgateBudget *b)
-{
-	TimestampTz now = GetCurrentTimestamp();
-
-	while (b->queue_head >= 0)
-	{
-		int			head = b->queue_head;
-
-		if (!queue_promote(b, head, false))
-			break;
-		mark_granted(head, now);
-		SetLatch(&DBGATE_PROC_BY_NUMBER(head)->procLatch);
-	}
-}
-
-/*
- * First use in this backend: find our shared entry and arrange for the
- * slot to be returned at exit.  The outcome is decided here once: a client
- * backend is gated (or this throws, and the next statement tries again),
- * every other process never is.
- */
-static bool
-backend_init(void)
-{
-	int			procno;
-
-	if (likely(gateable >= 0))
-		return gateable == 1;
-
-	if (dbgate_shared == NULL || !dbgate_is_client_backend() || MyProc == NULL)
-	{
-		gateable = 0;
-		return false;
-	}
-	procno = DBGATE_MY_PROCNO();
-	if (procno < 0 || procno >= dbgate_shared->max_procs)
-		elog(ERROR, "proc number %d is out of range 0..%d",
-			 procno, dbgate_shared->max_procs - 1);
-
-	/* fails only with FATAL (too many exit callbacks): never fails open */
-	before_shmem_exit(backend_exit, (Datum) 0);
-	my_procno = procno;
-	my_proc = proc_entry(procno);
-	my_proc->pid = MyProcPid;
-	gateable = 1;
-	return true;
-}
-
-/* ----------
- * References
- * ----------
- */
-static void
-ensure_ref_space(void)
-{
-	if (dbgate_nrefs < maxrefs)
-		return;
-	if (refs == inline_refs)
-	{
-		SlotRef    *n = MemoryContextAlloc(TopMemoryContext,
-										   sizeof(SlotRef) * maxrefs * 2);
-
-		memcpy(n, inline_refs, sizeof(SlotRef) * dbgate_nrefs);
-		refs = n;
-	}
-	else
-		refs = repalloc(refs, sizeof(SlotRef) * maxrefs * 2);
-	maxrefs *= 2;
-}
-
-/* Caller has called ensure_ref_space(). */
-static inline void
-add_ref(QueryDesc *qd)
-{
-	SlotRef    *r = &refs[dbgate_nrefs++];
-
-	r->qd = qd;
-	r->create_subid = GetCurrentSubTransactionId();
-	r->run_subid = InvalidSubTransactionId;
-}
-
-static inline int
-find_ref(QueryDesc *qd)
-{
+	DbgateProc *p = proc_entry(procno);
 	int			i;
 
-	/* newest first: executor runs mostly end in LIFO order */
-	for (i = dbgate_nrefs - 1; i >= 0; i--)
-	{
-		if (refs[i].qd == qd)
-			return i;
-	}
-	return -1;
-}
-
-static inline void
-remove_ref(int i)
-{
-	if (refs[i].run_subid != InvalidSubTransactionId)
-		running_refs--;
-	refs[i] = refs[--dbgate_nrefs];
+	list_unlink(budget_entry(p->budget), procno);
+	for (i = 0; i < p->chain.n; i++)
+		(void) level_add(budget_entry(p->chain.idx[i]),
+						 dbgate_tag_of(p->chain.inc[i]), 0, -1);
 }
 
 /* ----------
- * Holding a slot
+ * Choosing the waiter that gets a slot.  Caller holds the tree lock.
  * ----------
  */
 
+/* A candidate of the grant step. */
+typedef struct Pick
+{
+	int			procno;			/* -1: none */
+	TimestampTz since;			/* its arrival, for ties */
+	bool		overdue;
+	int64		due_ns;			/* for a token waiter: when it is due */
+	int8		token_level;	/* for a token waiter: the level lacking one */
+} Pick;
+
+/* The waiter that a release of budget b's own slot goes to by its order. */
+static int
+order_pick(DbgateBudget *b, const DbgateLimits *l, TimestampTz now,
+		   bool *overdue)
+{
+	int			head = b->queue_head;
+
+	*overdue = false;
+	if (head < 0 || !l->lifo)
+		return head;
+	if (l->overtake_ms > 0 &&
+		now - proc_entry(head)->state_since >= (int64) l->overtake_ms * 1000)
+	{
+		*overdue = true;
+		return head;
+	}
+	return b->queue_tail;
+}
+
+/* The depth of budget idx in its chain (0 for a budget without parent). */
+static int
+depth_of(int idx)
+{
+	int			d = 0;
+	DbgateBudget *b = budget_entry(idx);
+
+	while (b->lim.parent >= 0 && d < DBGATE_MAX_DEPTH)
+	{
+		b = budget_entry(b->lim.parent);
+		d++;
+	}
+	return d;
+}
+
 /*
- * Record that this backend now holds a slot of budget idx with limits l
- * (shadow mode: no timeouts).
+ * Select a waiter of budget idx's subtree that could take a slot at idx
+ * and at every level below it now (room and tokens; idx's own room is the
+ * caller's to check).  Returns false if none; *blocked then names the
+ * candidate whose missing token is due first (procno -1 if none is
+ * missing only a token).
  */
-static inline void
-take_slot(int idx, uint32 incarnation, TimestampTz since, const Limits *l)
-{
-	slot_budget = idx;
-	slot_incarnation = incarnation;
-	slot_admitted_at = since;
-	slot_limits = *l;
-	if (!l->enforce)
-	{
-		slot_limits.statement_timeout_ms = 0;
-		slot_limits.lock_timeout_ms = 0;
-		slot_limits.idle_timeout_ms = 0;
-	}
-	slot_kept = false;
-	dbgate_slot_has_limits = (slot_limits.statement_timeout_ms > 0 ||
-							  slot_limits.lock_timeout_ms > 0 ||
-							  slot_limits.idle_timeout_ms > 0);
-
-	/*
-	 * memgrant.c: what the slot's memory grants need; ExecutorFinish must
-	 * then call dbgate_run_begin() too (after triggers run at the grant's
-	 * work_mem).
-	 */
-	if (unlikely(l->max_memory_mb > 0))
-	{
-		DbgateGrantChain chain;
-
-		dbgate_slot_has_limits = true;
-		chain.nlevels = 1;		/* the statement's budget: no parents yet */
-		chain.idx[0] = idx;
-		chain.incarnation[0] = incarnation;
-		dbgate_memgrant_slot_taken(&chain, l->max_active, l->max_memory_mb,
-								   l->enforce);
-	}
-}
-
-/*
- * The last reference of the slot went away: return it, or keep it until
- * the end of the transaction (see "Slot life cycle").
- */
-static void
-slot_unreferenced(void)
-{
-	if (slot_limits.scope == DBGATE_SCOPE_TRANSACTION ||
-		TransactionIdIsValid(GetTopTransactionIdIfAny()))
-	{
-		if (!slot_kept)
-		{
-			slot_kept = true;
-			my_proc->state_since = GetCurrentTimestamp();
-			my_proc->state = DBGATE_PROC_KEPT;
-		}
-		if (slot_limits.idle_timeout_ms > 0)
-			dbgate_idle_timeout_arm(slot_limits.idle_timeout_ms);
-		return;
-	}
-	release_slot();
-}
-
-/* A statement starts under a kept slot. */
-static inline void
-slot_resumed(void)
-{
-	slot_kept = false;
-	my_proc->state_since = GetCurrentStatementStartTimestamp();
-	my_proc->state = DBGATE_PROC_ACTIVE;
-	if (slot_limits.idle_timeout_ms > 0)
-		dbgate_idle_timeout_disarm();
-}
-
-/* ----------
- * Lock-holder check: the waits-for graph that PostgreSQL's deadlock
- * detector cannot see.
- *
- * Nodes are backends (pids).  Edges: a backend waiting for a heavyweight
- * lock waits for the backends pg_blocking_pids() names; a backend queued in
- * a budget waits for the slot holders of that budget.  If a path leads from
- * our own queue wait back to us, waiting would be waiting for ourselves.
- * Only slot holders that wait for a lock can continue a path (one that is
- * running will return its slot, one that is idle in a transaction waits for
- * its client), which keeps the search tiny; it is bounded anyway.  Runs
- * only in a backend that has been queued for deadlock_timeout.
- * ----------
- */
-#define LOCK_CHECK_MAX_NODES 256
-
-typedef struct WaitGraph
-{
-	int			pids[LOCK_CHECK_MAX_NODES];
-	int			n;
-} WaitGraph;
-
-static void
-graph_add(WaitGraph *g, int pid)
-{
-	int			k;
-
-	for (k = 0; k < g->n; k++)
-	{
-		if (g->pids[k] == pid)
-			return;
-	}
-	if (g->n < LOCK_CHECK_MAX_NODES)
-		g->pids[g->n++] = pid;
-}
-
-/* Add the slot holders of budget idx that wait for a heavyweight lock. */
-static void
-graph_add_lock_waiting_holders(WaitGraph *g, int idx, uint32 incarnation)
-{
-	DbgateShared *sh = dbgate_shared;
-	int			i;
-
-	LWLockAcquire(dbgate_budget_lock(idx), LW_SHARED);
-	for (i = 0; i < sh->max_procs; i++)
-	{
-		DbgateProc *p = proc_entry(i);
-
-		if ((p->state != DBGATE_PROC_ACTIVE && p->state != DBGATE_PROC_KEPT) ||
-			p->budget != idx || p->incarnation != incarnation)
-			continue;
-		/* unlocked read: only a hint whether the holder waits at all */
-		if (DBGATE_PROC_BY_NUMBER(i)->waitLock == NULL)
-			continue;
-		graph_add(g, p->pid);
-	}
-	LWLockRelease(dbgate_budget_lock(idx));
-}
-
-/* If pid is queued in a budget, add that budget's waiting slot holders. */
-static void
-graph_follow_queue(WaitGraph *g, int pid)
-{
-	PGPROC	   *proc = BackendPidGetProc(pid);
-	DbgateProc *p;
-	int			procno;
-	int			idx;
-	uint32		incarnation;
-	bool		queued;
-
-	if (proc == NULL)
-		return;
-	procno = DBGATE_PROCNO_OF(proc);
-	if (procno < 0 || procno >= dbgate_shared->max_procs)
-		return;
-	p = proc_entry(procno);
-	idx = p->budget;			/* unlocked read, checked below */
-	if (idx < 0 || idx >= dbgate_shared->max_budgets)
-		return;
-	LWLockAcquire(dbgate_budget_lock(idx), LW_SHARED);
-	queued = (p->pid == pid && p->budget == idx &&
-			  p->state == DBGATE_PROC_QUEUED && !p->granted && !p->released);
-	incarnation = p->incarnation;
-	LWLockRelease(dbgate_budget_lock(idx));
-	if (queued)
-		graph_add_lock_waiting_holders(g, idx, incarnation);
-}
-
 static bool
-blocks_slot_holder(int idx, uint32 incarnation)
+select_in(int idx, TimestampTz now, int64 now_ns, Pick *pick, Pick *blocked)
 {
-	MemoryContext cxt,
-				old;
-	WaitGraph  *g;
-	int			next = 0;
+	DbgateBudget *b = budget_entry(idx);
+	DbgateLimits l;
 	bool		found = false;
 
-	cxt = AllocSetContextCreate(CurrentMemoryContext, "dbgate lock check",
-								ALLOCSET_SMALL_SIZES);
-	old = MemoryContextSwitchTo(cxt);
-	g = palloc(sizeof(WaitGraph));
-	g->n = 0;
+	dbgate_read_limits(b, &l);
+	pick->procno = -1;
 
-	/* our own queue wait: the waiting slot holders of our budget */
-	graph_add_lock_waiting_holders(g, idx, incarnation);
-
-	/* breadth-first, bounded */
-	while (next < g->n && !found)
+	if (b->first_child < 0)
 	{
-		int			pid = g->pids[next++];
-		ArrayType  *arr;
-		Datum	   *elems;
-		bool	   *nulls;
-		int			nelems;
-		int			j;
+		/* a budget's own queue */
+		if (b->queue_head < 0)
+			return false;
+		pick->procno = order_pick(b, &l, now, &pick->overdue);
+		pick->since = proc_entry(pick->procno)->state_since;
+		found = true;
+	}
+	else
+	{
+		uint32		best_active = 0;
+		int32		best_weight = 1;
+		int			c;
 
-		/* lock waits */
-		arr = DatumGetArrayTypeP(DirectFunctionCall1(pg_blocking_pids,
-													 Int32GetDatum(pid)));
-		deconstruct_array(arr, INT4OID, sizeof(int32), true, TYPALIGN_INT,
-						  &elems, &nulls, &nelems);
-		for (j = 0; j < nelems; j++)
+		for (c = b->first_child; c >= 0; c = budget_entry(c)->next_sibling)
 		{
-			int			blocker;
+			DbgateBudget *cb = budget_entry(c);
+			uint64		st = pg_atomic_read_u64(&cb->state);
+			DbgateLimits cl;
+			Pick		cand;
+			uint32		active = dbgate_st_active(st);
+			bool		better;
 
-			if (nulls[j])
+			if (dbgate_st_queued(st) == 0)
+				continue;		/* nobody waits below */
+			dbgate_read_limits(cb, &cl);
+			if (cl.enforce && active >= (uint32) cl.max_active)
+				continue;		/* the child is at its own cap */
+			if (!select_in(c, now, now_ns, &cand, blocked))
 				continue;
-			blocker = DatumGetInt32(elems[j]);
-			if (blocker == MyProcPid)
+			/* smallest active / weight; ties: the longest waiting */
+			if (!found)
+				better = true;
+			else
 			{
-				found = true;
-				break;
-			}
-			graph_add(g, blocker);
-		}
+				int64		lhs = (int64) active * best_weight;
+				int64		rhs = (int64) best_active * cl.weight;
 
-		/* queue waits in other budgets */
+				better = (lhs < rhs || (lhs == rhs && cand.since < pick->since));
+			}
+			if (better)
+			{
+				*pick = cand;
+				best_active = active;
+				best_weight = cl.weight;
+				found = true;
+			}
+		}
 		if (!found)
-			graph_follow_queue(g, pid);
+			return false;
 	}
 
-	MemoryContextSwitchTo(old);
-	MemoryContextDelete(cxt);
+	/* this level's token */
+	if (l.rate && l.enforce)
+	{
+		int64		due = dbgate_token_due(b, &l, now_ns);
+
+		if (due != 0)
+		{
+			if (blocked->procno < 0 || due < blocked->due_ns)
+			{
+				*blocked = *pick;
+				blocked->due_ns = due;
+				blocked->token_level = (int8) depth_of(pick->procno >= 0 ?
+													  proc_entry(pick->procno)->budget : idx) - depth_of(idx);
+			}
+			return false;
+		}
+	}
 	return found;
 }
 
+/* Select at the root, whose own room is checked here. */
+static bool
+select_tree(int root, TimestampTz now, int64 now_ns, Pick *pick,
+			Pick *blocked)
+{
+	DbgateBudget *r = budget_entry(root);
+	uint64		st = pg_atomic_read_u64(&r->state);
+
+	blocked->procno = -1;
+	if (dbgate_st_queued(st) == 0)
+		return false;
+	if (r->lim.enforce && dbgate_st_active(st) >= (uint32) r->lim.max_active)
+		return false;
+	return select_in(root, now, now_ns, pick, blocked);
+}
+
+/* ----------
+ * Granting
+ * ----------
+ */
+
+/* Hand a slot to procno, whose counts the caller moved to 'active'. */
+static inline void
+mark_granted(DbgateProc *p, TimestampTz now)
+{
+	p->state_since = now;
+	pg_write_barrier();			/* the waiter reads 'granted' without the lock */
+	p->granted = true;
+}
+
 /*
- * Lock safety: if a slot holder of our budget waits (directly or through
- * other queues) for a lock we hold, we would wait for ourselves: take a
- * slot beyond the limit.  The next decision step finds the grant.
+ * Give the queued procno a slot at every level of its chain, and a token
+ * where a level has a rate; 'beyond' (lock holders) ignores every limit and
+ * takes no token.  Caller holds the tree lock.  Returns false when a level
+ * had no room or no token after all (a newcomer took it without the lock,
+ * or a budget changed): nothing is then changed.
+ */
+static bool
+promote(int procno, bool beyond, int64 now_ns)
+{
+	DbgateProc *p = proc_entry(procno);
+	DbgateLimits lim[DBGATE_MAX_DEPTH];
+	uint32		before[DBGATE_MAX_DEPTH];
+	int			n = p->chain.n;
+	int			i;
+	int			t;
+
+	for (i = 0; i < n; i++)
+	{
+		DbgateBudget *b = budget_entry(p->chain.idx[i]);
+		uint32		tag = dbgate_tag_of(p->chain.inc[i]);
+		uint64		old = pg_atomic_read_u64(&b->state);
+		bool		ok = false;
+
+		dbgate_read_limits(b, &lim[i]);
+		for (;;)
+		{
+			uint32		active = dbgate_st_active(old);
+
+			if (dbgate_st_tag(old) != tag)
+			{
+				ok = true;		/* a dropped level: nothing to take */
+				before[i] = UINT32_MAX;
+				break;
+			}
+			if (!beyond && lim[i].enforce && active >= (uint32) lim[i].max_active)
+				break;
+			if (pg_atomic_compare_exchange_u64(&b->state, &old,
+											   old + DBGATE_ST_ONE_ACTIVE -
+											   (dbgate_st_queued(old) > 0 ?
+												DBGATE_ST_ONE_QUEUED : 0)))
+			{
+				ok = true;
+				before[i] = active;
+				break;
+			}
+		}
+		if (!ok)
+			goto undo;
+	}
+
+	if (!beyond)
+	{
+		for (t = 0; t < n; t++)
+		{
+			DbgateBudget *b = budget_entry(p->chain.idx[t]);
+
+			if (!lim[t].rate || before[t] == UINT32_MAX)
+				continue;
+			if (dbgate_token_take(b, &lim[t], now_ns, !lim[t].enforce) != 0)
+			{
+				if (!lim[t].enforce)
+					pg_atomic_fetch_add_u64(&b->would_queue, 1);
+				else
+				{
+					/* give back the tokens taken, then the slots */
+					while (--t >= 0)
+					{
+						if (lim[t].rate && lim[t].enforce &&
+							before[t] != UINT32_MAX)
+							dbgate_token_return(budget_entry(p->chain.idx[t]),
+												&lim[t]);
+					}
+					goto undo;
+				}
+			}
+		}
+	}
+
+	for (i = 0; i < n; i++)
+	{
+		if (before[i] != UINT32_MAX)
+			note_peak_active(budget_entry(p->chain.idx[i]), before[i] + 1);
+	}
+	return true;
+
+undo:
+	while (--i >= 0)
+	{
+		if (before[i] != UINT32_MAX)
+			(void) level_add(budget_entry(p->chain.idx[i]),
+							 dbgate_tag_of(p->chain.inc[i]), -1, 1);
+	}
+	return false;
+}
+
+/*
+ * The grant step of a tree (see the file header).  Caller holds the tree
+ * lock.  Cannot fail.
  */
 static void
-admit_if_lock_holder(QueueWait *q)
+grant_tree(int root, TimestampTz now, Wakeups *w)
 {
-	DbgateBudget *b = budget_entry(q->idx);
-	LWLock	   *lock = dbgate_budget_lock(q->idx);
+	DbgateBudget *r = budget_entry(root);
+	int64		now_ns = 0;
+	int			races = 0;
 
-	if (!blocks_slot_holder(q->idx, q->incarnation))
-		return;
-	LWLockAcquire(lock, LW_EXCLUSIVE);
-	if (!my_proc->granted && !my_proc->released &&
-		b->in_use && b->incarnation == q->incarnation)
+	for (;;)
 	{
-		(void) queue_promote(b, my_procno, true);
-		b->admitted_lock_holder++;
-		mark_granted(my_procno, GetCurrentTimestamp());
+		Pick		pick,
+					blocked;
+		DbgateProc *p;
+
+		if (now_ns == 0)
+			now_ns = dbgate_now_ns();
+		if (!select_tree(root, now, now_ns, &pick, &blocked))
+		{
+			/* wait for a token, or for nothing */
+			if (blocked.procno >= 0)
+			{
+				DbgateProc *bp = proc_entry(blocked.procno);
+
+				bp->token_levels |= (uint8) (1 << blocked.token_level);
+				if (r->token_waiter != blocked.procno ||
+					r->token_due_ns != blocked.due_ns)
+				{
+					r->token_waiter = blocked.procno;
+					r->token_due_ns = blocked.due_ns;
+					wake_later(w, blocked.procno);
+				}
+			}
+			else
+				r->token_waiter = -1;
+			return;
+		}
+
+		p = proc_entry(pick.procno);
+		if (!budget_entry(p->budget)->lim.fair && pick.procno != my_procno)
+		{
+			/* non-fair: the chosen waiter takes the slot itself if still free */
+			wake_later(w, pick.procno);
+			return;
+		}
+		if (!promote(pick.procno, false, now_ns))
+		{
+			/* taken meanwhile: choose again (bounded by the newcomers) */
+			if (++races > 1000)
+				return;
+			continue;
+		}
+		list_unlink(budget_entry(p->budget), pick.procno);
+		p->overdue = pick.overdue;
+		if (r->token_waiter == pick.procno)
+			r->token_waiter = -1;
+		mark_granted(p, now);
+		wake_later(w, pick.procno);
 	}
-	LWLockRelease(lock);
+}
+
+/* ----------
+ * Admission
+ * ----------
+ */
+
+/* Fill in our entry for a budget; the state is set by the caller. */
+static inline void
+describe_me(const DbgateLookup *lk, TimestampTz now)
+{
+	my_proc->budget = lk->budget;
+	my_proc->incarnation = lk->incarnation;
+	my_proc->roleid = GetSessionUserId();
+	my_proc->rule = (uint8) lk->rule;
+	my_proc->via = lk->via;
+	my_proc->state_since = now;
+	my_proc->granted = false;
+	my_proc->released = false;
+	my_proc->overdue = false;
+	my_proc->token_levels = 0;
+}
+
+/* Took slots at once (counted at the leaf). */
+static inline void
+admitted_now(const DbgateLookup *lk, const ChainLimits *cl, TimestampTz now,
+			 DbgateAdmission *a)
+{
+	pg_atomic_fetch_add_u64(&budget_entry(lk->budget)->admitted, 1);
+	describe_me(lk, now);
+	my_proc->chain = cl->c;
+	pg_write_barrier();
+	my_proc->state = DBGATE_PROC_ACTIVE;
+	a->chain = cl->c;
+	if (&a->lim != &cl->lim[0])
+		a->lim = cl->lim[0];
+	a->since = now;
+}
+
+/*
+ * Give back slots taken at levels [0, n) of a chain (an admission that did
+ * not happen after all): a release, with the tree lock where somebody
+ * queued meanwhile.
+ */
+static void
+return_levels(const DbgateChain *c, int n)
+{
+	DbgateChain part = *c;
+
+	part.n = n;
+	dbgate_admission_release(&part, 0);
+}
+
+/* Count at the levels of a chain what a shadow admission would have met. */
+static void
+count_shadow(const ChainLimits *cl, const uint32 *before)
+{
+	int			i;
+
+	for (i = 0; i < cl->c.n; i++)
+	{
+		const DbgateLimits *l = &cl->lim[i];
+		DbgateBudget *b = budget_entry(cl->c.idx[i]);
+
+		if (before[i] < (uint32) l->max_active)
+			continue;
+		if (i == 0 && !l->enforce &&
+			before[i] - (uint32) l->max_active >= (uint32) l->max_queued)
+			pg_atomic_fetch_add_u64(&b->would_reject, 1);
+		else
+			pg_atomic_fetch_add_u64(&b->would_queue, 1);
+	}
+}
+
+/*
+ * A statement of a budget in shadow mode: a slot at every level, whatever
+ * the counts; what enforcement would have done is counted.
+ */
+static pg_noinline DbgateAdmit
+admit_shadow(const DbgateLookup *lk, const ChainLimits *cl, TimestampTz now,
+			 DbgateAdmission *a)
+{
+	uint32		before[DBGATE_MAX_DEPTH];
+	int			i;
+	int64		now_ns = 0;
+
+	for (i = 0; i < cl->c.n; i++)
+	{
+		DbgateBudget *b = budget_entry(cl->c.idx[i]);
+		int			r = level_take(b, dbgate_tag_of(cl->c.inc[i]), 0, false,
+								   false, &before[i]);
+
+		if (r != 1)
+		{
+			return_levels(&cl->c, i);
+			return r < 0 ? DBGATE_ADMIT_RETRY : DBGATE_ADMIT_NONE;
+		}
+		note_peak_active(b, before[i] + 1);
+		if (cl->lim[i].rate)
+		{
+			if (now_ns == 0)
+				now_ns = dbgate_now_ns();
+			if (dbgate_token_take(b, &cl->lim[i], now_ns, true) != 0)
+				pg_atomic_fetch_add_u64(&b->would_queue, 1);
+		}
+	}
+	count_shadow(cl, before);
+	admitted_now(lk, cl, now, a);
+	return DBGATE_ADMIT_SLOT;
+}
+
+/* The error for a budget that is full. */
+static void
+reject_full(const char *name, uint32 active, int32 max_active,
+			uint32 queued, int32 max_queued, const char *held_by,
+			uint32 p_active, int32 p_max, bool token)
+{
+	if (token)
+		ereport(ERROR,
+				(errcode(ERRCODE_TOO_MANY_CONNECTIONS),
+				 errmsg("budget \"%s\" is full", name),
+				 errdetail("No admission is due yet under the rate of budget \"%s\", and %u of %d queue places are taken.",
+						   held_by, queued, max_queued),
+				 errhint("Retry later, or raise max_rate, rate_burst or max_queued with dbgate.alter_budget().")));
+	if (held_by != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_TOO_MANY_CONNECTIONS),
+				 errmsg("budget \"%s\" is full", name),
+				 errdetail("Its parent budget \"%s\" has %u of %d statements active, and %u of %d queue places are taken.",
+						   held_by, p_active, p_max, queued, max_queued),
+				 errhint("Retry later, or raise max_active of \"%s\" or max_queued of \"%s\" with dbgate.alter_budget().",
+						 held_by, name)));
+	ereport(ERROR,
+			(errcode(ERRCODE_TOO_MANY_CONNECTIONS),
+			 errmsg("budget \"%s\" is full", name),
+			 errdetail("%u of %d statements are active and %u of %d queue places are taken.",
+					   active, max_active, queued, max_queued),
+			 errhint("Retry later, or raise max_active or max_queued with dbgate.alter_budget().")));
+}
+
+/* What a waiter's decision step found. */
+typedef enum WaitStep
+{
+	STEP_SLEEP,					/* nothing yet: sleep again */
+	STEP_GRANTED,				/* a slot is ours */
+	STEP_UNGATED,				/* the budget stopped gating us */
+	STEP_TIMED_OUT				/* queue_timeout: out of the queue */
+} WaitStep;
+
+/* One wait in a queue. */
+typedef struct QueueWait
+{
+	int			idx;
+	uint32		incarnation;
+	TimestampTz enqueued;
+	TimestampTz deadline;		/* 0 = no queue timeout */
+	TimestampTz next_lock_check;
+	/* filled by the decision step for the action */
+	bool		same;			/* the budget is still the one we queued in */
+	int			waited_ms;
+	int			limit_ms;
+	char		name[NAMEDATALEN];
+} QueueWait;
+
+static WaitStep queue_wait(QueueWait *q);
+static bool queue_act(QueueWait *q, WaitStep step, DbgateAdmission *a);
+
+/*
+ * No room at first sight (or a tree, or a rate): decide under the tree
+ * lock, and admit, queue or reject.  Throws 53300 when the budget is full.
+ */
+static pg_noinline DbgateAdmit
+admit_slow(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
+		   TimestampTz now, DbgateAdmission *a)
+{
+	DbgateBudget *b = budget_entry(lk->budget);
+	uint32		tag = dbgate_tag_of(lk->incarnation);
+	ChainLimits cl;
+	DbgateLimits l;
+	Wakeups		w;
+	QueueWait	q;
+	int			root;
+	int64		now_ns = 0;
+	WaitStep	step;
+	bool		proceed;
+	bool		snap_released;
+
+	w.n = 0;
+	root = lock_tree(lk->budget);
+	if (unlikely(!b->in_use || b->incarnation != lk->incarnation))
+	{
+		/* dropped or replaced since our lookup: classify again */
+		unlock_tree(root);
+		return DBGATE_ADMIT_RETRY;
+	}
+	dbgate_read_limits(b, &l);
+	if ((utility && !l.utility) || !l.enforce || b->first_child >= 0 ||
+		!chain_limits(lk->budget, lk->incarnation, &l, &cl))
+	{
+		unlock_tree(root);
+		return DBGATE_ADMIT_RETRY;
+	}
+
+	describe_me(lk, now);
+	for (;;)
+	{
+		uint64		st = pg_atomic_read_u64(&b->state);
+		uint32		before[DBGATE_MAX_DEPTH];
+		const char *held_by = NULL;
+		uint32		h_active = 0;
+		int32		h_max = 0;
+		bool		room = true;
+		bool		token_short = false;
+		int			i;
+
+		if (dbgate_st_tag(st) != tag)
+		{
+			unlock_tree(root);
+			return DBGATE_ADMIT_RETRY;
+		}
+
+		/* room at every level (a fair budget: and nobody waiting in it) */
+		if (l.fair && dbgate_st_queued(st) > 0)
+			room = false;
+		for (i = 0; room && i < cl.c.n; i++)
+		{
+			DbgateBudget *lb = budget_entry(cl.c.idx[i]);
+			uint64		lst = pg_atomic_read_u64(&lb->state);
+
+			if (cl.lim[i].enforce &&
+				dbgate_st_active(lst) >= (uint32) cl.lim[i].max_active)
+			{
+				room = false;
+				if (i > 0)
+				{
+					held_by = lb->conf.name;
+					h_active = dbgate_st_active(lst);
+					h_max = cl.lim[i].max_active;
+				}
+			}
+		}
+
+		if (room)
+		{
+			int			r = 1;
+
+			for (i = 0; i < cl.c.n && r == 1; i++)
+				r = level_take(budget_entry(cl.c.idx[i]),
+							   dbgate_tag_of(cl.c.inc[i]),
+							   cl.lim[i].max_active, cl.lim[i].enforce,
+							   i == 0 && l.fair, &before[i]);
+			if (r != 1)
+			{
+				/* changed under us: look again */
+				for (i--; --i >= 0;)
+					(void) level_add(budget_entry(cl.c.idx[i]),
+									 dbgate_tag_of(cl.c.inc[i]), -1, 0);
+				if (r < 0)
+				{
+					unlock_tree(root);
+					return DBGATE_ADMIT_RETRY;
+				}
+				continue;
+			}
+			for (i = 0; i < cl.c.n; i++)
+			{
+				DbgateBudget *lb = budget_entry(cl.c.idx[i]);
+
+				if (!cl.lim[i].rate)
+					continue;
+				if (now_ns == 0)
+					now_ns = dbgate_now_ns();
+				if (dbgate_token_take(lb, &cl.lim[i], now_ns,
+									  !cl.lim[i].enforce) != 0)
+				{
+					if (!cl.lim[i].enforce)
+					{
+						pg_atomic_fetch_add_u64(&lb->would_queue, 1);
+						continue;
+					}
+					token_short = true;
+					held_by = lb->conf.name;
+					break;
+				}
+			}
+			if (!token_short)
+			{
+				for (i = 0; i < cl.c.n; i++)
+					note_peak_active(budget_entry(cl.c.idx[i]), before[i] + 1);
+				count_shadow(&cl, before);
+				unlock_tree(root);
+				admitted_now(lk, &cl, now, a);
+				return DBGATE_ADMIT_SLOT;
+			}
+			/* no token: give back the tokens and slots just taken */
+			while (--i >= 0)
+			{
+				if (cl.lim[i].rate && cl.lim[i].enforce)
+					dbgate_token_return(budget_entry(cl.c.idx[i]), &cl.lim[i]);
+			}
+			for (i = 0; i < cl.c.n; i++)
+				(void) level_add(budget_entry(cl.c.idx[i]),
+								 dbgate_tag_of(cl.c.inc[i]), -1, 0);
+		}
+
+		if (dbgate_st_queued(st) >= (uint32) l.max_queued)
+		{
+			char		name[NAMEDATALEN];
+			char		held[NAMEDATALEN];
+
+			b->rejected_full++;
+			my_proc->budget = -1;
+			strlcpy(name, b->conf.name, NAMEDATALEN);
+			if (held_by != NULL)
+				strlcpy(held, held_by, NAMEDATALEN);
+			grant_tree(root, now, &w);	/* the slots given back above */
+			unlock_tree(root);
+			wake_now(&w);
+			reject_full(name, dbgate_st_active(st), l.max_active,
+						dbgate_st_queued(st), l.max_queued,
+						held_by ? held : NULL, h_active, h_max, token_short);
+		}
+
+		/* join the tail of the queue, counted at every level */
+		for (i = 0; i < cl.c.n; i++)
+		{
+			DbgateBudget *lb = budget_entry(cl.c.idx[i]);
+
+			if (!level_add(lb, dbgate_tag_of(cl.c.inc[i]), 0, 1))
+				break;
+			{
+				uint64		lst = pg_atomic_read_u64(&lb->state);
+
+				if ((int32) dbgate_st_queued(lst) > lb->peak_queued)
+					lb->peak_queued = dbgate_st_queued(lst);
+			}
+		}
+		if (i < cl.c.n)
+		{
+			while (--i >= 0)
+				(void) level_add(budget_entry(cl.c.idx[i]),
+								 dbgate_tag_of(cl.c.inc[i]), 0, -1);
+			unlock_tree(root);
+			return DBGATE_ADMIT_RETRY;
+		}
+		break;
+	}
+	my_proc->chain = cl.c;
+	my_proc->state = DBGATE_PROC_QUEUED;
+	list_append(b, my_procno);
+	/* a slot returned before we were counted, a token due: see now */
+	grant_tree(root, now, &w);
+	unlock_tree(root);
+	wake_now(&w);
+
+	q.idx = lk->budget;
+	q.incarnation = lk->incarnation;
+	q.enqueued = now;
+	q.deadline = (l.queue_timeout_ms > 0) ?
+		TimestampTzPlusMilliseconds(now, l.queue_timeout_ms) : 0;
+	q.next_lock_check = TimestampTzPlusMilliseconds(now, Max(DeadlockTimeout, 1));
+	q.same = true;
+
+	/*
+	 * No snapshot held back while we wait (waitsnap.c): a query's, or the
+	 * portal's of a gated utility command; taken again as it goes on, with
+	 * a slot or ungated.
+	 */
+	if (utility)
+		snap_released = dbgate_waitsnap_utility_release();
+	else
+		snap_released = dbgate_waitsnap_release(queryDesc);
+	step = queue_wait(&q);
+	proceed = queue_act(&q, step, a);
+	if (snap_released && utility)
+		dbgate_waitsnap_utility_retake();
+	else if (snap_released)
+		dbgate_waitsnap_retake(queryDesc);
+	return proceed ? DBGATE_ADMIT_SLOT : DBGATE_ADMIT_NONE;
+}
+
+/*
+ * Admit a statement to the budget lk names (the leaf of its chain).  The
+ * common case -- a budget without parent and without rate, a free slot
+ * and, if it is fair, nobody queued -- is one compare-and-swap.  Returns
+ * DBGATE_ADMIT_SLOT with *a filled in, DBGATE_ADMIT_NONE (goes on without
+ * a slot: the budget stopped gating while it waited, or a utility command
+ * of a budget without 'utility'), or DBGATE_ADMIT_RETRY (the budget changed
+ * identity: classify again).  Throws 53300 (full, timed out), and whatever
+ * ends a wait (cancel, terminate).
+ */
+DbgateAdmit
+dbgate_admit(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
+			 DbgateAdmission *a)
+{
+	DbgateBudget *b = budget_entry(lk->budget);
+	TimestampTz now = GetCurrentTimestamp();
+	uint32		tag = dbgate_tag_of(lk->incarnation);
+	ChainLimits cl;
+	uint32		before[DBGATE_MAX_DEPTH];
+	int64		now_ns = 0;
+	int			i;
+
+	dbgate_read_limits(b, &a->lim);
+	if (utility && !a->lim.utility)
+		return DBGATE_ADMIT_NONE;
+
+	if (likely(a->lim.parent < 0 && !a->lim.rate && a->lim.enforce))
+	{
+		uint64		old = pg_atomic_read_u64(&b->state);
+
+		while (dbgate_st_tag(old) == tag &&
+			   dbgate_st_active(old) < (uint32) a->lim.max_active &&
+			   (!a->lim.fair || dbgate_st_queued(old) == 0))
+		{
+			if (pg_atomic_compare_exchange_u64(&b->state, &old,
+											   old + DBGATE_ST_ONE_ACTIVE))
+			{
+				note_peak_active(b, dbgate_st_active(old) + 1);
+				pg_atomic_fetch_add_u64(&b->admitted, 1);
+				/* (the fields of a queued entry are left from the last wait) */
+				my_proc->budget = lk->budget;
+				my_proc->incarnation = lk->incarnation;
+				my_proc->roleid = GetSessionUserId();
+				my_proc->rule = (uint8) lk->rule;
+				my_proc->via = lk->via;
+				my_proc->state_since = now;
+				my_proc->chain.n = 1;
+				my_proc->chain.idx[0] = lk->budget;
+				my_proc->chain.inc[0] = lk->incarnation;
+				pg_write_barrier();
+				my_proc->state = DBGATE_PROC_ACTIVE;
+				a->chain.n = 1;
+				a->chain.idx[0] = lk->budget;
+				a->chain.inc[0] = lk->incarnation;
+				a->since = now;
+				return DBGATE_ADMIT_SLOT;
+			}
+		}
+		return admit_slow(lk, utility, queryDesc, now, a);
+	}
+
+	cl.lim[0] = a->lim;
+	if (!chain_limits(lk->budget, lk->incarnation, &a->lim, &cl))
+		return DBGATE_ADMIT_RETRY;
+	if (!cl.lim[0].enforce)
+		return admit_shadow(lk, &cl, now, a);
+
+	/* a chain, or a rate: a slot at every level, then the tokens */
+	for (i = 0; i < cl.c.n; i++)
+	{
+		int			r = level_take(budget_entry(cl.c.idx[i]),
+								   dbgate_tag_of(cl.c.inc[i]),
+								   cl.lim[i].max_active, cl.lim[i].enforce,
+								   i == 0 && cl.lim[0].fair, &before[i]);
+
+		if (r != 1)
+		{
+			return_levels(&cl.c, i);
+			if (r < 0)
+				return DBGATE_ADMIT_RETRY;
+			return admit_slow(lk, utility, queryDesc, now, a);
+		}
+	}
+	for (i = 0; i < cl.c.n; i++)
+	{
+		DbgateBudget *lb = budget_entry(cl.c.idx[i]);
+
+		if (!cl.lim[i].rate)
+			continue;
+		if (now_ns == 0)
+			now_ns = dbgate_now_ns();
+		if (dbgate_token_take(lb, &cl.lim[i], now_ns, !cl.lim[i].enforce) != 0)
+		{
+			if (!cl.lim[i].enforce)
+			{
+				pg_atomic_fetch_add_u64(&lb->would_queue, 1);
+				continue;
+			}
+			while (--i >= 0)
+			{
+				if (cl.lim[i].rate && cl.lim[i].enforce)
+					dbgate_token_return(budget_entry(cl.c.idx[i]), &cl.lim[i]);
+			}
+			return_levels(&cl.c, cl.c.n);
+			return admit_slow(lk, utility, queryDesc, now, a);
+		}
+	}
+	for (i = 0; i < cl.c.n; i++)
+		note_peak_active(budget_entry(cl.c.idx[i]), before[i] + 1);
+	count_shadow(&cl, before);
+	admitted_now(lk, &cl, now, a);
+	return DBGATE_ADMIT_SLOT;
 }
 
 /* ----------
@@ -829,19 +1281,32 @@ admit_if_lock_holder(QueueWait *q)
 
 /*
  * Sleep until our latch is set, the next timed event (queue timeout, lock
- * check) is due, or the client goes away.  Interrupts (cancel, terminate,
- * statement_timeout) are serviced here and end the wait by ERROR/FATAL.
+ * check, our token) is due, or the client goes away.  Interrupts (cancel,
+ * terminate, statement_timeout) are serviced here and end the wait by
+ * ERROR/FATAL.
  */
 static void
 queue_sleep(const QueueWait *q)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	TimestampTz wake_at = q->next_lock_check;
+	DbgateBudget *leaf = budget_entry(q->idx);
 	long		sleep_ms;
 	uint32		wait_event = dbgate_shared->wait_event_info;
+	int			root = leaf->root;
 
 	if (q->deadline != 0 && q->deadline < wake_at)
 		wake_at = q->deadline;
+	/* the tree's token waiter sleeps until its token is due (a hint) */
+	if (root >= 0 && root < dbgate_shared->max_budgets &&
+		budget_entry(root)->token_waiter == my_procno)
+	{
+		int64		wait_ns = budget_entry(root)->token_due_ns - dbgate_now_ns();
+		TimestampTz due = now + Max(wait_ns, 0) / 1000;
+
+		if (due < wake_at)
+			wake_at = due;
+	}
 	sleep_ms = (long) ((wake_at - now + 999) / 1000);
 	if (sleep_ms < 0)
 		sleep_ms = 0;
@@ -888,21 +1353,20 @@ queue_sleep(const QueueWait *q)
 }
 
 /*
- * Decide what the wake-up means.  Takes the budget lock unless a slot was
- * handed to us (then the granter already moved us from 'queued' to
- * 'active' and out of the list, and what is left is ours alone).  For
- * STEP_TIMED_OUT we are out of the queue and q says why; for the other
- * results other than STEP_SLEEP our entry is still QUEUED and the action
- * finishes it.
+ * Decide what the wake-up means.  Takes the tree lock unless a slot was
+ * handed to us (then the granter already moved our counts and unlinked us,
+ * and what is left is ours alone).  For STEP_TIMED_OUT we are out of the
+ * queue and q says why; for the other results but STEP_SLEEP our entry is
+ * still QUEUED and the action finishes it.
  */
 static WaitStep
 queue_decide(QueueWait *q, TimestampTz now)
 {
 	DbgateBudget *b = budget_entry(q->idx);
-	LWLock	   *lock = dbgate_budget_lock(q->idx);
 	WaitStep	step = STEP_SLEEP;
+	Wakeups		w;
+	int			root;
 
-	q->wake = -1;
 	pg_read_barrier();
 	if (my_proc->granted)
 	{
@@ -911,49 +1375,52 @@ queue_decide(QueueWait *q, TimestampTz now)
 		return STEP_GRANTED;
 	}
 
-	LWLockAcquire(lock, LW_EXCLUSIVE);
+	w.n = 0;
+	root = lock_tree(q->idx);
 	/* a dropped entry may already serve another budget */
 	q->same = (b->in_use && b->incarnation == q->incarnation);
-	if (my_proc->granted)
-		step = STEP_GRANTED;	/* hand-off or raised limit */
-	else if (my_proc->released)
-		step = STEP_UNGATED;	/* the budget was dropped */
-	else if (!pg_atomic_read_u32(&dbgate_shared->enabled))
+	if (!my_proc->granted && !my_proc->released)
 	{
-		/* dbgate.enabled = off lets every waiter through at once */
-		queue_remove(b, my_procno);
-		step = STEP_UNGATED;
+		if (!pg_atomic_read_u32(&dbgate_shared->enabled))
+		{
+			/* dbgate.enabled = off lets every waiter through at once */
+			queue_remove(my_procno);
+			step = STEP_UNGATED;
+			grant_tree(root, now, &w);
+		}
+		else
+			grant_tree(root, now, &w);	/* our turn (non-fair), a token due */
 	}
-	else if (!b->conf.fair && b->queue_head == my_procno &&
-			 queue_promote(b, my_procno, false))
+	if (step == STEP_SLEEP)
 	{
-		my_proc->state_since = now;
-		step = STEP_GRANTED;
+		if (my_proc->granted)
+			step = STEP_GRANTED;
+		else if (my_proc->released)
+			step = STEP_UNGATED;	/* the budget was dropped */
+		else if (q->deadline != 0 && now >= q->deadline)
+		{
+			queue_remove(my_procno);
+			if (budget_entry(root)->token_waiter == my_procno)
+				budget_entry(root)->token_waiter = -1;
+			b->rejected_timeout++;
+			my_proc->state = DBGATE_PROC_IDLE;
+			my_proc->budget = -1;
+			q->waited_ms = (int) ((now - q->enqueued) / 1000);
+			q->limit_ms = b->conf.queue_timeout_ms;
+			strlcpy(q->name, b->conf.name, NAMEDATALEN);
+			step = STEP_TIMED_OUT;
+			grant_tree(root, now, &w);	/* we may have held others back */
+		}
 	}
-	else if (q->deadline != 0 && now >= q->deadline)
-	{
-		queue_remove(b, my_procno);
-		b->rejected_timeout++;
-		my_proc->state = DBGATE_PROC_IDLE;
-		my_proc->budget = -1;
-		q->waited_ms = (int) ((now - q->enqueued) / 1000);
-		q->limit_ms = b->conf.queue_timeout_ms;
-		strlcpy(q->name, b->conf.name, NAMEDATALEN);
-		step = STEP_TIMED_OUT;
-	}
-
-	/* a free slot of a non-fair budget goes on to the next head */
-	if (step != STEP_SLEEP && q->same && !b->conf.fair &&
-		free_slot_and_waiter(b) && b->queue_head != my_procno)
-		q->wake = b->queue_head;
-	LWLockRelease(lock);
+	unlock_tree(root);
+	wake_now(&w);
 	return step;
 }
 
 /*
  * Sleep in the queue until a slot is ours, the budget stops gating us, or
- * an error ends the wait.  We are linked at the tail already.  Whatever
- * ends the wait, we are out of the queue afterwards.
+ * an error ends the wait.  We are linked already.  Whatever ends the wait,
+ * we are out of the queue afterwards.
  */
 static WaitStep
 queue_wait(QueueWait *q)
@@ -962,6 +1429,8 @@ queue_wait(QueueWait *q)
 
 	PG_TRY();
 	{
+		/* granted while we joined? */
+		step = queue_decide(q, GetCurrentTimestamp());
 		while (step == STEP_SLEEP)
 		{
 			TimestampTz now;
@@ -971,7 +1440,7 @@ queue_wait(QueueWait *q)
 			step = queue_decide(q, now);
 			if (step == STEP_SLEEP && now >= q->next_lock_check)
 			{
-				admit_if_lock_holder(q);
+				dbgate_lockgraph_check(q->idx, now);
 				q->next_lock_check =
 					TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 												Max(DeadlockTimeout, 1));
@@ -981,11 +1450,45 @@ queue_wait(QueueWait *q)
 	}
 	PG_CATCH();
 	{
-		leave_queue_abnormally();
+		dbgate_admission_leave_queue();
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
 	return step;
+}
+
+/* The bounds of the wait histogram's finite buckets, in microseconds. */
+static const uint64 hist_bounds_us[DBGATE_HIST_BUCKETS] = {
+	100, 500, 1000, 5000, 10000, 50000, 100000, 500000, 1000000, 5000000,
+	10000000
+};
+
+const double dbgate_hist_bounds_ms[DBGATE_HIST_BUCKETS] = {
+	0.1, 0.5, 1, 5, 10, 50, 100, 500, 1000, 5000, 10000
+};
+
+/* Count an admission after a wait of waited_us at the statement's budget. */
+static void
+count_admitted_after_wait(DbgateBudget *b, uint64 waited_us)
+{
+	uint64		max = pg_atomic_read_u64(&b->wait_time_max_us);
+	int			k;
+
+	pg_atomic_fetch_add_u64(&b->admitted, 1);
+	pg_atomic_fetch_add_u64(&b->admitted_after_wait, 1);
+	pg_atomic_fetch_add_u64(&b->wait_time_total_us, waited_us);
+	while (waited_us > max &&
+		   !pg_atomic_compare_exchange_u64(&b->wait_time_max_us, &max,
+										   waited_us))
+		;
+	for (k = 0; k < DBGATE_HIST_BUCKETS; k++)
+	{
+		if (waited_us <= hist_bounds_us[k])
+		{
+			pg_atomic_fetch_add_u64(&b->wait_hist[k], 1);
+			break;
+		}
+	}
 }
 
 /*
@@ -993,29 +1496,34 @@ queue_wait(QueueWait *q)
  * slot; throws the queue timeout error.
  */
 static bool
-queue_act(QueueWait *q, WaitStep step)
+queue_act(QueueWait *q, WaitStep step, DbgateAdmission *a)
 {
 	DbgateBudget *b = budget_entry(q->idx);
 	uint64		waited_us = elapsed_us(q->enqueued, GetCurrentTimestamp());
 	bool		slot = false;
 
-	if (q->wake >= 0)
-		SetLatch(&DBGATE_PROC_BY_NUMBER(q->wake)->procLatch);
-
 	switch (step)
 	{
 		case STEP_GRANTED:
 			{
-				Limits		l;
+				int			i;
 
 				if (q->same)
 				{
 					count_admitted_after_wait(b, waited_us);
-					read_limits(b, &l);
+					if (my_proc->overdue)
+						pg_atomic_fetch_add_u64(&b->admitted_overdue, 1);
+					for (i = 0; i < my_proc->chain.n; i++)
+					{
+						if (my_proc->token_levels & (1 << i))
+							pg_atomic_fetch_add_u64(&budget_entry(my_proc->chain.idx[i])->rate_limited, 1);
+					}
+					dbgate_read_limits(b, &a->lim);
 				}
 				else
-					memset(&l, 0, sizeof(l));	/* dropped meanwhile */
-				take_slot(q->idx, q->incarnation, my_proc->state_since, &l);
+					memset(&a->lim, 0, sizeof(a->lim));	/* dropped meanwhile */
+				a->chain = my_proc->chain;
+				a->since = my_proc->state_since;
 				my_proc->state = DBGATE_PROC_ACTIVE;
 				pg_write_barrier();
 				my_proc->granted = false;
@@ -1048,772 +1556,353 @@ queue_act(QueueWait *q, WaitStep step)
 }
 
 /*
- * Return a slot of budget b whose state word carries 'tag', under the
- * budget's lock: hand it to the head of the queue (fair: 'active' stays as
- * it is), or free it and name the head to wake (non-fair).  A budget over
- * its limit (just lowered, or a lock holder admitted beyond it) only frees.
- * Returns the proc number to wake, or -1.
- */
-static int
-return_slot_locked(DbgateBudget *b, uint32 tag, TimestampTz now)
-{
-	uint64		old = pg_atomic_read_u64(&b->state);
-
-	for (;;)
-	{
-		bool		hand_off;
-
-		if (dbgate_st_tag(old) != tag)
-			return -1;			/* dropped meanwhile */
-		hand_off = (dbgate_st_queued(old) > 0 &&
-					dbgate_st_active(old) <= (uint32) b->conf.max_active);
-		if (hand_off && b->conf.fair)
-		{
-			int			head = b->queue_head;
-
-			/* nothing else changes the word of a fair budget with waiters */
-			if (!pg_atomic_compare_exchange_u64(&b->state, &old,
-												old - DBGATE_ST_ONE_QUEUED))
-				continue;
-			list_unlink(b, head);
-			mark_granted(head, now);
-			return head;
-		}
-		if (pg_atomic_compare_exchange_u64(&b->state, &old,
-										   old - DBGATE_ST_ONE_ACTIVE))
-			return hand_off ? b->queue_head : -1;
-	}
-}
-
-/*
  * Leave the queue because of an error or exit while waiting.  If a slot
- * was granted to us in the meantime, pass it on like a release.
+ * was granted to us in the meantime, return it like a release.
  */
-static void
-leave_queue_abnormally(void)
+void
+dbgate_admission_leave_queue(void)
 {
 	DbgateBudget *b;
-	LWLock	   *lock;
-	int			idx;
-	int			wake = -1;
+	Wakeups		w;
+	int			root;
+	bool		same;
+	bool		granted;
 
 	/* only we move our entry into QUEUED: reading it without the lock is safe */
 	if (my_proc == NULL || my_proc->state != DBGATE_PROC_QUEUED)
 		return;
-	idx = my_proc->budget;
-	b = budget_entry(idx);
-	lock = dbgate_budget_lock(idx);
-
-	LWLockAcquire(lock, LW_EXCLUSIVE);
-	{
-		bool		same = (b->in_use && b->incarnation == my_proc->incarnation);
-
-		if (my_proc->granted)
-		{
-			/* the slot is counted in 'active': hand it on */
-			my_proc->granted = false;
-			if (same)
-				wake = return_slot_locked(b, dbgate_tag_of(my_proc->incarnation),
-										  GetCurrentTimestamp());
-		}
-		else if (!my_proc->released && same)
-		{
-			queue_remove(b, my_procno);
-			if (!b->conf.fair && free_slot_and_waiter(b))
-				wake = b->queue_head;
-		}
-		if (same)
-			b->canceled_waiting++;
-		my_proc->released = false;
-		my_proc->state = DBGATE_PROC_IDLE;
-		my_proc->budget = -1;
-	}
-	LWLockRelease(lock);
-
-	if (wake >= 0)
-		SetLatch(&DBGATE_PROC_BY_NUMBER(wake)->procLatch);
-}
-
-/* ----------
- * Admission
- * ----------
- */
-
-/*
- * Fill in our shared entry for a budget; the state is set by the caller.
- */
-static inline void
-describe_me(const DbgateLookup *lk, TimestampTz now)
-{
-	my_proc->budget = lk->budget;
-	my_proc->incarnation = lk->incarnation;
-	my_proc->roleid = GetSessionUserId();
-	my_proc->rule = (uint8) lk->rule;
-	my_proc->via = lk->via;
-	my_proc->state_since = now;
+	b = budget_entry(my_proc->budget);
+	w.n = 0;
+	root = lock_tree(my_proc->budget);
+	same = (b->in_use && b->incarnation == my_proc->incarnation);
+	granted = my_proc->granted;
+	if (!granted && !my_proc->released && same)
+		queue_remove(my_procno);
+	if (same)
+		b->canceled_waiting++;
+	if (budget_entry(root)->token_waiter == my_procno)
+		budget_entry(root)->token_waiter = -1;
+	if (!granted)
+		grant_tree(root, GetCurrentTimestamp(), &w);
 	my_proc->granted = false;
 	my_proc->released = false;
-}
-
-/* Took a slot at once. */
-static inline void
-admitted_now(DbgateBudget *b, const DbgateLookup *lk, uint32 active_before,
-			 TimestampTz now, const Limits *l)
-{
-	note_peak_active(b, active_before + 1);
-	pg_atomic_fetch_add_u64(&b->admitted, 1);
-	describe_me(lk, now);
-	pg_write_barrier();
-	my_proc->state = DBGATE_PROC_ACTIVE;
-	take_slot(lk->budget, lk->incarnation, now, l);
-}
-
-/*
- * Shadow mode: take a slot whatever the counts, and count what an
- * enforcing budget would have done.
- */
-static pg_noinline AdmitResult
-admit_shadow(DbgateBudget *b, const DbgateLookup *lk, const Limits *l,
-			 TimestampTz now)
-{
-	uint32		tag = dbgate_tag_of(lk->incarnation);
-	uint64		old = pg_atomic_read_u64(&b->state);
-
-	for (;;)
-	{
-		uint32		active = dbgate_st_active(old);
-
-		if (dbgate_st_tag(old) != tag)
-			return ADMIT_RETRY;
-		if (active >= DBGATE_ST_MASK)
-			return ADMIT_NONE;	/* cannot happen: bounded by backends */
-		if (pg_atomic_compare_exchange_u64(&b->state, &old,
-										   old + DBGATE_ST_ONE_ACTIVE))
-		{
-			if (active >= (uint32) l->max_active)
-			{
-				if (active - (uint32) l->max_active < (uint32) l->max_queued)
-					pg_atomic_fetch_add_u64(&b->would_queue, 1);
-				else
-					pg_atomic_fetch_add_u64(&b->would_reject, 1);
-			}
-			admitted_now(b, lk, active, now, l);
-			return ADMIT_SLOT;
-		}
-	}
-}
-
-/*
- * No free slot at first sight: decide again under the budget lock, where
- * the queue is, and queue or reject.  Throws 53300 when the budget is full.
- */
-static pg_noinline AdmitResult
-admit_slow(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
-		   TimestampTz now)
-{
-	DbgateBudget *b = budget_entry(lk->budget);
-	LWLock	   *lock = dbgate_budget_lock(lk->budget);
-	Limits		l;
-	QueueWait	q;
-	uint64		old;
-	WaitStep	step;
-	bool		proceed;
-	bool		snap_released;
-
-	LWLockAcquire(lock, LW_EXCLUSIVE);
-	if (unlikely(!b->in_use || b->incarnation != lk->incarnation))
-	{
-		/* dropped or replaced since our lookup: classify again */
-		LWLockRelease(lock);
-		return ADMIT_RETRY;
-	}
-	/* under the lock the limits are the installed ones */
-	read_limits(b, &l);
-	if ((utility && !l.utility) || !l.enforce)
-	{
-		LWLockRelease(lock);
-		return ADMIT_RETRY;
-	}
-
-	describe_me(lk, now);
-	old = pg_atomic_read_u64(&b->state);
-	for (;;)
-	{
-		uint32		active = dbgate_st_active(old);
-		uint32		queued = dbgate_st_queued(old);
-
-		if (active < (uint32) l.max_active && (queued == 0 || !l.fair))
-		{
-			/* a slot came free */
-			if (!pg_atomic_compare_exchange_u64(&b->state, &old,
-												old + DBGATE_ST_ONE_ACTIVE))
-				continue;
-			note_peak_active(b, active + 1);
-			pg_atomic_fetch_add_u64(&b->admitted, 1);
-			my_proc->state = DBGATE_PROC_ACTIVE;
-			LWLockRelease(lock);
-			take_slot(lk->budget, lk->incarnation, now, &l);
-			return ADMIT_SLOT;
-		}
-
-		if (queued >= (uint32) l.max_queued)
-		{
-			char		name[NAMEDATALEN];
-
-			b->rejected_full++;
-			my_proc->budget = -1;
-			strlcpy(name, b->conf.name, NAMEDATALEN);
-			LWLockRelease(lock);
-			ereport(ERROR,
-					(errcode(ERRCODE_TOO_MANY_CONNECTIONS),
-					 errmsg("budget \"%s\" is full", name),
-					 errdetail("%d of %d statements are active and %d of %d queue places are taken.",
-							   (int) active, l.max_active, (int) queued,
-							   l.max_queued),
-					 errhint("Retry later, or raise max_active or max_queued with dbgate.alter_budget().")));
-		}
-
-		/*
-		 * Join the tail of the queue.  The swap fails if a slot was returned
-		 * meanwhile (then we look again); once it succeeds, whoever returns
-		 * a slot sees us queued and comes for the lock we hold.
-		 */
-		if (pg_atomic_compare_exchange_u64(&b->state, &old,
-										   old + DBGATE_ST_ONE_QUEUED))
-		{
-			if ((int32) queued + 1 > b->peak_queued)
-				b->peak_queued = queued + 1;
-			break;
-		}
-	}
-	my_proc->state = DBGATE_PROC_QUEUED;
-	list_append(b, my_procno);
-	LWLockRelease(lock);
-
-	q.idx = lk->budget;
-	q.incarnation = lk->incarnation;
-	q.enqueued = now;
-	q.deadline = (l.queue_timeout_ms > 0) ?
-		TimestampTzPlusMilliseconds(now, l.queue_timeout_ms) : 0;
-	q.next_lock_check = TimestampTzPlusMilliseconds(now, Max(DeadlockTimeout, 1));
-	q.wake = -1;
-	q.same = true;
-
-	/* no snapshot held back while we wait (waitsnap.c) */
-	snap_released = dbgate_waitsnap_release(queryDesc);
-	step = queue_wait(&q);
-	proceed = queue_act(&q, step);
-	if (snap_released)
-		dbgate_waitsnap_retake(queryDesc);
-	return proceed ? ADMIT_SLOT : ADMIT_NONE;
-}
-
-/*
- * Try to take a slot of the budget lk names for the statement that is
- * starting.  Fast path, without the lock: a free slot (and, for a fair
- * budget, nobody queued) is taken by one compare-and-swap of the state
- * word; otherwise admit_slow().
- */
-static inline AdmitResult
-admit(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc)
-{
-	DbgateBudget *b = budget_entry(lk->budget);
-	TimestampTz now = GetCurrentTimestamp();
-	uint32		tag = dbgate_tag_of(lk->incarnation);
-	Limits		l;
-	uint64		old;
-
-	read_limits(b, &l);
-	if (utility && !l.utility)
-		return ADMIT_NONE;
-	if (unlikely(!l.enforce))
-		return admit_shadow(b, lk, &l, now);
-
-	old = pg_atomic_read_u64(&b->state);
-	while (dbgate_st_tag(old) == tag &&
-		   dbgate_st_active(old) < (uint32) l.max_active &&
-		   (!l.fair || dbgate_st_queued(old) == 0))
-	{
-		if (pg_atomic_compare_exchange_u64(&b->state, &old,
-										   old + DBGATE_ST_ONE_ACTIVE))
-		{
-			admitted_now(b, lk, dbgate_st_active(old), now, &l);
-			return ADMIT_SLOT;
-		}
-	}
-	return admit_slow(lk, utility, queryDesc, now);
-}
-
-/*
- * Admit to the budget lk names; a budget replaced between the lookup and
- * the admission is looked up again, so that every statement is gated by
- * the configuration in force.  Returns whether a slot is held.
- */
-static pg_noinline bool
-gate(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc)
-{
-	for (;;)
-	{
-		AdmitResult r;
-
-		if (lk->budget < 0)
-			return false;
-		ensure_ref_space();
-		r = admit(lk, utility, queryDesc);
-		if (likely(r != ADMIT_RETRY))
-			return r == ADMIT_SLOT;
-		dbgate_invalidate_lookup();
-		CHECK_FOR_INTERRUPTS();
-		lk = dbgate_classify();
-	}
-}
-
-/*
- * Return the slot this backend holds.  Fast path, without the lock: nobody
- * is queued, one compare-and-swap.  Otherwise under the budget lock, see
- * return_slot_locked().
- */
-static void
-release_slot(void)
-{
-	int			idx = slot_budget;
-	DbgateBudget *b;
-	TimestampTz now;
-	uint32		tag;
-	uint64		old;
-	int			wake = -1;
-
-	if (idx < 0)
-		return;
-	/* forget first: whatever happens below, never release twice */
-	slot_budget = -1;
-	slot_kept = false;
-	dbgate_slot_has_limits = false;
-	/* memgrant.c: the slot's memory grants go with it */
-	if (unlikely(dbgate_memgrant_slot))
-		dbgate_memgrant_slot_released();
-	if (slot_limits.idle_timeout_ms > 0)
-		dbgate_idle_timeout_disarm();
-
-	b = budget_entry(idx);
-	tag = dbgate_tag_of(slot_incarnation);
-	now = GetCurrentTimestamp();
-
 	my_proc->state = DBGATE_PROC_IDLE;
 	my_proc->budget = -1;
+	unlock_tree(root);
+	wake_now(&w);
 
-	old = pg_atomic_read_u64(&b->state);
-	for (;;)
-	{
-		if (dbgate_st_tag(old) != tag)
-			return;				/* the budget was dropped */
-		if (dbgate_st_queued(old) != 0)
-			break;
-		if (pg_atomic_compare_exchange_u64(&b->state, &old,
-										   old - DBGATE_ST_ONE_ACTIVE))
-		{
-			pg_atomic_fetch_add_u64(&b->active_time_total_us,
-									elapsed_us(slot_admitted_at, now));
-			return;
-		}
-	}
-
-	/* somebody is queued */
-	LWLockAcquire(dbgate_budget_lock(idx), LW_EXCLUSIVE);
-	if (b->in_use && b->incarnation == slot_incarnation)
-	{
-		pg_atomic_fetch_add_u64(&b->active_time_total_us,
-								elapsed_us(slot_admitted_at, now));
-		wake = return_slot_locked(b, tag, now);
-	}
-	LWLockRelease(dbgate_budget_lock(idx));
-
-	if (wake >= 0)
-		SetLatch(&DBGATE_PROC_BY_NUMBER(wake)->procLatch);
+	/* the slot handed to us in that instant goes on to the next waiter */
+	if (granted)
+		dbgate_admission_release(&my_proc->chain, 0);
 }
 
 /* ----------
- * Executor hooks' work
+ * Returning a slot
  * ----------
  */
 
 /*
- * ExecutorStart: gate the run if this backend holds no slot.
+ * Return a slot at every level of chain c (taken at 'admitted_at', for the
+ * budget's active_time_total; 0 for none).  Fast: levels with nobody queued
+ * take it back by one compare-and-swap each.  A level with waiters is
+ * returned under its tree's lock, and the tree's grant step hands the slot
+ * on.
  */
 void
-dbgate_executor_start(QueryDesc *queryDesc, int eflags)
+dbgate_admission_release(const DbgateChain *c, TimestampTz admitted_at)
 {
-	const DbgateLookup *lk;
+	bool		done[DBGATE_MAX_DEPTH];
+	int			i;
+	int			j;
 
-	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
-		return;
-
-	if (slot_budget >= 0)
+	if (admitted_at != 0 && c->n > 0)
 	{
-		/* nested run, another portal, or a kept slot: never queues */
-		if (slot_kept)
-			slot_resumed();
-		ensure_ref_space();
-		add_ref(queryDesc);
-		return;
+		DbgateBudget *leaf = budget_entry(c->idx[0]);
+
+		if (dbgate_st_tag(pg_atomic_read_u64(&leaf->state)) ==
+			dbgate_tag_of(c->inc[0]))
+			pg_atomic_fetch_add_u64(&leaf->active_time_total_us,
+									elapsed_us(admitted_at,
+											   GetCurrentTimestamp()));
 	}
 
-	if (!dbgate_enabled || !backend_init())
+	/* a budget without parent and nobody queued: one compare-and-swap */
+	if (likely(c->n == 1) &&
+		level_return_fast(budget_entry(c->idx[0]), dbgate_tag_of(c->inc[0])))
 		return;
 
-	/*
-	 * Outside any portal a client backend runs queries only while it
-	 * commits: deferred triggers (a deferred foreign-key check, say) fire
-	 * from CommitTransaction after the statement's portal is gone.  They
-	 * finish work of statements that were admitted; a COMMIT never queues
-	 * and never fails because a budget is full.
-	 */
-	if (ActivePortal == NULL)
-		return;
+	for (i = 0; i < c->n; i++)
+	{
+		done[i] = level_return_fast(budget_entry(c->idx[i]),
+									dbgate_tag_of(c->inc[i]));
+	}
 
-	lk = dbgate_classify();
-	if (lk->budget < 0)
-		return;
-	/* mincost.c: a read cheaper than the budget's min_cost is not gated */
-	if (dbgate_mincost_bypass(lk, queryDesc))
-		return;
-	if (gate(lk, false, queryDesc))
-		add_ref(queryDesc);
+	for (i = 0; i < c->n; i++)
+	{
+		Wakeups		w;
+		int			root;
+
+		if (done[i])
+			continue;
+		/* somebody waits: return it, and the other levels of that tree */
+		w.n = 0;
+		root = lock_tree(c->idx[i]);
+		for (j = i; j < c->n; j++)
+		{
+			DbgateBudget *lb = budget_entry(c->idx[j]);
+
+			if (done[j] || lb->root != root)
+				continue;
+			(void) level_add(lb, dbgate_tag_of(c->inc[j]), -1, 0);
+			done[j] = true;
+		}
+		grant_tree(root, GetCurrentTimestamp(), &w);
+		unlock_tree(root);
+		wake_now(&w);
+	}
 }
 
 /*
- * ExecutorRun/ExecutorFinish begin.  Returns true when budget limits were
- * applied (or a memory grant's work_mem, memgrant.c); the caller must then
- * call dbgate_run_end() on every exit, including errors.  Without limits
- * dbgate_run_end() is still needed on normal exit to mark the run finished
- * (on error the mark stays, which is how a subtransaction abort recognises
- * a run that died in it).
+ * This backend returns the slot it holds: its entry is idle again, then
+ * the slot goes back as dbgate_admission_release() says.
  */
-bool
-dbgate_run_begin(QueryDesc *queryDesc, DbgateLimitState *st)
+void
+dbgate_admission_return(const DbgateChain *c, TimestampTz admitted_at)
 {
-	int			i;
-	bool		outermost;
-
-	st->tracked = false;
-	st->applied = false;
-	if (likely(dbgate_nrefs == 0))
-		return false;
-	i = find_ref(queryDesc);
-	if (i < 0 || refs[i].run_subid != InvalidSubTransactionId)
-		return false;
-
-	if (!dbgate_slot_has_limits)
-	{
-		SubTransactionId sub = GetCurrentSubTransactionId();
-
-		/*
-		 * Without limits to apply, a run only needs marking when it could
-		 * die in a subtransaction other than the one it was started in (a
-		 * FETCH inside a savepoint): an abort of its own subtransaction
-		 * drops the reference anyway.
-		 */
-		if (refs[i].create_subid != sub)
-		{
-			refs[i].run_subid = sub;
-			running_refs++;
-			st->tracked = true;
-		}
-		return false;
-	}
-
-	outermost = (running_refs == 0);
-	refs[i].run_subid = GetCurrentSubTransactionId();
-	running_refs++;
-	st->tracked = true;
-
-	if (outermost && slot_limits.idle_timeout_ms > 0)
-	{
-		/* a portal of the slot runs again (FETCH, another Execute) */
-		dbgate_idle_timeout_disarm();
-		my_proc->state = DBGATE_PROC_ACTIVE;
-	}
-	if (outermost && slot_budget >= 0 &&
-		(slot_limits.statement_timeout_ms > 0 || slot_limits.lock_timeout_ms > 0))
-	{
-		/*
-		 * The budget's statement_timeout counts from admission, or from the
-		 * start of a later statement that runs under the slot already held.
-		 */
-		TimestampTz base = Max(slot_admitted_at,
-							   GetCurrentStatementStartTimestamp());
-
-		dbgate_limits_apply(st, base, slot_limits.statement_timeout_ms,
-							slot_limits.lock_timeout_ms);
-	}
-
-	/*
-	 * memgrant.c: a run with a memory grant runs at its work_mem (a slot
-	 * of a budget with max_memory_mb counts as one with limits).
-	 */
-	st->mem.entered = false;
-	if (unlikely(dbgate_memgrant_nrecs > 0))
-	{
-		if (!st->applied)
-		{
-			st->stmt_armed = false;
-			st->lock.applied = false;
-		}
-		dbgate_memgrant_enter(queryDesc, &st->mem);
-		st->applied |= st->mem.entered;
-	}
-	return st->applied;
+	my_proc->state = DBGATE_PROC_IDLE;
+	my_proc->budget = -1;
+	dbgate_admission_release(c, admitted_at);
 }
 
-void
-dbgate_run_end(QueryDesc *queryDesc, DbgateLimitState *st, bool is_error)
-{
-	if (st->applied)
-	{
-		dbgate_limits_restore(st, is_error);
-		/* memgrant.c */
-		if (st->mem.entered)
-			dbgate_memgrant_leave(queryDesc, &st->mem, is_error);
-	}
-	if (st->tracked && !is_error)
-	{
-		int			i = find_ref(queryDesc);
+/* ----------
+ * The backend's own entry (slot.c)
+ * ----------
+ */
 
-		if (i >= 0 && refs[i].run_subid != InvalidSubTransactionId)
+/* A client backend starts using its entry. */
+void
+dbgate_admission_attach(int procno)
+{
+	my_procno = procno;
+	my_proc = proc_entry(procno);
+	my_proc->pid = MyProcPid;
+}
+
+/*
+ * The slot this backend holds changes state (DBGATE_PROC_ACTIVE: a
+ * statement runs under it; DBGATE_PROC_HELD: held while nothing runs),
+ * since 'since' (0: the time shown stays).
+ */
+void
+dbgate_admission_mark(uint8 state, TimestampTz since)
+{
+	if (since != 0)
+		my_proc->state_since = since;
+	my_proc->state = state;
+}
+
+/* This backend's memory grants changed by delta_kb at every level. */
+void
+dbgate_admission_memory(const DbgateChain *c, int64 delta_kb)
+{
+	int			i;
+
+	for (i = 0; i < c->n; i++)
+	{
+		DbgateBudget *lb = budget_entry(c->idx[i]);
+
+		if (dbgate_st_tag(pg_atomic_read_u64(&lb->state)) !=
+			dbgate_tag_of(c->inc[i]))
+			continue;
+		pg_atomic_fetch_add_u64(&lb->memory_kb_active, (uint64) delta_kb);
+	}
+	pg_atomic_fetch_add_u64(&my_proc->memory_kb, (uint64) delta_kb);
+}
+
+/* ----------
+ * Lock-holder check (lockgraph.c)
+ * ----------
+ */
+
+/*
+ * Claim the lock-holder check of the tree of budget idx until 'until':
+ * only one waiter of a tree looks at a time, and once per
+ * deadlock_timeout.  Returns the root, or -1 if another waiter has it.
+ */
+int
+dbgate_admission_claim_lock_check(int idx, TimestampTz now, TimestampTz until)
+{
+	int			root = budget_entry(idx)->root;
+	DbgateBudget *r;
+	uint64		due;
+
+	if (root < 0 || root >= dbgate_shared->max_budgets)
+		root = idx;
+	r = budget_entry(root);
+	due = pg_atomic_read_u64(&r->lock_check_due);
+	if ((TimestampTz) due > now)
+		return -1;
+	if (!pg_atomic_compare_exchange_u64(&r->lock_check_due, &due, (uint64) until))
+		return -1;
+	return root;
+}
+
+/*
+ * The queued backends of the tree of 'root' that some full level holds
+ * back, with the levels: for each, the pid and the full enforcing levels
+ * of its chain (budget index, incarnation).  Returns the number written.
+ */
+int
+dbgate_admission_held_back(int root, DbgateHeldBack *out, int max)
+{
+	DbgateShared *sh = dbgate_shared;
+	int			n = 0;
+	int			p;
+
+	LWLockAcquire(dbgate_budget_lock(root), LW_SHARED);
+	for (p = 0; p < sh->max_procs && n < max; p++)
+	{
+		DbgateProc *e = proc_entry(p);
+		int			i;
+		int			k = 0;
+
+		if (e->state != DBGATE_PROC_QUEUED || e->granted || e->released ||
+			e->budget < 0 || budget_entry(e->budget)->root != root)
+			continue;
+		for (i = 0; i < e->chain.n; i++)
 		{
-			refs[i].run_subid = InvalidSubTransactionId;
-			running_refs--;
-			/*
-			 * The run of a portal that stays open (a cursor, a portal of the
-			 * extended protocol fetched in parts) ended: the session may
-			 * now wait for its client while the portal holds the slot.
-			 */
-			if (running_refs == 0 && slot_budget >= 0 &&
-				slot_limits.idle_timeout_ms > 0 && IsTransactionBlock())
+			DbgateBudget *lb = budget_entry(e->chain.idx[i]);
+			uint64		st = pg_atomic_read_u64(&lb->state);
+
+			if (lb->lim.enforce &&
+				dbgate_st_active(st) >= (uint32) lb->lim.max_active)
 			{
-				my_proc->state = DBGATE_PROC_KEPT;
-				dbgate_idle_timeout_arm(slot_limits.idle_timeout_ms);
+				out[n].levels[k] = e->chain.idx[i];
+				out[n].incs[k] = e->chain.inc[i];
+				k++;
+			}
+		}
+		if (k == 0)
+			continue;
+		out[n].pid = e->pid;
+		out[n].procno = p;
+		out[n].nlevels = k;
+		n++;
+	}
+	LWLockRelease(dbgate_budget_lock(root));
+	return n;
+}
+
+/*
+ * The pids of the slot holders that took a slot of budget idx
+ * (incarnation inc) and now wait for a heavyweight lock (an unlocked read
+ * of their PGPROC: a hint).  Returns the number written.
+ */
+int
+dbgate_admission_lock_waiting_holders(int idx, uint32 inc, int *pids, int max)
+{
+	DbgateShared *sh = dbgate_shared;
+	int			n = 0;
+	int			p;
+
+	for (p = 0; p < sh->max_procs && n < max; p++)
+	{
+		DbgateProc *e = proc_entry(p);
+		uint8		state = e->state;
+		int			i;
+
+		if (state != DBGATE_PROC_ACTIVE && state != DBGATE_PROC_HELD)
+			continue;
+		if (DBGATE_PROC_BY_NUMBER(p)->waitLock == NULL)
+			continue;
+		for (i = 0; i < e->chain.n && i < DBGATE_MAX_DEPTH; i++)
+		{
+			if (e->chain.idx[i] == idx && e->chain.inc[i] == inc)
+			{
+				pids[n++] = e->pid;
+				break;
 			}
 		}
 	}
+	return n;
 }
 
 /*
- * ExecutorEnd (after the executor has shut down): drop the reference; with
- * the last one the scope rule decides about the slot.
+ * If pid is queued (not yet granted), the full levels holding it back, as
+ * dbgate_admission_held_back() gives them.  Returns false if it is not.
  */
-void
-dbgate_executor_end(QueryDesc *queryDesc)
-{
-	int			i;
-
-	if (likely(dbgate_nrefs == 0))
-		return;
-	i = find_ref(queryDesc);
-	if (i < 0)
-		return;
-	remove_ref(i);
-	if (dbgate_nrefs == 0)
-		slot_unreferenced();
-}
-
-/*
- * Subtransaction abort: drop the references whose runs died in it.  A
- * kept slot stays kept (the transaction goes on).
- */
-void
-dbgate_admission_subxact_abort(SubTransactionId mySubid)
-{
-	int			i;
-
-	if (dbgate_nrefs == 0)
-	{
-		/*
-		 * A utility command failed in a savepoint while the slot is kept:
-		 * the session goes idle (in an aborted subtransaction) still
-		 * keeping it.
-		 */
-		if (unlikely(slot_kept) && slot_budget >= 0)
-		{
-			my_proc->state = DBGATE_PROC_KEPT;
-			if (slot_limits.idle_timeout_ms > 0)
-				dbgate_idle_timeout_arm(slot_limits.idle_timeout_ms);
-		}
-		return;
-	}
-	for (i = dbgate_nrefs - 1; i >= 0; i--)
-	{
-		if (refs[i].qd == UTILITY_REF && utility_running)
-			continue;
-		if (refs[i].create_subid >= mySubid ||
-			(refs[i].run_subid != InvalidSubTransactionId &&
-			 refs[i].run_subid >= mySubid))
-			remove_ref(i);
-	}
-	if (dbgate_nrefs == 0 && slot_budget >= 0)
-		slot_unreferenced();
-}
-
-/*
- * The commit (or prepare) of the top-level transaction starts: its
- * deferred triggers have fired and its portals are closed.  A kept slot
- * stays through the local WAL flush, which is short: returned now, it
- * would admit more work while this transaction still needs the CPU and
- * still locks its rows until the flush is done, and on hot rows that
- * costs more than the flush (README, "What takes a slot", has the
- * figures).  A wait for a synchronous standby is a network round trip or
- * longer, and can last as long as the standby is away: a commit that will
- * wait for one returns its slot now, as SyncRepWaitForLSN() decides
- * whether to wait (a commit with no transaction ID writes no commit record
- * and does not wait; a prepare always writes one).
- */
-void
-dbgate_admission_commit_start(bool prepare)
-{
-	if (likely(slot_budget < 0))
-		return;
-	if (SyncRepRequested() && SyncRepStandbyNames != NULL &&
-		SyncRepStandbyNames[0] != '\0' &&
-		(prepare || TransactionIdIsValid(GetTopTransactionIdIfAny())))
-	{
-		dbgate_admission_xact_end();
-		return;
-	}
-
-	/*
-	 * The slot stays for the flush.  The session is committing, not
-	 * waiting for its client (the COMMIT statement, or the last statement
-	 * of an implicit transaction, has ended and marked the slot kept).
-	 */
-	if (my_proc->state == DBGATE_PROC_KEPT)
-	{
-		my_proc->state = DBGATE_PROC_ACTIVE;
-		if (slot_limits.idle_timeout_ms > 0)
-			dbgate_idle_timeout_disarm();
-	}
-}
-
-/*
- * End of the top-level transaction (commit, abort, prepare): no executor
- * run survives it, and no slot does either -- except that of a gated
- * utility command that is still running (VACUUM commits transactions of
- * its own).
- */
-void
-dbgate_admission_xact_end(void)
-{
-	if (likely(dbgate_nrefs == 0 && slot_budget < 0 && refs == inline_refs))
-		return;
-	if (utility_running)
-		return;
-	dbgate_nrefs = 0;
-	running_refs = 0;
-	if (refs != inline_refs)
-	{
-		pfree(refs);
-		refs = inline_refs;
-		maxrefs = INLINE_REFS;
-	}
-	release_slot();
-}
-
-/*
- * A utility command starts or ends while a slot is held between
- * statements (kept by the scope rule, or held by an open cursor): the
- * command runs (the backend shows as active, and waits for locks like
- * one), and the idle timeout counts only after it.  When a top-level
- * command ends inside a transaction block with the slot still held, the
- * session is about to wait for its client holding it.
- */
-void
-dbgate_admission_utility_start(void)
-{
-	if (unlikely(slot_budget >= 0) && my_proc->state == DBGATE_PROC_KEPT)
-	{
-		my_proc->state = DBGATE_PROC_ACTIVE;
-		if (slot_limits.idle_timeout_ms > 0)
-			dbgate_idle_timeout_disarm();
-	}
-}
-
-void
-dbgate_admission_utility_done(bool toplevel)
-{
-	if (likely(slot_budget < 0) || !toplevel ||
-		!(slot_kept || IsTransactionBlock()))
-		return;
-	my_proc->state = DBGATE_PROC_KEPT;
-	if (slot_limits.idle_timeout_ms > 0)
-		dbgate_idle_timeout_arm(slot_limits.idle_timeout_ms);
-}
-
 bool
-dbgate_utility_begin(void)
+dbgate_admission_queued_levels(int procno, int pid, DbgateHeldBack *hb)
 {
-	if (slot_budget >= 0 || utility_running)
-		return false;			/* runs under the slot already held */
-	if (!dbgate_enabled || !backend_init() || ActivePortal == NULL)
-		return false;
-	if (!gate(dbgate_classify(), true, NULL))
-		return false;
-	add_ref(UTILITY_REF);
-	utility_running = true;
-	return true;
-}
-
-void
-dbgate_utility_end(void)
-{
+	DbgateProc *e;
+	int			idx;
+	int			root;
 	int			i;
+	int			k = 0;
 
-	if (!utility_running)
-		return;
-	utility_running = false;
-	i = find_ref(UTILITY_REF);
-	if (i >= 0)
-		remove_ref(i);
-	if (dbgate_nrefs == 0 && slot_budget >= 0)
+	if (procno < 0 || procno >= dbgate_shared->max_procs)
+		return false;
+	e = proc_entry(procno);
+	idx = e->budget;			/* unlocked read, checked below */
+	if (idx < 0 || idx >= dbgate_shared->max_budgets)
+		return false;
+	root = lock_tree(idx);
+	if (e->pid == pid && e->budget == idx && e->state == DBGATE_PROC_QUEUED &&
+		!e->granted && !e->released)
 	{
-		/* outside a transaction now (an internal one ended): return it */
-		if (!IsTransactionState())
-			release_slot();
-		else
-			slot_unreferenced();
+		for (i = 0; i < e->chain.n; i++)
+		{
+			DbgateBudget *lb = budget_entry(e->chain.idx[i]);
+			uint64		st = pg_atomic_read_u64(&lb->state);
+
+			if (lb->lim.enforce &&
+				dbgate_st_active(st) >= (uint32) lb->lim.max_active)
+			{
+				hb->levels[k] = e->chain.idx[i];
+				hb->incs[k] = e->chain.inc[i];
+				k++;
+			}
+		}
 	}
+	unlock_tree(root);
+	hb->pid = pid;
+	hb->procno = procno;
+	hb->nlevels = k;
+	return k > 0;
 }
 
 /*
- * A session ended by idle_in_transaction_session_timeout while it kept a
- * slot whose budget tightened that timeout: counted in terminated_idle.
- * Called for every message that is reported (emit_log_hook).
+ * Admit the queued procno (pid) at once beyond every limit: it holds a
+ * lock that a slot holder it waits for waits for.  Counted in
+ * admitted_lock_holder.
  */
 void
-dbgate_admission_log(ErrorData *edata)
+dbgate_admission_admit_lock_holder(int procno, int pid)
 {
-	if (likely(edata->elevel != FATAL) ||
-		edata->sqlerrcode != ERRCODE_IDLE_IN_TRANSACTION_SESSION_TIMEOUT ||
-		slot_budget < 0 || !dbgate_idle_timeout_fired())
+	DbgateProc *e = proc_entry(procno);
+	int			idx = e->budget;
+	int			root;
+	bool		done = false;
+
+	if (idx < 0 || idx >= dbgate_shared->max_budgets)
 		return;
+	root = lock_tree(idx);
+	if (e->pid == pid && e->budget == idx && e->state == DBGATE_PROC_QUEUED &&
+		!e->granted && !e->released &&
+		promote(procno, true, 0))
 	{
-		DbgateBudget *b = budget_entry(slot_budget);
+		DbgateBudget *r = budget_entry(root);
 
-		if (dbgate_st_tag(pg_atomic_read_u64(&b->state)) ==
-			dbgate_tag_of(slot_incarnation))
-			pg_atomic_fetch_add_u64(&b->terminated_idle, 1);
+		list_unlink(budget_entry(idx), procno);
+		budget_entry(idx)->admitted_lock_holder++;
+		if (r->token_waiter == procno)
+			r->token_waiter = -1;
+		mark_granted(e, GetCurrentTimestamp());
+		done = true;
 	}
-}
-
-/*
- * Backend exit (before_shmem_exit, so before ProcKill recycles our PGPROC).
- */
-static void
-backend_exit(int code, Datum arg)
-{
-	leave_queue_abnormally();
-	dbgate_nrefs = 0;
-	running_refs = 0;
-	utility_running = false;
-	release_slot();
+	unlock_tree(root);
+	if (done && procno != my_procno)
+		SetLatch(&DBGATE_PROC_BY_NUMBER(procno)->procLatch);
 }
 
 /* ----------
@@ -1840,6 +1929,7 @@ dbgate_admission_shmem_init(void *base, int max_procs)
 		procs[i].d.state = DBGATE_PROC_IDLE;
 		procs[i].d.prev = -1;
 		procs[i].d.next = -1;
+		pg_atomic_init_u64(&procs[i].d.memory_kb, 0);
 	}
 }
 
@@ -1851,42 +1941,81 @@ dbgate_admission_shmem_attach(void *base)
 }
 
 /*
- * A budget entry starts serving a budget with the configuration conf: an
- * empty queue, and limits installed.  Caller holds the budget's lock
- * exclusively (or is alone at start-up).
+ * A budget entry starts serving a budget: an empty queue and a full token
+ * bucket.  Caller holds the budget's tree lock (or every lock, or is alone
+ * at start-up) and installs the limits next.
  */
 void
-dbgate_admission_budget_created(DbgateBudget *b, const DbgateBudgetConf *conf)
+dbgate_admission_budget_created(DbgateBudget *b)
 {
 	b->queue_head = -1;
 	b->queue_tail = -1;
-	dbgate_admission_set_limits(b, conf, false);
+	b->token_waiter = -1;
+	b->token_due_ns = 0;
+	pg_atomic_write_u64(&b->lock_check_due, 0);
+	/* grants of a dropped budget that used the entry are not released here */
+	pg_atomic_write_u64(&b->memory_kb_active, 0);
+	dbgate_token_fill(b);
 }
 
 /*
- * Install new limits of a budget that stays; with 'grant', a raised limit
- * admits waiting statements at once.  Caller holds the budget's lock
- * exclusively.
+ * Install the configuration 'conf' (with its parent resolved to an entry)
+ * as b's limits.  A change of the rate or of 'enforce' fills the token
+ * bucket.  Caller holds the budget's tree lock, or every budget lock.
  */
 void
 dbgate_admission_set_limits(DbgateBudget *b, const DbgateBudgetConf *conf,
-							bool grant)
+							int parent, uint32 parent_incarnation)
 {
+	DbgateLimits l;
+
+	memset(&l, 0, sizeof(l));
+	l.max_active = conf->max_active;
+	l.max_queued = conf->max_queued;
+	l.queue_timeout_ms = conf->queue_timeout_ms;
+	l.statement_timeout_ms = conf->statement_timeout_ms;
+	l.lock_timeout_ms = conf->lock_timeout_ms;
+	l.idle_timeout_ms = conf->idle_timeout_ms;
+	l.overtake_ms = conf->overtake_limit_ms;
+	l.weight = Max(conf->weight, 1);
+	l.parent = parent;
+	l.parent_incarnation = parent_incarnation;
+	l.max_memory_mb = conf->max_memory_mb;
+	l.scope = conf->scope;
+	l.fair = conf->fair;
+	l.enforce = conf->enforce;
+	l.utility = conf->utility;
+	l.lifo = (conf->queue_order == DBGATE_ORDER_LIFO);
+	l.rate = (conf->max_rate > 0);
+	if (l.rate)
+	{
+		double		interval = 1e9 / conf->max_rate;
+
+		l.rate_interval_ns = (int64) Max(interval, 1.0);
+		l.rate_tolerance_ns = (int64) (Max(conf->rate_burst, 1) - 1) *
+			l.rate_interval_ns;
+	}
+	l.min_cost = conf->min_cost;
+
+	if (b->conf.max_rate != conf->max_rate ||
+		b->conf.rate_burst != conf->rate_burst ||
+		b->conf.enforce != conf->enforce)
+		dbgate_token_fill(b);
+
 	pg_atomic_fetch_add_u32(&b->conf_seq, 1);	/* odd: writing (a barrier) */
 	b->conf = *conf;
+	b->lim = l;
 	pg_atomic_fetch_add_u32(&b->conf_seq, 1);	/* even again (a barrier) */
-	if (grant)
-		grant_waiters(b);
 }
 
 /*
- * A budget was dropped: its waiters go on ungated at once (they are woken
- * here), and its slot holders finish normally; their releases become
- * no-ops because the caller changes the incarnation.  Caller holds the
- * budget's lock exclusively.
+ * Let the waiters of budget b go on ungated: it was dropped, or it has
+ * children now.  Their 'queued' counts are the caller's (the entry is
+ * reset, or every count is recomputed).  Caller holds the tree lock or
+ * every budget lock.
  */
 void
-dbgate_admission_budget_dropped(DbgateBudget *b)
+dbgate_admission_release_waiters(DbgateBudget *b)
 {
 	while (b->queue_head >= 0)
 	{
@@ -1902,35 +2031,159 @@ dbgate_admission_budget_dropped(DbgateBudget *b)
 }
 
 /*
- * The backends of budget idx for dbgate.backends: queued ones in queue
- * order, then slot holders.  One consistent picture per budget, copied
- * under its lock.  Caller holds config_lock (shared), so that the budget
- * keeps its identity.  Returns the number of rows written (at most
- * maxrows).
+ * After the shape of the trees changed (every budget lock held): count
+ * every waiter in 'queued' at the levels of its budget's chain as it is
+ * now, and remember those levels in its entry.
+ */
+void
+dbgate_admission_recount_queued(void)
+{
+	DbgateShared *sh = dbgate_shared;
+	int			i;
+
+	for (i = 0; i < sh->max_budgets; i++)
+	{
+		DbgateBudget *b = budget_entry(i);
+		uint64		old = pg_atomic_read_u64(&b->state);
+
+		if (!b->in_use)
+			continue;
+		while (!pg_atomic_compare_exchange_u64(&b->state, &old,
+											   old & ~(uint64) DBGATE_ST_MASK))
+			;
+		b->token_waiter = -1;
+	}
+	for (i = 0; i < sh->max_budgets; i++)
+	{
+		DbgateBudget *b = budget_entry(i);
+		int			p;
+
+		if (!b->in_use)
+			continue;
+		for (p = b->queue_head; p >= 0; p = proc_entry(p)->next)
+		{
+			DbgateProc *e = proc_entry(p);
+			int			idx = i;
+			int			n = 0;
+
+			while (idx >= 0 && n < DBGATE_MAX_DEPTH)
+			{
+				DbgateBudget *lb = budget_entry(idx);
+
+				e->chain.idx[n] = idx;
+				e->chain.inc[n] = lb->incarnation;
+				pg_atomic_fetch_add_u64(&lb->state, DBGATE_ST_ONE_QUEUED);
+				n++;
+				idx = lb->lim.parent;
+			}
+			e->chain.n = n;
+		}
+	}
+}
+
+/*
+ * A budget in shadow mode holds nobody back: admit its waiters at once,
+ * beyond every limit.  Caller holds the tree lock or every budget lock.
+ */
+void
+dbgate_admission_admit_all(DbgateBudget *b)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	while (b->queue_head >= 0)
+	{
+		int			procno = b->queue_head;
+		DbgateProc *p = proc_entry(procno);
+
+		if (!promote(procno, true, 0))
+		{
+			/* a level was dropped meanwhile: let it go ungated */
+			list_unlink(b, procno);
+			p->released = true;
+		}
+		else
+		{
+			list_unlink(b, procno);
+			mark_granted(p, now);
+		}
+		if (procno != my_procno)
+			SetLatch(&DBGATE_PROC_BY_NUMBER(procno)->procLatch);
+	}
+}
+
+/*
+ * Run the grant step of the tree whose root is 'root' (a raised limit, a
+ * changed order, weight, rate or shape).  Caller holds the tree lock or
+ * every budget lock.
+ */
+void
+dbgate_admission_grant(int root)
+{
+	Wakeups		w;
+	int			i;
+
+	w.n = 0;
+	budget_entry(root)->token_waiter = -1;
+	grant_tree(root, GetCurrentTimestamp(), &w);
+	for (i = 0; i < w.n; i++)
+		SetLatch(&DBGATE_PROC_BY_NUMBER(w.procnos[i])->procLatch);
+}
+
+/* Lock and unlock a budget's tree (budgets.c, for a single tree). */
+int
+dbgate_admission_lock_tree(int idx)
+{
+	return lock_tree(idx);
+}
+
+/*
+ * The backends of budget idx for dbgate.backends: queued ones in the order
+ * they would be served (see SPEC: queue_position), then slot holders.  One
+ * consistent picture per budget, copied under its tree lock.  Caller holds
+ * config_lock (shared), so that the budget keeps its identity.  Returns the
+ * number of rows written (at most maxrows).
  */
 int
 dbgate_admission_backends(int idx, DbgateBackendRow *rows, int maxrows)
 {
 	DbgateShared *sh = dbgate_shared;
 	DbgateBudget *b = budget_entry(idx);
+	TimestampTz now = GetCurrentTimestamp();
 	int			n = 0;
-	int			pos = 0;
+	int			root;
 	int			p;
+	int			nqueued = 0;
+	int			overdue = 0;
 
-	LWLockAcquire(dbgate_budget_lock(idx), LW_SHARED);
+	root = lock_tree(idx);
+	/* in arrival order; 'lifo' serves the overdue prefix, then newest first */
+	for (p = b->queue_head; p >= 0; p = proc_entry(p)->next)
+	{
+		DbgateProc *e = proc_entry(p);
+
+		if (b->lim.lifo && b->lim.overtake_ms > 0 &&
+			now - e->state_since >= (int64) b->lim.overtake_ms * 1000)
+			overdue++;
+		nqueued++;
+	}
 	for (p = b->queue_head; p >= 0 && n < maxrows; p = proc_entry(p)->next)
 	{
 		DbgateProc *e = proc_entry(p);
-		DbgateBackendRow *row = &rows[n++];
+		DbgateBackendRow *row = &rows[n];
 
 		row->pid = e->pid;
 		row->roleid = e->roleid;
 		row->budget = idx;
 		row->state = DBGATE_ROW_QUEUED;
 		row->since = e->state_since;
-		row->position = ++pos;
 		row->rule = e->rule;
 		row->via = e->via;
+		row->memory_kb = 0;
+		/* position by arrival: 1 .. nqueued */
+		row->position = n + 1;
+		if (b->lim.lifo && n >= overdue)
+			row->position = overdue + (nqueued - n);
+		n++;
 	}
 	for (p = 0; p < sh->max_procs && n < maxrows; p++)
 	{
@@ -1941,28 +2194,77 @@ dbgate_admission_backends(int idx, DbgateBackendRow *rows, int maxrows)
 		if (e->budget != idx || e->incarnation != b->incarnation)
 			continue;
 		/* a granted waiter already holds its slot */
-		if (!(state == DBGATE_PROC_ACTIVE || state == DBGATE_PROC_KEPT ||
+		if (!(state == DBGATE_PROC_ACTIVE || state == DBGATE_PROC_HELD ||
 			  (state == DBGATE_PROC_QUEUED && e->granted)))
 			continue;
 		row = &rows[n++];
 		row->pid = e->pid;
 		row->roleid = e->roleid;
 		row->budget = idx;
-		row->state = (state == DBGATE_PROC_KEPT) ?
-			DBGATE_ROW_IDLE_IN_XACT : DBGATE_ROW_ACTIVE;
+		row->state = (state == DBGATE_PROC_HELD) ?
+			DBGATE_ROW_HELD : DBGATE_ROW_ACTIVE;
 		row->since = e->state_since;
 		row->position = 0;
 		row->rule = e->rule;
 		row->via = e->via;
+		row->memory_kb = (int64) pg_atomic_read_u64(&e->memory_kb);
 	}
-	LWLockRelease(dbgate_budget_lock(idx));
+	unlock_tree(root);
 	return n;
 }
 
 /*
- * The number of slot holders of budget idx that are idle in a transaction
- * now.  Caller holds config_lock (shared).  A hint: entries are read
- * without their owners' cooperation.
+ * How long the longest waiter of budget idx's subtree has waited (us), 0
+ * if none.  Caller holds config_lock (shared).
+ */
+uint64
+dbgate_admission_oldest_wait(int idx)
+{
+	DbgateShared *sh = dbgate_shared;
+	TimestampTz now = GetCurrentTimestamp();
+	TimestampTz oldest = 0;
+	int			root;
+	int			i;
+
+	root = lock_tree(idx);
+	for (i = 0; i < sh->max_budgets; i++)
+	{
+		DbgateBudget *lb = budget_entry(i);
+		int			a;
+		int			d = 0;
+
+		if (!lb->in_use || lb->queue_head < 0 || lb->root != root)
+			continue;
+		/* is idx lb or one of its ancestors? */
+		for (a = i; a >= 0 && a != idx && d < DBGATE_MAX_DEPTH; d++)
+			a = budget_entry(a)->lim.parent;
+		if (a != idx)
+			continue;
+		if (oldest == 0 || proc_entry(lb->queue_head)->state_since < oldest)
+			oldest = proc_entry(lb->queue_head)->state_since;
+	}
+	unlock_tree(root);
+	return oldest == 0 ? 0 : elapsed_us(oldest, now);
+}
+
+/* A session ended by its budget's idle_in_transaction_timeout. */
+void
+dbgate_admission_count_terminated_idle(const DbgateChain *c)
+{
+	DbgateBudget *b;
+
+	if (c->n == 0)
+		return;
+	b = budget_entry(c->idx[0]);
+	if (dbgate_st_tag(pg_atomic_read_u64(&b->state)) == dbgate_tag_of(c->inc[0]))
+		pg_atomic_fetch_add_u64(&b->terminated_idle, 1);
+}
+
+/*
+ * The number of slot holders of budget idx whose slot is held while
+ * nothing runs under it (shown as idle in transaction).  Caller holds
+ * config_lock (shared).  A hint: entries are read without their owners'
+ * cooperation.
  */
 int
 dbgate_admission_idle_count(int idx)
@@ -1976,7 +2278,7 @@ dbgate_admission_idle_count(int idx)
 	{
 		DbgateProc *e = proc_entry(p);
 
-		if (e->state == DBGATE_PROC_KEPT && e->budget == idx &&
+		if (e->state == DBGATE_PROC_HELD && e->budget == idx &&
 			e->incarnation == incarnation)
 			n++;
 	}

@@ -165,6 +165,293 @@ fill_maps(const DbgateConfig *config)
 		pfree(index);
 }
 
+/* ----------
+ * Installing budgets
+ *
+ * The budgets of an image are matched with the entries that serve them
+ * now (src_index and src_incarnation, set when the image was taken, or by
+ * name for a replayed image); the others are dropped, and new ones get a
+ * free entry.  Parents are named in the image and resolved to entries here.
+ *
+ * A change that leaves the shape of every tree as it is (no budget with a
+ * parent or children created or dropped, no parent changed) touches each
+ * changed budget under its own tree's lock and runs that tree's grant step.
+ * A change of shape takes every budget lock (in index order), rebuilds the
+ * trees, counts every waiter again at the levels of its budget's new chain
+ * and runs the grant step of every tree: waiters keep their places, slot
+ * holders return their slots to the budgets they took them from.
+ * ----------
+ */
+
+/* scratch space of an install (no allocation: an install must not fail) */
+static int32 entry_of[DBGATE_MAX_BUDGETS_LIMIT];	/* image budget -> entry */
+static int32 image_of[DBGATE_MAX_BUDGETS_LIMIT];	/* entry -> image budget */
+static bool kept[DBGATE_MAX_BUDGETS_LIMIT];	/* entry keeps its budget */
+
+/* The image budget named 'name', or -1. */
+static int
+image_budget(const DbgateConfig *config, const char *name)
+{
+	int			n;
+
+	if (name[0] == '\0')
+		return -1;
+	for (n = 0; n < config->nbudgets; n++)
+	{
+		if (strcmp(config->budgets[n].name, name) == 0)
+			return n;
+	}
+	return -1;
+}
+
+/* The entry of the parent of image budget n (after entry_of is set). */
+static int
+parent_entry(const DbgateConfig *config, int n)
+{
+	int			p = image_budget(config, config->budgets[n].parent);
+
+	return p >= 0 ? entry_of[p] : -1;
+}
+
+static void
+lock_all(bool locked)
+{
+	int			i;
+
+	if (!locked)
+		return;
+	for (i = 0; i < dbgate_shared->max_budgets; i++)
+		LWLockAcquire(dbgate_budget_lock(i), LW_EXCLUSIVE);
+}
+
+static void
+unlock_all(bool locked)
+{
+	int			i;
+
+	if (!locked)
+		return;
+	for (i = dbgate_shared->max_budgets - 1; i >= 0; i--)
+		LWLockRelease(dbgate_budget_lock(i));
+}
+
+/* Rebuild root, first_child and next_sibling of every entry in use. */
+static void
+build_trees(void)
+{
+	DbgateShared *sh = dbgate_shared;
+	int			i;
+
+	for (i = 0; i < sh->max_budgets; i++)
+	{
+		DbgateBudget *b = &sh->budgets[i].d;
+
+		b->root = i;
+		b->first_child = -1;
+		b->next_sibling = -1;
+	}
+	for (i = sh->max_budgets - 1; i >= 0; i--)
+	{
+		DbgateBudget *b = &sh->budgets[i].d;
+		int			p = b->lim.parent;
+
+		if (!b->in_use || p < 0)
+			continue;
+		b->next_sibling = sh->budgets[p].d.first_child;
+		sh->budgets[p].d.first_child = i;
+	}
+	for (i = 0; i < sh->max_budgets; i++)
+	{
+		DbgateBudget *b = &sh->budgets[i].d;
+		int			r = i;
+		int			d = 0;
+
+		if (!b->in_use)
+			continue;
+		while (sh->budgets[r].d.lim.parent >= 0 && d++ < DBGATE_MAX_DEPTH)
+			r = sh->budgets[r].d.lim.parent;
+		b->root = r;
+	}
+}
+
+/*
+ * Install the budgets of 'config' (the role and database maps are the
+ * caller's).  With 'locked', budget locks are taken as the header above
+ * says (the caller holds config_lock exclusively); without, the caller is
+ * alone (start-up).  Cannot fail.
+ */
+static void
+install_entries(const DbgateConfig *config, bool locked)
+{
+	DbgateShared *sh = dbgate_shared;
+	TimestampTz now = GetCurrentTimestamp();
+	bool		reshape = false;
+	int			nb = Min(config->nbudgets, sh->max_budgets);
+	int			i;
+	int			n;
+
+	/* 1. which entry serves which budget */
+	for (i = 0; i < sh->max_budgets; i++)
+	{
+		image_of[i] = -1;
+		kept[i] = false;
+	}
+	for (n = 0; n < nb; n++)
+	{
+		const DbgateBudgetConf *c = &config->budgets[n];
+		int			idx = c->src_index;
+
+		entry_of[n] = -1;
+		if (idx >= 0 && idx < sh->max_budgets && sh->budgets[idx].d.in_use &&
+			sh->budgets[idx].d.incarnation == c->src_incarnation &&
+			image_of[idx] < 0)
+		{
+			entry_of[n] = idx;
+			image_of[idx] = n;
+			kept[idx] = true;
+		}
+	}
+	for (n = 0; n < nb; n++)
+	{
+		if (entry_of[n] >= 0)
+			continue;
+		for (i = 0; i < sh->max_budgets; i++)
+		{
+			/* a free entry, or one whose budget is dropped now */
+			if (image_of[i] < 0)
+				break;
+		}
+		if (i >= sh->max_budgets)
+		{
+			/* cannot happen: the committing backend checked capacity */
+			elog(WARNING, "no free budget entry for \"%s\"",
+				 config->budgets[n].name);
+			continue;
+		}
+		entry_of[n] = i;
+		image_of[i] = n;
+	}
+
+	/* 2. does the shape of a tree change? */
+	for (i = 0; i < sh->max_budgets && !reshape; i++)
+	{
+		DbgateBudget *b = &sh->budgets[i].d;
+
+		if (b->in_use && !kept[i] &&
+			(b->lim.parent >= 0 || b->first_child >= 0))
+			reshape = true;		/* a member of a tree dropped */
+	}
+	for (n = 0; n < nb && !reshape; n++)
+	{
+		int			p;
+
+		if (entry_of[n] < 0)
+			continue;
+		p = parent_entry(config, n);
+		if (kept[entry_of[n]] ? p != sh->budgets[entry_of[n]].d.lim.parent : p >= 0)
+			reshape = true;
+	}
+
+	if (reshape)
+		lock_all(locked);
+
+	/* 3. drop the budgets that are gone: their waiters go on ungated */
+	for (i = 0; i < sh->max_budgets; i++)
+	{
+		DbgateBudget *b = &sh->budgets[i].d;
+
+		if (!b->in_use || kept[i])
+			continue;
+		if (locked && !reshape)
+			LWLockAcquire(dbgate_budget_lock(i), LW_EXCLUSIVE);
+		dbgate_admission_release_waiters(b);
+		b->in_use = false;
+		b->incarnation++;
+		/* fast-path CASes against the old word fail from now on */
+		pg_atomic_write_u64(&b->state, dbgate_st_make(b->incarnation, 0, 0));
+		if (locked && !reshape)
+			LWLockRelease(dbgate_budget_lock(i));
+	}
+
+	/* 4. create the new ones (their limits follow in 5) */
+	for (n = 0; n < nb; n++)
+	{
+		int			idx = entry_of[n];
+		DbgateBudget *b;
+
+		if (idx < 0 || kept[idx])
+			continue;
+		b = &sh->budgets[idx].d;
+		if (locked && !reshape)
+			LWLockAcquire(dbgate_budget_lock(idx), LW_EXCLUSIVE);
+		b->incarnation++;
+		dbgate_admission_budget_created(b);
+		dbgate_admission_set_limits(b, &config->budgets[n], -1, 0);
+		pg_atomic_write_u64(&b->state, dbgate_st_make(b->incarnation, 0, 0));
+		dbgate_reset_budget_stats(b, now);
+		b->root = idx;
+		b->first_child = -1;
+		b->next_sibling = -1;
+		b->in_use = true;
+		if (locked && !reshape)
+			LWLockRelease(dbgate_budget_lock(idx));
+	}
+
+	/* 5. the limits of every budget, with parents resolved */
+	for (n = 0; n < nb; n++)
+	{
+		int			idx = entry_of[n];
+		int			p;
+		DbgateBudget *b;
+		int			root = -1;
+
+		if (idx < 0)
+			continue;
+		b = &sh->budgets[idx].d;
+		p = parent_entry(config, n);
+		if (memcmp(&b->conf, &config->budgets[n],
+				   offsetof(DbgateBudgetConf, src_index)) == 0 &&
+			b->lim.parent == p &&
+			(p < 0 || b->lim.parent_incarnation == sh->budgets[p].d.incarnation))
+			continue;			/* unchanged */
+		if (locked && !reshape)
+			root = dbgate_admission_lock_tree(idx);
+		dbgate_admission_set_limits(b, &config->budgets[n], p,
+									p >= 0 ? sh->budgets[p].d.incarnation : 0);
+		if (!b->conf.enforce)
+			dbgate_admission_admit_all(b);
+		if (root >= 0)
+		{
+			/* a raised limit, a changed order or rate: hand out slots */
+			dbgate_admission_grant(root);
+			LWLockRelease(dbgate_budget_lock(root));
+		}
+	}
+
+	/* 6. a new shape: rebuild the trees, count the waiters again */
+	if (reshape)
+	{
+		build_trees();
+		for (i = 0; i < sh->max_budgets; i++)
+		{
+			DbgateBudget *b = &sh->budgets[i].d;
+
+			/* a budget with children has no statements of its own */
+			if (b->in_use && b->first_child >= 0)
+				dbgate_admission_release_waiters(b);
+		}
+		dbgate_admission_recount_queued();
+		for (i = 0; i < sh->max_budgets; i++)
+		{
+			DbgateBudget *b = &sh->budgets[i].d;
+
+			if (b->in_use && b->root == i)
+				dbgate_admission_grant(i);
+		}
+		unlock_all(locked);
+	}
+}
+
 /*
  * Install a configuration into a fresh table at start-up (postmaster, no
  * concurrency: locks are not needed and must not be waited for).
@@ -172,20 +459,7 @@ fill_maps(const DbgateConfig *config)
 static void
 install_initial(const DbgateConfig *config)
 {
-	DbgateShared *sh = dbgate_shared;
-	TimestampTz now = GetCurrentTimestamp();
-	int			i;
-
-	for (i = 0; i < config->nbudgets && i < sh->max_budgets; i++)
-	{
-		DbgateBudget *b = &sh->budgets[i].d;
-
-		b->in_use = true;
-		b->incarnation++;
-		dbgate_admission_budget_created(b, &config->budgets[i]);
-		pg_atomic_write_u64(&b->state, dbgate_st_make(b->incarnation, 0, 0));
-		dbgate_reset_budget_stats(b, now);
-	}
+	install_entries(config, false);
 	fill_maps(config);
 }
 
@@ -196,6 +470,7 @@ dbgate_shmem_init(void)
 	char	   *base;
 	DbgateShared *sh;
 	int			i;
+	int			k;
 
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
 	sh = ShmemInitStruct("dbgate", dbgate_shmem_size(), &found);
@@ -239,8 +514,21 @@ dbgate_shmem_init(void)
 			pg_atomic_init_u64(&sh->budgets[i].d.would_queue, 0);
 			pg_atomic_init_u64(&sh->budgets[i].d.would_reject, 0);
 			pg_atomic_init_u64(&sh->budgets[i].d.terminated_idle, 0);
-			pg_atomic_init_u64(&sh->budgets[i].d.memory_word, 0);
+			pg_atomic_init_u64(&sh->budgets[i].d.admitted_overdue, 0);
+			pg_atomic_init_u64(&sh->budgets[i].d.rate_limited, 0);
 			pg_atomic_init_u64(&sh->budgets[i].d.bypassed, 0);
+			pg_atomic_init_u64(&sh->budgets[i].d.memory_kb_active, 0);
+			pg_atomic_init_u64(&sh->budgets[i].d.rate_tat, 0);
+			pg_atomic_init_u64(&sh->budgets[i].d.lock_check_due, 0);
+			for (k = 0; k < DBGATE_HIST_BUCKETS; k++)
+				pg_atomic_init_u64(&sh->budgets[i].d.wait_hist[k], 0);
+			sh->budgets[i].d.root = i;
+			sh->budgets[i].d.first_child = -1;
+			sh->budgets[i].d.next_sibling = -1;
+			sh->budgets[i].d.queue_head = -1;
+			sh->budgets[i].d.queue_tail = -1;
+			sh->budgets[i].d.token_waiter = -1;
+			sh->budgets[i].d.lim.parent = -1;
 		}
 
 	}
@@ -267,7 +555,7 @@ dbgate_shmem_init(void)
 }
 
 /*
- * Zero the statistics of a budget.  Caller must hold the budget's lock
+ * Zero the statistics of a budget.  Caller must hold the budget's tree lock
  * exclusively (or be alone at start-up).  Peaks restart from the current
  * counts.
  */
@@ -275,6 +563,7 @@ void
 dbgate_reset_budget_stats(DbgateBudget *b, TimestampTz now)
 {
 	uint64		st = pg_atomic_read_u64(&b->state);
+	int			k;
 
 	pg_atomic_write_u32(&b->peak_active, dbgate_st_active(st));
 	b->peak_queued = dbgate_st_queued(st);
@@ -286,7 +575,11 @@ dbgate_reset_budget_stats(DbgateBudget *b, TimestampTz now)
 	pg_atomic_write_u64(&b->would_queue, 0);
 	pg_atomic_write_u64(&b->would_reject, 0);
 	pg_atomic_write_u64(&b->terminated_idle, 0);
+	pg_atomic_write_u64(&b->admitted_overdue, 0);
+	pg_atomic_write_u64(&b->rate_limited, 0);
 	pg_atomic_write_u64(&b->bypassed, 0);
+	for (k = 0; k < DBGATE_HIST_BUCKETS; k++)
+		pg_atomic_write_u64(&b->wait_hist[k], 0);
 	b->rejected_full = 0;
 	b->rejected_timeout = 0;
 	b->canceled_waiting = 0;
@@ -403,89 +696,11 @@ void
 dbgate_install_config(const DbgateConfig *config, XLogRecPtr lsn)
 {
 	DbgateShared *sh = dbgate_shared;
-	TimestampTz now = GetCurrentTimestamp();
-	int			i;
-	int			n;
 
 	LWLockAcquire(sh->config_lock, LW_EXCLUSIVE);
-
-	/* 1. drop the budgets that are gone: their waiters go ungated */
-	for (i = 0; i < sh->max_budgets; i++)
-	{
-		DbgateBudget *b = &sh->budgets[i].d;
-		LWLock	   *lock = dbgate_budget_lock(i);
-		bool		kept = false;
-
-		if (!b->in_use)
-			continue;
-		for (n = 0; n < config->nbudgets; n++)
-		{
-			if (config->budgets[n].src_index == i &&
-				config->budgets[n].src_incarnation == b->incarnation)
-			{
-				kept = true;
-				break;
-			}
-		}
-		if (kept)
-			continue;
-
-		LWLockAcquire(lock, LW_EXCLUSIVE);
-		dbgate_admission_budget_dropped(b);
-		b->in_use = false;
-		b->incarnation++;
-		/* fast-path CASes against the old word fail from now on */
-		pg_atomic_write_u64(&b->state, dbgate_st_make(b->incarnation, 0, 0));
-		LWLockRelease(lock);
-	}
-
-	/* 2. update the budgets that stay, create the new ones */
-	for (n = 0; n < config->nbudgets; n++)
-	{
-		const DbgateBudgetConf *c = &config->budgets[n];
-		int			idx = c->src_index;
-		DbgateBudget *b;
-		LWLock	   *lock;
-
-		if (idx < 0 || idx >= sh->max_budgets ||
-			!sh->budgets[idx].d.in_use ||
-			sh->budgets[idx].d.incarnation != c->src_incarnation)
-		{
-			for (idx = 0; idx < sh->max_budgets; idx++)
-			{
-				if (!sh->budgets[idx].d.in_use)
-					break;
-			}
-			if (idx >= sh->max_budgets)
-			{
-				/* cannot happen: the committing backend checked capacity */
-				elog(WARNING, "no free budget entry for \"%s\"", c->name);
-				continue;
-			}
-			b = &sh->budgets[idx].d;
-			lock = dbgate_budget_lock(idx);
-			LWLockAcquire(lock, LW_EXCLUSIVE);
-			b->in_use = true;
-			b->incarnation++;
-			dbgate_admission_budget_created(b, c);
-			pg_atomic_write_u64(&b->state, dbgate_st_make(b->incarnation, 0, 0));
-			dbgate_reset_budget_stats(b, now);
-			LWLockRelease(lock);
-			continue;
-		}
-
-		b = &sh->budgets[idx].d;
-		lock = dbgate_budget_lock(idx);
-		LWLockAcquire(lock, LW_EXCLUSIVE);
-		/* a raised limit admits waiting statements at once */
-		dbgate_admission_set_limits(b, c, true);
-		LWLockRelease(lock);
-	}
-
-	/* 3. the role and database maps */
+	install_entries(config, true);
 	fill_maps(config);
 	sh->state_lsn = lsn;
-
 	pg_atomic_fetch_add_u64(&sh->generation, 1);
 	LWLockRelease(sh->config_lock);
 }

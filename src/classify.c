@@ -15,7 +15,7 @@
  *		 equally near assigned roles, the one whose name sorts first (byte
  *		 order, as role names sort in the catalog);
  *	  3. the assignment of the backend's database (database map);
- *	  4. dbgate.default_budget, if it names a budget;
+ *	  4. dbgate.default_budget, if it names a budget without children;
  *	  5. none: not gated.
  * Only memberships recorded in pg_auth_members count (GRANT role TO role);
  * the implicit membership of a database's owner in pg_database_owner does
@@ -315,7 +315,8 @@ classify_user(Oid user, DbgateLookup *out)
 	else if (dbgate_default_budget != NULL && dbgate_default_budget[0] != '\0')
 	{
 		idx = dbgate_find_budget(dbgate_default_budget);
-		if (idx >= 0)
+		/* a budget with children has no statements of its own */
+		if (idx >= 0 && sh->budgets[idx].d.first_child < 0)
 			set_result(out, idx, DBGATE_BY_DEFAULT, InvalidOid);
 	}
 	LWLockRelease(sh->config_lock);

@@ -15,6 +15,7 @@
 
 #include "postgres.h"
 
+#include "access/transam.h"
 #include "executor/executor.h"
 #include "fmgr.h"
 #include "miscadmin.h"
@@ -106,6 +107,16 @@ dbgate_is_client_backend(void)
 		return false;
 	return true;
 }
+
+/*
+ * The oldest transaction ID whose status the commit log still holds
+ * (ShmemVariableCache was renamed TransamVariables in 17).
+ */
+#if PG_VERSION_NUM >= 170000
+#define DBGATE_OLDEST_CLOG_XID()	(TransamVariables->oldestClogXid)
+#else
+#define DBGATE_OLDEST_CLOG_XID()	(ShmemVariableCache->oldestClogXid)
+#endif
 
 /* Infinite intervals exist from 17 on. */
 #if PG_VERSION_NUM >= 170000

@@ -52,6 +52,7 @@
 
 #include "compat.h"
 #include "dbgate.h"
+#include "fields.h"
 
 typedef enum PendingKind
 {
@@ -183,6 +184,234 @@ check_unassigned(const DbgateConfig *config, const char *budget)
 			 errhint("Unassign them first, or use drop_budget(..., force => true).")));
 }
 
+/* ----------
+ * The hierarchy of budgets
+ *
+ * A budget names its parent (DbgateBudgetConf.parent, "" = top-level).
+ * Every image that apply_op() leaves, and every image decoded from the
+ * state file or WAL (persist.c), satisfies:
+ *	  - a parent is a budget of the image;
+ *	  - no budget is its own ancestor, and no chain from a budget up to its
+ *		top-level ancestor has more than DBGATE_MAX_DEPTH budgets;
+ *	  - a budget that has children has no role or database assigned.
+ * The checks run on the image they change, so the replay at PRE_COMMIT on
+ * the configuration committed then also catches conflicts with what other
+ * sessions committed meanwhile.
+ * ----------
+ */
+
+/* The index of the parent of budget 'bi', or -1 for a top-level budget. */
+static int
+image_parent(const DbgateConfig *config, int bi)
+{
+	const char *parent = config->budgets[bi].parent;
+
+	return parent[0] == '\0' ? -1 : dbgate_image_find_budget(config, parent);
+}
+
+/*
+ * The budgets from 'bi' up to its top-level ancestor, 'bi' included.
+ * Returns -1 when 'stop' is among them (that is, 'bi' is 'stop' or one
+ * of its descendants).
+ */
+static int
+chain_length(const DbgateConfig *config, int bi, int stop)
+{
+	int			n = 0;
+
+	while (bi >= 0 && n <= DBGATE_MAX_DEPTH)
+	{
+		if (bi == stop)
+			return -1;
+		n++;
+		bi = image_parent(config, bi);
+	}
+	return n;
+}
+
+typedef struct BudgetSlot
+{
+	const char *name;
+	int			index;
+} BudgetSlot;
+
+static int
+budget_slot_cmp(const void *a, const void *b)
+{
+	return strcmp(((const BudgetSlot *) a)->name, ((const BudgetSlot *) b)->name);
+}
+
+/*
+ * The levels of the subtree of budget 'bi': 1 for a budget without
+ * children.  n log n in the number of budgets.
+ */
+static int
+subtree_height(const DbgateConfig *config, int bi)
+{
+	int			n = config->nbudgets;
+	BudgetSlot *sorted = palloc(sizeof(BudgetSlot) * Max(n, 1));
+	int		   *parent = palloc(sizeof(int) * Max(n, 1));
+	int			height = 1;
+	int			j;
+
+	for (j = 0; j < n; j++)
+	{
+		sorted[j].name = config->budgets[j].name;
+		sorted[j].index = j;
+	}
+	qsort(sorted, n, sizeof(BudgetSlot), budget_slot_cmp);
+	for (j = 0; j < n; j++)
+	{
+		BudgetSlot	key;
+		BudgetSlot *found;
+
+		key.name = config->budgets[j].parent;
+		found = key.name[0] == '\0' ? NULL :
+			bsearch(&key, sorted, n, sizeof(BudgetSlot), budget_slot_cmp);
+		parent[j] = found ? found->index : -1;
+	}
+	for (j = 0; j < n; j++)
+	{
+		int			k = j;
+		int			steps;
+
+		for (steps = 0; k >= 0 && steps < DBGATE_MAX_DEPTH; steps++)
+		{
+			if (k == bi)
+			{
+				height = Max(height, steps + 1);
+				break;
+			}
+			k = parent[k];
+		}
+	}
+	pfree(sorted);
+	pfree(parent);
+	return height;
+}
+
+/* The number of children of budget 'name', and the first of them by name. */
+static int
+image_count_children(const DbgateConfig *config, const char *name,
+					 const char **example)
+{
+	int			i;
+	int			n = 0;
+
+	for (i = 0; i < config->nbudgets; i++)
+	{
+		if (strcmp(config->budgets[i].parent, name) == 0)
+		{
+			if (n == 0 || strcmp(config->budgets[i].name, *example) < 0)
+				*example = config->budgets[i].name;
+			n++;
+		}
+	}
+	return n;
+}
+
+/*
+ * Budget 'c' (budget 'bi' of the image, or -1 for one being created) is to
+ * have the parent it names: check the rules of the hierarchy.
+ */
+static void
+check_parent(const DbgateConfig *config, const DbgateBudgetConf *c, int bi)
+{
+	const char *parent = c->parent;
+	int			pi;
+	int			above;
+	int			below;
+	Oid			role = InvalidOid;
+	Oid			db = InvalidOid;
+
+	if (parent[0] == '\0')
+		return;
+	if (strcmp(parent, c->name) == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("budget \"%s\" cannot be its own parent", c->name)));
+	pi = dbgate_image_find_budget(config, parent);
+	if (pi < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("parent budget \"%s\" does not exist", parent)));
+	above = chain_length(config, pi, bi);
+	if (above < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("budget \"%s\" cannot have parent \"%s\"", c->name, parent),
+				 errdetail("Budget \"%s\" is below budget \"%s\": the hierarchy would have a cycle.",
+						   parent, c->name)));
+	if (image_count_roles_of(config, parent, &role) > 0 ||
+		image_count_dbs_of(config, parent, &db) > 0)
+	{
+		char	   *rolename = OidIsValid(role) ? GetUserNameFromId(role, true) : NULL;
+		char	   *dbname = OidIsValid(db) ? get_database_name(db) : NULL;
+
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("budget \"%s\" cannot be a parent because roles or databases are assigned to it",
+						parent),
+				 OidIsValid(role) ?
+				 errdetail("Role \"%s\" is assigned to budget \"%s\".",
+						   rolename ? rolename : "?", parent) :
+				 errdetail("Database \"%s\" is assigned to budget \"%s\".",
+						   dbname ? dbname : "?", parent),
+				 errhint("Only budgets without children gate sessions: assign the roles and databases to a child budget.")));
+	}
+	below = bi >= 0 ? subtree_height(config, bi) : 1;
+	if (above + below > DBGATE_MAX_DEPTH)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("budget hierarchy would be too deep"),
+				 errdetail("With parent \"%s\", budget \"%s\" would be on a chain of %d budgets; at most %d are allowed.",
+						   parent, c->name, above + below, DBGATE_MAX_DEPTH)));
+}
+
+/* A role or database is to be assigned to budget 'name': it must have no children. */
+static void
+check_assignable(const DbgateConfig *config, const char *name, Oid oid,
+				 bool db)
+{
+	const char *child = NULL;
+	int			n = image_count_children(config, name, &child);
+	char	   *objname;
+
+	if (n == 0)
+		return;
+	objname = db ? get_database_name(oid) : GetUserNameFromId(oid, true);
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 db ?
+			 errmsg("cannot assign database \"%s\" to budget \"%s\" because it has child budgets",
+					objname ? objname : "?", name) :
+			 errmsg("cannot assign role \"%s\" to budget \"%s\" because it has child budgets",
+					objname ? objname : "?", name),
+			 errdetail_plural("Budget \"%s\" is the parent of %d budget, \"%s\".",
+							  "Budget \"%s\" is the parent of %d budgets, including \"%s\".",
+							  n, name, n, child),
+			 errhint("Only budgets without children gate sessions: assign it to a child budget.")));
+}
+
+/* drop_budget without force: no budget may have it as its parent. */
+static void
+check_childless(const DbgateConfig *config, const char *name)
+{
+	const char *child = NULL;
+	int			n = image_count_children(config, name, &child);
+
+	if (n == 0)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+			 errmsg("cannot drop budget \"%s\" because other budgets have it as their parent",
+					name),
+			 errdetail_plural("%d budget has it as its parent: \"%s\".",
+							  "%d budgets have it as their parent, including \"%s\".",
+							  n, n, child),
+			 errhint("Drop the child budgets or give them another parent first, or use drop_budget(..., force => true) to make them top-level.")));
+}
+
 /*
  * Apply one operation to an image, with the errors of the SQL interface.
  * Every error is raised before the image is changed, so an image stays
@@ -197,6 +426,7 @@ apply_op(DbgateConfig *config, const PendingOp *op)
 	switch (op->kind)
 	{
 		case OP_CREATE:
+			dbgate_conf_check(&op->conf);
 			if (dbgate_image_find_budget(config, op->conf.name) >= 0)
 				ereport(ERROR,
 						(errcode(ERRCODE_DUPLICATE_OBJECT),
@@ -208,6 +438,7 @@ apply_op(DbgateConfig *config, const PendingOp *op)
 						 errdetail("dbgate.max_budgets is %d.",
 								   dbgate_shared->max_budgets),
 						 errhint("Drop a budget, or raise dbgate.max_budgets and restart the server.")));
+			check_parent(config, &op->conf, -1);
 			dbgate_image_add_budget(config, &op->conf);
 			config->budgets[config->nbudgets - 1].src_index = -1;
 			config->budgets[config->nbudgets - 1].src_incarnation = 0;
@@ -215,34 +446,22 @@ apply_op(DbgateConfig *config, const PendingOp *op)
 
 		case OP_ALTER:
 			{
-				DbgateBudgetConf *b;
+				DbgateBudgetConf altered;
+				int			f;
 
 				bi = dbgate_image_find_budget(config, op->conf.name);
 				if (bi < 0)
 					unknown_budget(op->conf.name);
-				b = &config->budgets[bi];
-				if (op->mask & DBGATE_ALTER_MAX_ACTIVE)
-					b->max_active = op->conf.max_active;
-				if (op->mask & DBGATE_ALTER_MAX_QUEUED)
-					b->max_queued = op->conf.max_queued;
-				if (op->mask & DBGATE_ALTER_QUEUE_TIMEOUT)
-					b->queue_timeout_ms = op->conf.queue_timeout_ms;
-				if (op->mask & DBGATE_ALTER_STMT_TIMEOUT)
-					b->statement_timeout_ms = op->conf.statement_timeout_ms;
-				if (op->mask & DBGATE_ALTER_LOCK_TIMEOUT)
-					b->lock_timeout_ms = op->conf.lock_timeout_ms;
-				if (op->mask & DBGATE_ALTER_FAIR)
-					b->fair = op->conf.fair;
-				if (op->mask & DBGATE_ALTER_SCOPE)
-					b->scope = op->conf.scope;
-				if (op->mask & DBGATE_ALTER_IDLE_TIMEOUT)
-					b->idle_timeout_ms = op->conf.idle_timeout_ms;
-				if (op->mask & DBGATE_ALTER_PARALLEL)
-					b->parallel_workers = op->conf.parallel_workers;
-				if (op->mask & DBGATE_ALTER_UTILITY)
-					b->utility = op->conf.utility;
-				if (op->mask & DBGATE_ALTER_ENFORCE)
-					b->enforce = op->conf.enforce;
+				altered = config->budgets[bi];
+				for (f = 0; f < DBGATE_NFIELDS; f++)
+				{
+					if (op->mask & DBGATE_FIELD_BIT(f))
+						dbgate_field_copy(f, &altered, &op->conf);
+				}
+				dbgate_conf_check(&altered);
+				if (strcmp(altered.parent, config->budgets[bi].parent) != 0)
+					check_parent(config, &altered, bi);
+				config->budgets[bi] = altered;
 			}
 			break;
 
@@ -251,7 +470,16 @@ apply_op(DbgateConfig *config, const PendingOp *op)
 			if (bi < 0)
 				unknown_budget(op->name);
 			if (!op->flag)
+			{
 				check_unassigned(config, op->name);
+				check_childless(config, op->name);
+			}
+			/* force: the children become top-level */
+			for (ri = 0; ri < config->nbudgets; ri++)
+			{
+				if (strcmp(config->budgets[ri].parent, op->name) == 0)
+					memset(config->budgets[ri].parent, 0, NAMEDATALEN);
+			}
 			for (ri = config->nroles - 1; ri >= 0; ri--)
 			{
 				if (strcmp(config->roles[ri].budget, op->name) == 0)
@@ -268,6 +496,7 @@ apply_op(DbgateConfig *config, const PendingOp *op)
 		case OP_ASSIGN:
 			if (dbgate_image_find_budget(config, op->name) < 0)
 				unknown_budget(op->name);
+			check_assignable(config, op->name, op->oid, false);
 			ri = dbgate_image_find_role(config, op->oid);
 			if (ri >= 0)
 				strlcpy(config->roles[ri].budget, op->name, NAMEDATALEN);
@@ -294,6 +523,7 @@ apply_op(DbgateConfig *config, const PendingOp *op)
 		case OP_ASSIGN_DB:
 			if (dbgate_image_find_budget(config, op->name) < 0)
 				unknown_budget(op->name);
+			check_assignable(config, op->name, op->oid, true);
 			ri = dbgate_image_find_db(config, op->oid);
 			if (ri >= 0)
 				strlcpy(config->dbs[ri].budget, op->name, NAMEDATALEN);

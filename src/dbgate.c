@@ -29,7 +29,7 @@
 #include "dbgate.h"
 #include "memgrant.h"
 
-DBGATE_MODULE_MAGIC("dbgate", "1.1");
+DBGATE_MODULE_MAGIC("dbgate", "1.2");
 
 /* GUCs */
 bool		dbgate_enabled = true;
@@ -45,7 +45,6 @@ static ExecutorRun_hook_type prev_ExecutorRun = NULL;
 static ExecutorFinish_hook_type prev_ExecutorFinish = NULL;
 static ExecutorEnd_hook_type prev_ExecutorEnd = NULL;
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
-static emit_log_hook_type prev_emit_log_hook = NULL;
 
 void		_PG_init(void);
 
@@ -61,7 +60,6 @@ static void dbgate_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 								  ParamListInfo params,
 								  QueryEnvironment *queryEnv,
 								  DestReceiver *dest, QueryCompletion *qc);
-static void dbgate_emit_log_hook(ErrorData *edata);
 static void dbgate_xact_callback(XactEvent event, void *arg);
 static void dbgate_subxact_callback(SubXactEvent event,
 									SubTransactionId mySubid,
@@ -158,8 +156,6 @@ _PG_init(void)
 	ExecutorEnd_hook = dbgate_ExecutorEnd;
 	prev_ProcessUtility = ProcessUtility_hook;
 	ProcessUtility_hook = dbgate_ProcessUtility;
-	prev_emit_log_hook = emit_log_hook;
-	emit_log_hook = dbgate_emit_log_hook;
 	/* planner_hook: planner.c */
 	dbgate_planner_init();
 
@@ -189,7 +185,6 @@ dbgate_shmem_request_hook(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	dbgate_shmem_request();
-	RequestAddinShmemSpace(dbgate_memgrant_shmem_size());
 }
 
 static void
@@ -198,19 +193,9 @@ dbgate_shmem_startup_hook(void)
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
 	dbgate_shmem_init();
-	dbgate_memgrant_shmem_init();
 	/* once, here, so that no backend has a step left that could fail */
 	if (!IsUnderPostmaster)
 		dbgate_shared->wait_event_info = dbgate_queue_wait_event();
-}
-
-static void
-dbgate_emit_log_hook(ErrorData *edata)
-{
-	if (dbgate_shared != NULL)
-		dbgate_admission_log(edata);
-	if (prev_emit_log_hook)
-		prev_emit_log_hook(edata);
 }
 
 /* ----------
@@ -249,7 +234,7 @@ granted_ExecutorStart(QueryDesc *queryDesc, int eflags)
 static void
 dbgate_ExecutorStart(QueryDesc *queryDesc, int eflags)
 {
-	dbgate_executor_start(queryDesc, eflags);
+	dbgate_slot_executor_start(queryDesc, eflags);
 	dbgate_parallel_executor_start(queryDesc);
 
 	/* memgrant.c: a run under a slot with max_memory_mb gets a grant */
@@ -285,8 +270,12 @@ dbgate_ExecutorRun(DBGATE_EXECUTOR_RUN_ARGS)
 {
 	DbgateLimitState st;
 
-	/* not holding a slot: nothing to do (the path of every ungated run) */
-	if (likely(dbgate_nrefs == 0))
+	/*
+	 * Nothing to do without a slot (every ungated run), nor with a slot
+	 * that has no limits to apply, is not OPEN and whose runs cannot end in
+	 * another subtransaction than the one they started in (slot.c).
+	 */
+	if (likely(dbgate_nrefs == 0) || likely(!dbgate_run_work))
 	{
 		next_ExecutorRun(DBGATE_EXECUTOR_RUN_CALL_ARGS);
 		return;
@@ -319,10 +308,11 @@ dbgate_ExecutorFinish(QueryDesc *queryDesc)
 	DbgateLimitState st;
 
 	/*
-	 * ExecutorFinish matters only for applying budget limits (after
-	 * triggers run here); runs are tracked in ExecutorRun.
+	 * As ExecutorRun: budget limits apply here too (after triggers run
+	 * here), and a CLOSE of a cursor inside a savepoint runs it in another
+	 * subtransaction than the cursor's.
 	 */
-	if (likely(dbgate_nrefs == 0 || !dbgate_slot_has_limits))
+	if (likely(dbgate_nrefs == 0) || likely(!dbgate_run_work))
 	{
 		next_ExecutorFinish(queryDesc);
 		return;
@@ -361,7 +351,7 @@ dbgate_ExecutorEnd(QueryDesc *queryDesc)
 		/* memgrant.c: the run's grant goes back */
 		if (unlikely(dbgate_memgrant_nrecs > 0))
 			dbgate_memgrant_end(queryDesc);
-		dbgate_executor_end(queryDesc);
+		dbgate_slot_executor_end(queryDesc);
 	}
 }
 
@@ -372,12 +362,16 @@ next_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 					ParamListInfo params, QueryEnvironment *queryEnv,
 					DestReceiver *dest, QueryCompletion *qc)
 {
-	if (prev_ProcessUtility)
-		prev_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
-							queryEnv, dest, qc);
+	ProcessUtility_hook_type next = prev_ProcessUtility ?
+		prev_ProcessUtility : standard_ProcessUtility;
+
+	/* a budget's parallel_workers caps parallel maintenance (parallel.c) */
+	if (dbgate_shared != NULL)
+		dbgate_parallel_utility(next, pstmt, queryString, readOnlyTree,
+								context, params, queryEnv, dest, qc);
 	else
-		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
-								params, queryEnv, dest, qc);
+		next(pstmt, queryString, readOnlyTree, context, params, queryEnv,
+			 dest, qc);
 }
 
 /* a command that holds a slot: return it on every exit */
@@ -420,7 +414,7 @@ gate_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 /*
  * mincost.c: the query of CREATE TABLE AS, SELECT INTO, CREATE
  * MATERIALIZED VIEW and REFRESH MATERIALIZED VIEW writes a table: it is
- * never bypassed as a cheap read.
+ * never let through as a cheap read.
  */
 static pg_noinline void
 writer_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
@@ -480,7 +474,7 @@ dbgate_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 		dropped_db = get_database_oid(((DropdbStmt *) parsetree)->dbname, true);
 
 	if (dbgate_shared != NULL)
-		dbgate_admission_utility_start();
+		dbgate_slot_utility_start();
 	if (dbgate_shared != NULL && dbgate_mincost_writer_command(parsetree))
 		writer_ProcessUtility(pstmt, queryString, readOnlyTree, context,
 							  params, queryEnv, dest, qc);
@@ -488,7 +482,7 @@ dbgate_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 		gate_ProcessUtility(pstmt, queryString, readOnlyTree, context,
 							params, queryEnv, dest, qc);
 	if (dbgate_shared != NULL)
-		dbgate_admission_utility_done(context == PROCESS_UTILITY_TOPLEVEL);
+		dbgate_slot_utility_done(pstmt, context == PROCESS_UTILITY_TOPLEVEL);
 
 	if (dropped != NIL)
 	{
@@ -519,20 +513,26 @@ dbgate_xact_callback(XactEvent event, void *arg)
 	 * A kept slot goes back when the transaction ends.  A commit (or
 	 * prepare) that will wait for a synchronous standby returns it at its
 	 * start instead, when nothing of the transaction can run any more
-	 * (admission.c says why).
+	 * (slot.c says why).
 	 */
 	switch (event)
 	{
 		case XACT_EVENT_PRE_COMMIT:
-			dbgate_admission_commit_start(false);
+			dbgate_xact_committing = true;
+			if (unlikely(dbgate_slot_busy))
+				dbgate_slot_commit_start(false);
 			break;
 		case XACT_EVENT_PRE_PREPARE:
-			dbgate_admission_commit_start(true);
+			dbgate_xact_committing = true;
+			if (unlikely(dbgate_slot_busy))
+				dbgate_slot_commit_start(true);
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PREPARE:
-			dbgate_admission_xact_end();
+			dbgate_xact_committing = false;
+			if (unlikely(dbgate_slot_busy))
+				dbgate_slot_xact_end();
 			break;
 		default:
 			break;
@@ -549,9 +549,8 @@ dbgate_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	if (dbgate_config_busy)
 		dbgate_config_subxact_callback(event, mySubid, parentSubid);
 
-	if (event == SUBXACT_EVENT_ABORT_SUB)
-	{
-		dbgate_memgrant_subxact_abort(mySubid);
-		dbgate_admission_subxact_abort(mySubid);
-	}
+	if (event == SUBXACT_EVENT_START_SUB)
+		dbgate_slot_subxact_start();
+	else if (event == SUBXACT_EVENT_ABORT_SUB)
+		dbgate_slot_subxact_abort(mySubid);
 }

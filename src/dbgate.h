@@ -7,23 +7,32 @@
  *	  dbgate.c		module entry, GUCs, hook installation, xact callbacks
  *	  budgets.c		the shared budget table and role map
  *	  classify.c	which budget gates a backend (the lookup and its cache)
- *	  admission.c	admit / queue / hand off / release of slots
+ *	  slot.c		the life of a backend's slot (one state machine)
+ *	  admission.c	admit / queue / hand off / release of slots in shared
+ *					memory: queues, trees of budgets, queue order, rate
+ *	  rate.c		a budget's token bucket (max_rate, rate_burst)
+ *	  lockgraph.c	lock safety: the waits-for graph across queues
  *	  limits.c		per-budget statement_timeout, lock_timeout and
  *					idle_in_transaction_timeout
  *	  gucvar.c		a built-in setting tightened for a while
+ *	  fields.c		the table of budget fields: arguments, checks, storage,
+ *					columns (fields.h)
  *	  confimage.c	configuration images (backend-local copies)
  *	  config.c		transactional configuration changes
  *	  persist.c		the state file in the data directory, image encoding
  *	  wal.c			WAL records of configuration changes and their redo
  *	  sqlfuncs.c	SQL-callable configuration functions, dbgate.budgets
  *	  status.c		the live views dbgate.status and dbgate.backends
- *	  parallel.c	a budget's parallel_workers: the cap and plan capping
+ *	  parallel.c	a budget's parallel_workers: the cap, plan and maintenance
+ *					capping
  *	  utility.c		which utility commands take a slot
  *	  waitsnap.c	a queued statement holds no snapshot while it waits
  *	  memestimate.c	the working memory a plan may use (memgrant.h)
- *	  memgrant.c	memory grants: a statement's work_mem, their accounting
+ *	  memgrant.c	memory grants: a statement's work_mem (memgrant.h)
  *	  mincost.c		cheap read-only statements that are not gated
- *	  planner.c		the planner hook: parallel cap, plans that fit memory
+ *					(memgrant.h)
+ *	  planner.c		the planner hook: the parallel cap, plans that fit a
+ *					slot's memory (memgrant.h)
  *
  *-------------------------------------------------------------------------
  */
@@ -157,10 +166,42 @@ typedef struct DbgateConfig
 	DbgateOidIndex db_index;
 } DbgateConfig;
 
+/*
+ * The limits that a statement's admission reads, copied consistently from
+ * a budget entry (read_limits() in admission.c): the hot fields of the
+ * configuration, some of them derived, in one small block.
+ */
+typedef struct DbgateLimits
+{
+	int32		max_active;
+	int32		max_queued;
+	int32		queue_timeout_ms;
+	int32		statement_timeout_ms;
+	int32		lock_timeout_ms;
+	int32		idle_timeout_ms;
+	int32		overtake_ms;
+	int32		weight;
+	int32		parent;			/* budget index of the parent, -1: none */
+	uint32		parent_incarnation;
+	int32		max_memory_mb;
+	int32		scope;
+	bool		fair;
+	bool		enforce;
+	bool		utility;
+	bool		lifo;
+	bool		rate;			/* max_rate > 0 */
+	int64		rate_interval_ns;	/* 10^9 / max_rate */
+	int64		rate_tolerance_ns;	/* (rate_burst - 1) x rate_interval_ns */
+	double		min_cost;
+} DbgateLimits;
+
+/* Buckets of dbgate.wait_histogram with a finite bound (ms). */
+#define DBGATE_HIST_BUCKETS		11
+
 /* ----------
  * Shared memory.
  *
- * Locks (see admission.c for the slot life cycle):
+ * Locks (admission.c has the slot life cycle and the queue rules):
  *	  config_lock	the identity of budget entries (in_use, incarnation, name),
  *					the role and database maps and state_lsn.  Shared for
  *					lookups and views, exclusive while a committed (or, in
@@ -168,12 +209,19 @@ typedef struct DbgateConfig
  *	  commit lock	a heavyweight lock (not in shared memory here, see
  *					config.c) that serialises configuration commits; taken
  *					at PRE_COMMIT, released with the transaction's locks.
- *	  budget lock	one per budget entry: limits, the queue and 'queued',
- *					the statistics that are not atomics, and the DbgateProc
- *					entries of its queued backends.  'active' also changes
- *					without it, by compare-and-swap (see admission.c).
- *	  Lock order: commit lock, config_lock, budget lock.  The statement path
- *	  takes no lock while a slot is free; otherwise only the budget lock.
+ *	  budget lock	one per budget entry.  The lock of a *tree* (a top-level
+ *					budget with all its descendants; a budget without parent
+ *					or children is a tree of one) is the lock of its root:
+ *					it protects every queue of the tree, the 'queued' counts,
+ *					the statistics that are not atomics and the DbgateProc
+ *					entries of the tree's queued backends.  'active' also
+ *					changes without it, by compare-and-swap (admission.c).
+ *					The shape of the trees (root, first_child, next_sibling)
+ *					changes only while every budget lock is held, so it is
+ *					stable for whoever holds any one of them.
+ *	  Lock order: commit lock, config_lock, budget locks in index order.
+ *	  The statement path takes no lock while slots are free; otherwise one
+ *	  tree lock, never two budget locks at once.
  * ----------
  */
 typedef struct DbgateBudget
@@ -183,26 +231,42 @@ typedef struct DbgateBudget
 	uint32		incarnation;	/* bumped whenever the entry is (re)used */
 
 	/*
-	 * Limits: written only by dbgate_admission_set_limits(), under the
-	 * budget lock and inside conf_seq (odd while writing); read without
-	 * the lock only through admission.c's read_limits().
+	 * Configuration: written only by dbgate_admission_set_limits(), inside
+	 * conf_seq (odd while writing); read without a lock only through
+	 * admission.c's read_limits() (lim) or as single aligned fields.
 	 */
 	pg_atomic_uint32 conf_seq;
+	DbgateLimits lim;
 	DbgateBudgetConf conf;
 
 	/*
 	 * Live counts: one atomic word, see DBGATE_ST_*.  'active' changes
 	 * without the lock on the fast paths (a free slot taken, a slot returned
 	 * with nobody queued), by compare-and-swap of the whole word; 'queued'
-	 * changes only under the budget lock, together with the queue list.
+	 * changes only under the tree lock, together with the queue lists.  A
+	 * parent's 'active' counts the slots taken through it, its 'queued' the
+	 * waiters of its whole subtree.
 	 */
 	pg_atomic_uint64 state;
-	int32		queue_head;		/* proc number or -1; budget lock */
-	int32		queue_tail;		/* proc number or -1; budget lock */
+	int32		queue_head;		/* proc number or -1; tree lock */
+	int32		queue_tail;		/* proc number or -1; tree lock */
+
+	/* the shape of the tree (budgets.c, with every budget lock held) */
+	int32		root;			/* index of the tree's root (itself if none) */
+	int32		first_child;	/* -1: no children */
+	int32		next_sibling;	/* -1: last */
+
+	/* the rate: theoretical arrival time of the next token (rate.c) */
+	pg_atomic_uint64 rate_tat;
+	/* of a root: the waiter that sleeps until a token is due; tree lock */
+	int32		token_waiter;	/* proc number or -1 */
+	int64		token_due_ns;
+	/* of a root: when the next lock-holder check of the tree is due */
+	pg_atomic_uint64 lock_check_due;
 
 	/* statistics; atomics are updated on the fast paths */
 	pg_atomic_uint32 peak_active;
-	int32		peak_queued;	/* budget lock */
+	int32		peak_queued;	/* tree lock */
 	pg_atomic_uint64 admitted;
 	pg_atomic_uint64 active_time_total_us;
 	pg_atomic_uint64 admitted_after_wait;
@@ -211,16 +275,13 @@ typedef struct DbgateBudget
 	pg_atomic_uint64 would_queue;	/* shadow mode */
 	pg_atomic_uint64 would_reject;
 	pg_atomic_uint64 terminated_idle;
-
-	/*
-	 * 1.2, memgrant.c and mincost.c (no lock): the sum of the open memory
-	 * grants counted through this budget (| tag:28 | kB:36 |, the tag as
-	 * in 'state'; a parent's covers its subtree), and the statements
-	 * below min_cost that were not gated.
-	 */
-	pg_atomic_uint64 memory_word;
-	pg_atomic_uint64 bypassed;
-	/* the rest only change under the budget lock */
+	pg_atomic_uint64 admitted_overdue;	/* 'lifo' */
+	pg_atomic_uint64 rate_limited;
+	pg_atomic_uint64 bypassed;	/* min_cost */
+	pg_atomic_uint64 memory_kb_active;	/* open memory grants */
+	/* admissions after a wait, by wait (the bounds: status.c) */
+	pg_atomic_uint64 wait_hist[DBGATE_HIST_BUCKETS];
+	/* the rest only change under the tree lock */
 	uint64		rejected_full;
 	uint64		rejected_timeout;
 	uint64		canceled_waiting;
@@ -242,6 +303,30 @@ typedef union DbgateBudgetPadded
 	DbgateBudget d;
 	char		pad[DBGATE_LINES(sizeof(DbgateBudget))];
 } DbgateBudgetPadded;
+
+/*
+ * Copy the limits of budget b consistently, without a lock: taken again if
+ * a writer was at work meanwhile (conf_seq is odd while one writes).
+ */
+static inline void
+dbgate_read_limits(DbgateBudget *b, DbgateLimits *l)
+{
+	for (;;)
+	{
+		uint32		seq = pg_atomic_read_u32(&b->conf_seq);
+
+		if (unlikely(seq & 1))
+		{
+			pg_spin_delay();
+			continue;
+		}
+		pg_read_barrier();
+		*l = b->lim;
+		pg_read_barrier();
+		if (likely(pg_atomic_read_u32(&b->conf_seq) == seq))
+			return;
+	}
+}
 
 /*
  * The state word of a budget: | tag:28 | active:18 | queued:18 |.  The tag
@@ -413,49 +498,54 @@ dbgate_budget_lock(int idx)
 	return &dbgate_shared->budget_locks[idx].lock;
 }
 
-/* admission.c */
-extern int	dbgate_nrefs;		/* executor runs keeping this backend's slot */
-extern bool dbgate_slot_has_limits;
-extern void dbgate_executor_start(QueryDesc *queryDesc, int eflags);
-extern void dbgate_executor_end(QueryDesc *queryDesc);
-extern void dbgate_admission_commit_start(bool prepare);
-extern void dbgate_admission_xact_end(void);
-extern void dbgate_admission_subxact_abort(SubTransactionId mySubid);
-extern void dbgate_admission_utility_start(void);
-extern void dbgate_admission_utility_done(bool toplevel);
-extern void dbgate_admission_log(ErrorData *edata);
-
-/* admission.c, for the configuration install */
-extern Size dbgate_admission_shmem_size(int max_procs);
-extern void dbgate_admission_shmem_init(void *base, int max_procs);
-extern void dbgate_admission_shmem_attach(void *base);
-extern void dbgate_admission_budget_created(DbgateBudget *b,
-											const DbgateBudgetConf *conf);
-extern void dbgate_admission_set_limits(DbgateBudget *b,
-										const DbgateBudgetConf *conf,
-										bool grant);
-extern void dbgate_admission_budget_dropped(DbgateBudget *b);
-
-/* admission.c, for the views */
-#define DBGATE_ROW_QUEUED		0
-#define DBGATE_ROW_ACTIVE		1
-#define DBGATE_ROW_IDLE_IN_XACT	2
-
-typedef struct DbgateBackendRow
+/*
+ * A chain of budgets: a budget and its ancestors, leaf first, as a slot
+ * was taken from them (or as a waiter is counted in their 'queued').
+ */
+typedef struct DbgateChain
 {
-	int32		pid;
-	Oid			roleid;
-	int			budget;
-	uint8		state;			/* DBGATE_ROW_* */
-	uint8		rule;			/* DbgateRule */
-	Oid			via;
-	TimestampTz since;
-	int32		position;		/* 1 = next; queued only */
-} DbgateBackendRow;
+	int32		n;
+	int32		idx[DBGATE_MAX_DEPTH];
+	uint32		inc[DBGATE_MAX_DEPTH];
+} DbgateChain;
 
-extern int	dbgate_admission_backends(int idx, DbgateBackendRow *rows,
-									  int maxrows);
-extern int	dbgate_admission_idle_count(int idx);
+/* What an admission hands to the slot (admission.c -> slot.c). */
+typedef struct DbgateAdmission
+{
+	DbgateChain chain;
+	DbgateLimits lim;			/* the statement's budget's, when admitted */
+	TimestampTz since;			/* when the slot was taken */
+} DbgateAdmission;
+
+typedef enum DbgateAdmit
+{
+	DBGATE_ADMIT_SLOT,			/* holds a slot now */
+	DBGATE_ADMIT_NONE,			/* goes on without a slot */
+	DBGATE_ADMIT_RETRY			/* the budget changed identity: classify again */
+} DbgateAdmit;
+
+/* States of a backend's shared entry (admission.c). */
+#define DBGATE_PROC_IDLE		0	/* neither queued nor holding a slot */
+#define DBGATE_PROC_QUEUED		1	/* in a budget's queue */
+#define DBGATE_PROC_ACTIVE		2	/* holds a slot, a statement runs */
+#define DBGATE_PROC_HELD		3	/* holds a slot, nothing runs under it */
+
+/* slot.c: the life of this backend's slot */
+extern int	dbgate_nrefs;		/* references keeping this backend's slot */
+extern bool dbgate_slot_has_limits; /* the slot's budget has timeouts or
+									 * max_memory_mb */
+extern bool dbgate_refs_span_subxacts;
+extern bool dbgate_run_work;	/* ExecutorRun/Finish have work to do */
+extern bool dbgate_slot_busy;	/* the transaction's end has work to do */
+extern bool dbgate_xact_committing;	/* the commit has started */
+extern void dbgate_slot_executor_start(QueryDesc *queryDesc, int eflags);
+extern void dbgate_slot_executor_end(QueryDesc *queryDesc);
+extern void dbgate_slot_commit_start(bool prepare);
+extern void dbgate_slot_xact_end(void);
+extern void dbgate_slot_subxact_start(void);
+extern void dbgate_slot_subxact_abort(SubTransactionId mySubid);
+extern void dbgate_slot_utility_start(void);
+extern void dbgate_slot_utility_done(PlannedStmt *pstmt, bool toplevel);
 
 /*
  * A utility command that takes a slot like a query (budget field
@@ -469,9 +559,99 @@ extern int	dbgate_admission_idle_count(int idx);
 extern bool dbgate_utility_begin(void);
 extern void dbgate_utility_end(void);
 
+/* admission.c: slots in shared memory */
+extern DbgateAdmit dbgate_admit(const DbgateLookup *lk, bool utility,
+								QueryDesc *queryDesc, DbgateAdmission *a);
+extern void dbgate_admission_release(const DbgateChain *c,
+									 TimestampTz admitted_at);
+extern void dbgate_admission_leave_queue(void);
+extern void dbgate_admission_attach(int procno);
+extern void dbgate_admission_mark(uint8 state, TimestampTz since);
+extern void dbgate_admission_return(const DbgateChain *c,
+									TimestampTz admitted_at);
+extern void dbgate_admission_memory(const DbgateChain *c, int64 delta_kb);
+extern void dbgate_admission_count_terminated_idle(const DbgateChain *c);
+extern const double dbgate_hist_bounds_ms[DBGATE_HIST_BUCKETS];
+
+/* admission.c, for the configuration install */
+extern Size dbgate_admission_shmem_size(int max_procs);
+extern void dbgate_admission_shmem_init(void *base, int max_procs);
+extern void dbgate_admission_shmem_attach(void *base);
+extern void dbgate_admission_budget_created(DbgateBudget *b);
+extern void dbgate_admission_set_limits(DbgateBudget *b,
+										const DbgateBudgetConf *conf,
+										int parent, uint32 parent_incarnation);
+extern void dbgate_admission_release_waiters(DbgateBudget *b);
+extern void dbgate_admission_recount_queued(void);
+extern void dbgate_admission_admit_all(DbgateBudget *b);
+extern void dbgate_admission_grant(int root);
+extern int	dbgate_admission_lock_tree(int idx);
+
+/* admission.c, for the lock-holder check (lockgraph.c) */
+typedef struct DbgateHeldBack
+{
+	int			pid;
+	int			procno;
+	int			nlevels;		/* full enforcing levels of its chain */
+	int32		levels[DBGATE_MAX_DEPTH];
+	uint32		incs[DBGATE_MAX_DEPTH];
+} DbgateHeldBack;
+
+extern int	dbgate_admission_claim_lock_check(int idx, TimestampTz now,
+											  TimestampTz until);
+extern int	dbgate_admission_held_back(int root, DbgateHeldBack *out, int max);
+extern int	dbgate_admission_lock_waiting_holders(int idx, uint32 inc,
+												  int *pids, int max);
+extern bool dbgate_admission_queued_levels(int procno, int pid,
+										   DbgateHeldBack *hb);
+extern void dbgate_admission_admit_lock_holder(int procno, int pid);
+
+/* lockgraph.c */
+extern void dbgate_lockgraph_check(int idx, TimestampTz now);
+
+/* rate.c */
+extern int64 dbgate_now_ns(void);
+extern int64 dbgate_token_due(DbgateBudget *b, const DbgateLimits *l,
+							  int64 now_ns);
+extern int64 dbgate_token_take(DbgateBudget *b, const DbgateLimits *l,
+							   int64 now_ns, bool force);
+extern void dbgate_token_return(DbgateBudget *b, const DbgateLimits *l);
+extern void dbgate_token_fill(DbgateBudget *b);
+
+/* admission.c, for the views */
+#define DBGATE_ROW_QUEUED		0
+#define DBGATE_ROW_ACTIVE		1
+#define DBGATE_ROW_HELD			2	/* holds a slot, nothing runs under it */
+
+typedef struct DbgateBackendRow
+{
+	int32		pid;
+	Oid			roleid;
+	int			budget;
+	uint8		state;			/* DBGATE_ROW_* */
+	uint8		rule;			/* DbgateRule */
+	Oid			via;
+	TimestampTz since;
+	int32		position;		/* 1 = next; queued only */
+	int64		memory_kb;		/* open memory grants */
+} DbgateBackendRow;
+
+extern int	dbgate_admission_backends(int idx, DbgateBackendRow *rows,
+									  int maxrows);
+extern uint64 dbgate_admission_oldest_wait(int idx);
+extern int	dbgate_admission_idle_count(int idx);
+
 /* parallel.c */
 extern int	dbgate_parallel_cap(void);
 extern void dbgate_parallel_executor_start_slow(QueryDesc *queryDesc);
+extern void dbgate_parallel_utility(ProcessUtility_hook_type next,
+									PlannedStmt *pstmt,
+									const char *queryString,
+									bool readOnlyTree,
+									ProcessUtilityContext context,
+									ParamListInfo params,
+									QueryEnvironment *queryEnv,
+									DestReceiver *dest, QueryCompletion *qc);
 
 /* ExecutorStart: cap a plan made before the budget's cap was in force. */
 static inline void
@@ -489,6 +669,8 @@ extern bool dbgate_utility_takes_slot(PlannedStmt *pstmt,
 /* waitsnap.c: a queued statement gives up its snapshot while it waits */
 extern bool dbgate_waitsnap_release(QueryDesc *queryDesc);
 extern void dbgate_waitsnap_retake(QueryDesc *queryDesc);
+extern bool dbgate_waitsnap_utility_release(void);
+extern void dbgate_waitsnap_utility_retake(void);
 
 /* limits.c */
 /* gucvar.c: a built-in integer setting tightened for a while */
@@ -499,7 +681,7 @@ typedef struct DbgateGucOverride
 	int		   *variable;		/* the variable behind it */
 	int			value;			/* the value set */
 	int			session;		/* the session's value before */
-	int			session_scontext;	/* and its GucContext */
+	Oid			session_srole;	/* and the role that set it */
 	int			session_source; /* and its GucSource */
 	bool		moved_source;	/* the record's source was moved from
 								 * PGC_S_DEFAULT (for parallel workers) */
@@ -544,7 +726,7 @@ extern void dbgate_idle_timeout_arm(int idle_timeout_ms);
 extern void dbgate_idle_timeout_disarm(void);
 extern bool dbgate_idle_timeout_fired(void);
 
-/* admission.c, around ExecutorRun / ExecutorFinish */
+/* slot.c, around ExecutorRun / ExecutorFinish */
 extern bool dbgate_run_begin(QueryDesc *queryDesc, DbgateLimitState *st);
 extern void dbgate_run_end(QueryDesc *queryDesc, DbgateLimitState *st,
 						   bool is_error);
@@ -567,18 +749,7 @@ extern bool dbgate_config_add_unassign_db(Oid dbid);
 extern void dbgate_config_role_dropped(Oid roleid);
 extern void dbgate_config_database_dropped(Oid dbid);
 
-/* bits of the alter mask */
-#define DBGATE_ALTER_MAX_ACTIVE		0x01
-#define DBGATE_ALTER_MAX_QUEUED		0x02
-#define DBGATE_ALTER_QUEUE_TIMEOUT	0x04
-#define DBGATE_ALTER_STMT_TIMEOUT	0x08
-#define DBGATE_ALTER_LOCK_TIMEOUT	0x10
-#define DBGATE_ALTER_FAIR			0x20
-#define DBGATE_ALTER_SCOPE			0x40
-#define DBGATE_ALTER_IDLE_TIMEOUT	0x80
-#define DBGATE_ALTER_PARALLEL		0x100
-#define DBGATE_ALTER_UTILITY		0x200
-#define DBGATE_ALTER_ENFORCE		0x400
+/* the alter mask has one bit per budget field: see fields.h */
 
 /* confimage.c */
 extern void dbgate_image_init(DbgateConfig *config);
@@ -602,8 +773,18 @@ extern void dbgate_image_remove_db(DbgateConfig *config, int i);
 /* persist.c */
 extern char *dbgate_state_encode(const DbgateConfig *config, XLogRecPtr lsn,
 								 Size *lenp);
-extern bool dbgate_state_decode(const char *buf, Size len, DbgateConfig *config,
-								XLogRecPtr *lsn, char *why, size_t whylen);
+/* what dbgate_state_decode() found */
+typedef enum DbgateDecodeResult
+{
+	DBGATE_DECODE_OK,
+	DBGATE_DECODE_INVALID,		/* damaged, or not a dbgate image */
+	DBGATE_DECODE_NEWER			/* a format version newer than this library's */
+} DbgateDecodeResult;
+
+extern DbgateDecodeResult dbgate_state_decode(const char *buf, Size len,
+											  DbgateConfig *config,
+											  XLogRecPtr *lsn, uint32 *format,
+											  char *why, size_t whylen);
 extern bool dbgate_state_load(DbgateConfig *config, XLogRecPtr *lsn);
 extern void dbgate_state_write_temp(const DbgateConfig *config, XLogRecPtr lsn);
 extern void dbgate_state_commit_temp(int elevel);

@@ -17,10 +17,17 @@
  * rules below keep what the statement itself does to the setting.
  *
  * Rules
- *	  - While the override is in place, the GUC record is marked as set in
- *		context PGC_SUSET, which a gated (non-superuser) role's own SET
- *		cannot produce: that mark, with the value, tells the override's
- *		value from one the statement set.
+ *	  - While the override is in place, the GUC record is marked as set by
+ *		role InvalidOid (its srole, "the role that set the current value").
+ *		No SET can produce that mark: set_config_option() records
+ *		GetUserId() for a SET of a statement, BOOTSTRAP_SUPERUSERID or the
+ *		setting's own role otherwise, never InvalidOid (15 to 18).  The mark
+ *		goes wherever GUC copies the current value's origin (the prior and
+ *		masked values of a stack entry, with their srole), so it also tells
+ *		a saved override value from a saved value of the statement's.  The
+ *		mark must not be the context: a SECURITY DEFINER function owned by
+ *		a superuser sets values in context PGC_SUSET.  The record's context
+ *		(scontext) is left as it is.
  *	  - A SET or SET LOCAL inside the stretch (set_config() in a query, a
  *		function with a SET clause) goes through GUC, which saves the value
  *		it replaces -- the override's -- on the GUC stack.  When the
@@ -38,9 +45,7 @@
  *		the session for the stretch (on PostgreSQL 16 and later this puts it
  *		on guc.c's list of non-default settings, see compat.h), and every
  *		place that gets the session's value back gets its source back too.
- *		The mark is PGC_S_SESSION, which is also what a SET inside the
- *		stretch leaves; the value and the PGC_SUSET context still tell the
- *		override from it.
+ *		The worker sets the value with the leader's source and srole.
  *
  *-------------------------------------------------------------------------
  */
@@ -52,8 +57,8 @@
 #include "compat.h"
 #include "dbgate.h"
 
-/* The context an override carries: see the file header. */
-#define OVERRIDE_SCONTEXT	PGC_SUSET
+/* The role an override is marked with: see the file header. */
+#define OVERRIDE_SROLE	InvalidOid
 
 /*
  * Set the variable of GUC record rec (of type int) to value.
@@ -67,13 +72,13 @@ dbgate_guc_override_apply(DbgateGucOverride *o, struct config_generic *rec,
 	o->applied = true;
 	o->value = value;
 	o->session = *o->variable;
-	o->session_scontext = (int) rec->scontext;
+	o->session_srole = rec->srole;
 	o->session_source = (int) rec->source;
 	o->moved_source = false;
 	o->stack = rec->stack;
 	o->stack_state = rec->stack ? (int) rec->stack->state : -1;
 	*o->variable = value;
-	rec->scontext = OVERRIDE_SCONTEXT;
+	rec->srole = OVERRIDE_SROLE;
 }
 
 /*
@@ -120,9 +125,9 @@ dbgate_guc_override_apply_to_workers(DbgateGucOverride *o,
 
 /* Does a saved GUC value hold the override's value? */
 static inline bool
-is_override(const DbgateGucOverride *o, int value, GucContext scontext)
+is_override(const DbgateGucOverride *o, int value, Oid srole)
 {
-	return value == o->value && scontext == OVERRIDE_SCONTEXT;
+	return value == o->value && srole == OVERRIDE_SROLE;
 }
 
 /*
@@ -144,18 +149,18 @@ dbgate_guc_override_restore(DbgateGucOverride *o)
 	 */
 	for (e = rec->stack; e != NULL && e != o->stack; e = e->prev)
 	{
-		if (is_override(o, e->prior.val.intval, e->scontext))
+		if (is_override(o, e->prior.val.intval, e->srole))
 		{
 			e->prior.val.intval = o->session;
-			e->scontext = (GucContext) o->session_scontext;
+			e->srole = o->session_srole;
 			if (o->moved_source)
 				e->source = (GucSource) o->session_source;
 		}
 		if (e->state == GUC_SET_LOCAL &&
-			is_override(o, e->masked.val.intval, e->masked_scontext))
+			is_override(o, e->masked.val.intval, e->masked_srole))
 		{
 			e->masked.val.intval = o->session;
-			e->masked_scontext = (GucContext) o->session_scontext;
+			e->masked_srole = o->session_srole;
 		}
 	}
 
@@ -167,17 +172,17 @@ dbgate_guc_override_restore(DbgateGucOverride *o)
 	e = o->stack;
 	if (e != NULL && e == rec->stack && e->state == GUC_SET_LOCAL &&
 		o->stack_state != (int) GUC_SET_LOCAL &&
-		is_override(o, e->masked.val.intval, e->masked_scontext))
+		is_override(o, e->masked.val.intval, e->masked_srole))
 	{
 		e->masked.val.intval = o->session;
-		e->masked_scontext = (GucContext) o->session_scontext;
+		e->masked_srole = o->session_srole;
 	}
 
 	/* the current value: the session's again, unless one was set meanwhile */
-	if (is_override(o, *o->variable, rec->scontext))
+	if (is_override(o, *o->variable, rec->srole))
 	{
 		*o->variable = o->session;
-		rec->scontext = (GucContext) o->session_scontext;
+		rec->srole = o->session_srole;
 		if (o->moved_source && rec->source == PGC_S_SESSION)
 			(void) dbgate_guc_set_source(rec, (GucSource) o->session_source,
 										 NULL);

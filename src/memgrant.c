@@ -53,18 +53,14 @@
  * out of the backend's sum; a record is removed from the list before its
  * shared counts change, so an error cannot release it twice.
  *
- * Shared memory, lock-free
- * ------------------------
- * Per budget, DbgateBudget.memory_word: | tag:28 | kB:36 |, the sum of the
- * open grants counted through it (memory_mb_active; a parent's covers its
- * subtree because every level of a chain gets the grant).  The tag is the
- * budget's incarnation (as in the state word), so that a grant released
- * after its budget was dropped (and maybe the entry reused) changes
- * nothing: add and subtract are compare-and-swaps that check the tag.
- * The first grant of a new incarnation finds an old tag and starts the
- * word afresh; readers show 0 for a word whose tag is not the budget's.
- * Per backend (indexed by proc number): the sum of its open grants,
- * written only by the backend itself, read by dbgate.backends.
+ * Accounting
+ * ----------
+ * Every grant is added to each budget of the slot's chain (the statement's
+ * budget and its ancestors: memory_mb_active, a parent's covering its
+ * subtree) and to the backend's own sum (dbgate.backends.memory_mb), and
+ * taken back from them when released, by admission.c's
+ * dbgate_admission_memory(): atomic additions, no lock; a budget dropped
+ * meanwhile (its state word carries another incarnation) is left alone.
  *
  * Cost: nothing on the statement path unless the held slot's budget has
  * max_memory_mb (dbgate_memgrant_slot); then one plan walk per top-level
@@ -78,8 +74,6 @@
 
 #include "access/xact.h"
 #include "miscadmin.h"
-#include "storage/ipc.h"
-#include "storage/shmem.h"
 #include "utils/guc.h"
 #include "utils/guc_tables.h"
 #include "utils/memutils.h"
@@ -87,39 +81,8 @@
 #include "compat.h"
 #include "memgrant.h"
 
-/* The budget memory word: | tag:28 | kB:36 | */
-#define MEM_KB_BITS		36
-#define MEM_KB_MASK		((UINT64CONST(1) << MEM_KB_BITS) - 1)
-/* the largest grant counted (kB): far below the field's limit */
+/* the largest grant counted (kB) */
 #define MEM_MAX_GRANT	(UINT64CONST(1) << 32)
-
-static inline uint32
-mem_tag(uint64 word)
-{
-	return (uint32) (word >> MEM_KB_BITS);
-}
-
-static inline uint64
-mem_kb(uint64 word)
-{
-	return word & MEM_KB_MASK;
-}
-
-static inline uint64
-mem_make(uint32 tag, uint64 kb)
-{
-	return ((uint64) tag << MEM_KB_BITS) | (kb & MEM_KB_MASK);
-}
-
-/* Per-backend entries, on cache lines of their own. */
-typedef union MemGrantProc
-{
-	pg_atomic_uint64 granted_kb;	/* sum of the backend's open grants */
-	char		pad[PG_CACHE_LINE_SIZE];
-} MemGrantProc;
-
-static MemGrantProc *mg_procs = NULL;
-static int	mg_nprocs = 0;
 
 /* One executor run with a grant record. */
 typedef struct GrantRec
@@ -142,7 +105,7 @@ static GrantRec *recs = inline_recs;
 static int	maxrecs = INLINE_RECS;
 
 /* the held slot, as of its admission */
-static DbgateGrantChain slot_chain;
+static DbgateChain slot_chain;
 static int	slot_max_active;
 static int	slot_max_memory_mb;
 static bool slot_enforce;
@@ -151,108 +114,6 @@ static uint64 open_kb = 0;		/* sum of this backend's open grants */
 static int	stretch_depth = 0;	/* stretches of granted runs in progress */
 
 static struct config_generic *work_mem_rec = NULL;
-
-/* ----------
- * Shared memory
- * ----------
- */
-Size
-dbgate_memgrant_shmem_size(void)
-{
-	return mul_size(MaxBackends, sizeof(MemGrantProc));
-}
-
-void
-dbgate_memgrant_shmem_init(void)
-{
-	bool		found;
-	int			i;
-
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	mg_procs = ShmemInitStruct("dbgate memory grants",
-							   dbgate_memgrant_shmem_size(), &found);
-	mg_nprocs = MaxBackends;
-	if (!found)
-	{
-		for (i = 0; i < mg_nprocs; i++)
-			pg_atomic_init_u64(&mg_procs[i].granted_kb, 0);
-	}
-	LWLockRelease(AddinShmemInitLock);
-}
-
-static inline void
-publish_open_kb(void)
-{
-	int			procno = DBGATE_MY_PROCNO();
-
-	if (mg_procs != NULL && procno >= 0 && procno < mg_nprocs)
-		pg_atomic_write_u64(&mg_procs[procno].granted_kb, open_kb);
-}
-
-/*
- * Add kb to budget idx's word if it still serves incarnation (see the file
- * header).
- */
-static void
-budget_add(int idx, uint32 incarnation, uint64 kb)
-{
-	DbgateBudget *b = &dbgate_shared->budgets[idx].d;
-	uint32		tag = dbgate_tag_of(incarnation);
-	uint64		old = pg_atomic_read_u64(&b->memory_word);
-
-	for (;;)
-	{
-		uint64		new;
-
-		if (mem_tag(old) == tag)
-			new = mem_make(tag, Min(mem_kb(old) + kb, MEM_KB_MASK));
-		else if (b->in_use && b->incarnation == incarnation)
-			new = mem_make(tag, kb);	/* first grant of this incarnation */
-		else
-			return;				/* dropped */
-		if (pg_atomic_compare_exchange_u64(&b->memory_word, &old, new))
-			return;
-	}
-}
-
-static void
-budget_sub(int idx, uint32 incarnation, uint64 kb)
-{
-	DbgateBudget *b = &dbgate_shared->budgets[idx].d;
-	uint32		tag = dbgate_tag_of(incarnation);
-	uint64		old = pg_atomic_read_u64(&b->memory_word);
-
-	while (mem_tag(old) == tag)
-	{
-		uint64		new = mem_make(tag, mem_kb(old) - Min(mem_kb(old), kb));
-
-		if (pg_atomic_compare_exchange_u64(&b->memory_word, &old, new))
-			return;
-	}
-}
-
-/*
- * memory_mb_active of budget b.  Caller holds config_lock (shared), so
- * that b keeps its incarnation.
- */
-double
-dbgate_memgrant_budget_mb(DbgateBudget *b)
-{
-	uint64		word = pg_atomic_read_u64(&b->memory_word);
-
-	if (mem_tag(word) != dbgate_tag_of(b->incarnation))
-		return 0;
-	return (double) mem_kb(word) / 1024.0;
-}
-
-/* dbgate.backends.memory_mb of the backend with proc number procno. */
-double
-dbgate_memgrant_backend_mb(int procno)
-{
-	if (mg_procs == NULL || procno < 0 || procno >= mg_nprocs)
-		return 0;
-	return (double) pg_atomic_read_u64(&mg_procs[procno].granted_kb) / 1024.0;
-}
 
 /* ----------
  * Grant records
@@ -294,15 +155,12 @@ static void
 release_rec(int i)
 {
 	uint64		kb = recs[i].grant_kb;
-	int			l;
 
 	recs[i] = recs[--dbgate_memgrant_nrecs];
 	if (kb == 0)
 		return;
 	open_kb -= Min(open_kb, kb);
-	publish_open_kb();
-	for (l = 0; l < slot_chain.nlevels; l++)
-		budget_sub(slot_chain.idx[l], slot_chain.incarnation[l], kb);
+	dbgate_admission_memory(&slot_chain, -(int64) kb);
 }
 
 static void
@@ -329,11 +187,11 @@ release_all(void)
  * Nothing happens for a budget without max_memory_mb.
  */
 void
-dbgate_memgrant_slot_taken(const DbgateGrantChain *chain, int max_active,
+dbgate_memgrant_slot_taken(const DbgateChain *chain, int max_active,
 						   int max_memory_mb, bool enforce)
 {
 	Assert(dbgate_memgrant_nrecs == 0);
-	if (max_memory_mb <= 0 || max_active <= 0 || chain->nlevels <= 0)
+	if (max_memory_mb <= 0 || max_active <= 0 || chain->n <= 0)
 	{
 		dbgate_memgrant_slot = false;
 		return;
@@ -495,7 +353,6 @@ dbgate_memgrant_start(QueryDesc *queryDesc, DbgateMemStretch *st)
 	uint64		grant_kb;
 	int			w;
 	GrantRec   *r;
-	int			l;
 
 	st->entered = false;
 	st->wm.applied = false;
@@ -521,9 +378,7 @@ dbgate_memgrant_start(QueryDesc *queryDesc, DbgateMemStretch *st)
 	if (grant_kb > 0)
 	{
 		open_kb += grant_kb;
-		publish_open_kb();
-		for (l = 0; l < slot_chain.nlevels; l++)
-			budget_add(slot_chain.idx[l], slot_chain.incarnation[l], grant_kb);
+		dbgate_admission_memory(&slot_chain, (int64) grant_kb);
 	}
 
 	dbgate_memgrant_enter(queryDesc, st);

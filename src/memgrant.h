@@ -54,18 +54,6 @@ dbgate_mem_units(const DbgateMemEstimate *est)
  */
 
 /*
- * The budgets a slot was taken from: the statement's budget first, then
- * its ancestors.  A grant is added to (and taken back from) each level's
- * memory_word.
- */
-typedef struct DbgateGrantChain
-{
-	int			nlevels;
-	int32		idx[DBGATE_MAX_DEPTH];
-	uint32		incarnation[DBGATE_MAX_DEPTH];
-} DbgateGrantChain;
-
-/*
  * True while this backend holds a slot of a budget with max_memory_mb > 0
  * (the ExecutorStart hook's test); the number of open grants (the
  * ExecutorRun / ExecutorFinish / ExecutorEnd hooks' test).
@@ -73,7 +61,7 @@ typedef struct DbgateGrantChain
 extern PGDLLIMPORT bool dbgate_memgrant_slot;
 extern PGDLLIMPORT int dbgate_memgrant_nrecs;
 
-extern void dbgate_memgrant_slot_taken(const DbgateGrantChain *chain,
+extern void dbgate_memgrant_slot_taken(const DbgateChain *chain,
 									   int max_active, int max_memory_mb,
 									   bool enforce);
 extern void dbgate_memgrant_slot_released(void);
@@ -87,12 +75,6 @@ extern bool dbgate_memgrant_nested(void);
 extern double dbgate_memgrant_open_kb(void);
 extern void dbgate_memgrant_lower_work_mem(DbgateGucOverride *o, int kb,
 										   bool to_workers);
-
-/* shared memory and views */
-extern Size dbgate_memgrant_shmem_size(void);
-extern void dbgate_memgrant_shmem_init(void);
-extern double dbgate_memgrant_budget_mb(DbgateBudget *b);
-extern double dbgate_memgrant_backend_mb(int procno);
 
 /* ----------
  * mincost.c

@@ -30,10 +30,29 @@
  *		it does whenever no worker can be launched.  The copy lives in the
  *		memory context current at ExecutorStart, which outlives the
  *		executor state (that is created as its child).
-
+ *
+ *	  - Maintenance (ProcessUtility): CREATE INDEX, REINDEX, CLUSTER,
+ *		VACUUM and the commands that build indexes on the way (VACUUM FULL,
+ *		REFRESH MATERIALIZED VIEW, ALTER TABLE adding a key or rewriting
+ *		the table) size their parallel workers by
+ *		max_parallel_maintenance_workers, which a session may raise and a
+ *		table's parallel_workers storage parameter does not bypass.  While
+ *		such a command runs, the variable behind it holds the cap, set and
+ *		undone as for planning (gucvar.c): the command reads it when it
+ *		decides how many workers to launch (plan_create_index_workers(),
+ *		parallel_vacuum_compute_workers(); the same in 15 to 18).  Only
+ *		tightens; `SHOW max_parallel_maintenance_workers` afterwards shows
+ *		the session's value.  A command nested in a capped one finds the
+ *		cap already in force and changes nothing.  So the footprint
+ *		max_active x (1 + parallel_workers) holds for the gated utility
+ *		commands (utility.c) too; the cap applies to the budget's sessions
+ *		whether or not the budget gates utility commands.
+ *
  * Cost when nothing is capped: planning pays one classification lookup
  * (cached, see classify.c); ExecutorStart looks at one flag of the plan
- * (parallelModeNeeded, which every plan with a Gather or Gather Merge has).
+ * (parallelModeNeeded, which every plan with a Gather or Gather Merge has);
+ * a utility command a switch on its node tag, and one cached lookup for
+ * the commands listed above.
  *
  * The budget's parallel_workers and enforce fields are read without the
  * budget lock: each is a single aligned field written under the lock, so a
@@ -46,6 +65,7 @@
 
 #include "miscadmin.h"
 #include "nodes/nodes.h"
+#include "nodes/parsenodes.h"
 #include "nodes/plannodes.h"
 #include "optimizer/cost.h"
 #include "utils/guc.h"
@@ -53,6 +73,8 @@
 
 #include "compat.h"
 #include "dbgate.h"
+
+static struct config_generic *maintenance_rec = NULL;
 
 /*
  * The cap for this backend's statements, or -1 for none.
@@ -190,4 +212,86 @@ dbgate_parallel_executor_start_slow(QueryDesc *queryDesc)
 	pstmt = copyObject(pstmt);
 	(void) stmt_over_cap(pstmt, cap, true);
 	queryDesc->plannedstmt = pstmt;
+}
+
+/* ----------
+ * Maintenance commands
+ * ----------
+ */
+
+/* Can the utility command launch parallel maintenance workers? */
+static inline bool
+uses_maintenance_workers(Node *parsetree)
+{
+	switch (nodeTag(parsetree))
+	{
+		case T_IndexStmt:		/* also CONCURRENTLY */
+		case T_ReindexStmt:
+		case T_ClusterStmt:
+		case T_VacuumStmt:		/* parallel index vacuuming; FULL rebuilds */
+		case T_RefreshMatViewStmt:	/* rebuilds the view's indexes */
+		case T_AlterTableStmt:	/* a new key's index, a rewrite's rebuild */
+			return true;
+		default:
+			return false;
+	}
+}
+
+/* Run the command with the cap applied, and undo it on every exit. */
+static pg_noinline void
+utility_capped(ProcessUtility_hook_type next, int cap, PlannedStmt *pstmt,
+			   const char *queryString, bool readOnlyTree,
+			   ProcessUtilityContext context, ParamListInfo params,
+			   QueryEnvironment *queryEnv, DestReceiver *dest,
+			   QueryCompletion *qc)
+{
+	DbgateGucOverride o;
+
+	if (maintenance_rec == NULL)
+		maintenance_rec = dbgate_find_guc("max_parallel_maintenance_workers");
+	if (maintenance_rec == NULL)
+	{
+		next(pstmt, queryString, readOnlyTree, context, params, queryEnv,
+			 dest, qc);
+		return;
+	}
+	dbgate_guc_override_apply(&o, maintenance_rec,
+							  &max_parallel_maintenance_workers, cap);
+	PG_TRY();
+	{
+		next(pstmt, queryString, readOnlyTree, context, params, queryEnv,
+			 dest, qc);
+	}
+	PG_CATCH();
+	{
+		dbgate_guc_override_restore(&o);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	dbgate_guc_override_restore(&o);
+}
+
+/*
+ * ProcessUtility: run the command by 'next' (the next hook or the
+ * standard function), under the budget's cap if it is one that launches
+ * maintenance workers and the cap is below the session's setting.
+ */
+void
+dbgate_parallel_utility(ProcessUtility_hook_type next, PlannedStmt *pstmt,
+						const char *queryString, bool readOnlyTree,
+						ProcessUtilityContext context, ParamListInfo params,
+						QueryEnvironment *queryEnv, DestReceiver *dest,
+						QueryCompletion *qc)
+{
+	int			cap;
+
+	if (likely(!uses_maintenance_workers(pstmt->utilityStmt)) ||
+		(cap = dbgate_parallel_cap()) < 0 || cap >= max_parallel_maintenance_workers)
+	{
+		next(pstmt, queryString, readOnlyTree, context, params, queryEnv,
+			 dest, qc);
+		return;
+	}
+	utility_capped(next, cap, pstmt, queryString, readOnlyTree, context,
+				   params, queryEnv, dest, qc);
 }

@@ -19,23 +19,45 @@
  * backend can run a statement, so budgets gate from the first connection.
  *
  * A missing file means no budgets.  A file that cannot be read or does not
- * check out (magic, version, sizes, CRC-32C, every value) never stops the
- * server: it is reported as a WARNING naming the file, renamed to
+ * check out (magic, sizes, CRC-32C, every value) never stops the server:
+ * it is reported as a WARNING naming the file, renamed to
  * "dbgate.state.corrupt" for inspection, and the server starts with no
  * budgets (WAL replay then installs the changes logged after the last
- * checkpoint, if any).
+ * checkpoint, if any).  A file of a format version newer than this library
+ * reads (written by a newer dbgate, then downgraded) is different: starting
+ * without its budgets would silently drop a configuration that is fine, so
+ * the server refuses to start (FATAL, in the postmaster) and the file is
+ * left as it is.
  *
  * Layout (native byte order; the file never leaves its data directory, and
  * WAL is only replayed on the same platform):
  *	  header	magic, version, nbudgets, nroles, ndbs, flags (0), lsn
- *	  budgets	nbudgets x StateBudget
+ *	  budgets	nbudgets budget records
  *	  roles		nroles x StateRole
  *	  databases	ndbs x StateDb
  *	  crc		CRC-32C of everything before it
- * Version 1 (written by dbgate 1.0) has a header of magic, version,
- * nbudgets and nroles only, StateBudgetV1 records and no database section;
- * it is still read, the fields it lacks taking their defaults (lsn 0: every
- * logged change is newer).
+ * A budget record is the name (NAMEDATALEN bytes) followed by the fields
+ * stored in the file's format version, in the order of the table of
+ * fields (fields.c: those whose 'format' is at most the version), each in
+ * the encoding of its kind, and zero bytes up to a multiple of 8 bytes:
+ *	  version 1 (dbgate 1.0)	the six 1.0 fields as int32: 88 bytes
+ *	  version 2 (dbgate 1.1)	also the five 1.1 fields as int32, and 4
+ *								bytes of padding: 112 bytes
+ *	  version 3 (dbgate 1.2)	every field: 208 bytes
+ * Version 1 has a header of magic, version, nbudgets and nroles only and
+ * no database section.  Every version is read; the fields a version lacks
+ * take their defaults (version 1: lsn 0, every logged change is newer).
+ *
+ * The encoder writes the oldest version that holds the image, but never
+ * version 1 (which has no WAL position): version 2 while every field that
+ * version 3 added has its default.  So a 1.2 primary that uses none of the
+ * 1.2 fields writes WAL records that a 1.1 standby still replays.
+ *
+ * Decoding checks every value with the checks of the SQL functions
+ * (fields.c), and the rules of the hierarchy of budgets (config.c): a
+ * parent is a budget of the image, there is no cycle and no chain of more
+ * than DBGATE_MAX_DEPTH budgets, and no budget that has children has an
+ * assignment.
  *
  *-------------------------------------------------------------------------
  */
@@ -52,9 +74,9 @@
 
 #include "compat.h"
 #include "dbgate.h"
+#include "fields.h"
 
 #define STATE_MAGIC		0x44424754	/* "DBGT" */
-#define STATE_VERSION	2
 
 typedef struct StateHeaderV1
 {
@@ -75,27 +97,8 @@ typedef struct StateHeader
 	uint64		lsn;			/* WAL position the image is current at */
 } StateHeader;
 
-typedef struct StateBudgetV1
-{
-	char		name[NAMEDATALEN];
-	int32		max_active;
-	int32		max_queued;
-	int32		queue_timeout_ms;
-	int32		statement_timeout_ms;
-	int32		lock_timeout_ms;
-	int32		fair;
-} StateBudgetV1;
-
-typedef struct StateBudget
-{
-	StateBudgetV1 v1;
-	int32		scope;
-	int32		idle_timeout_ms;
-	int32		parallel_workers;
-	int32		utility;
-	int32		enforce;
-	int32		reserved;		/* 0 */
-} StateBudget;
+/* budget records are padded to a multiple of this */
+#define RECORD_ALIGN	8
 
 typedef struct StateRole
 {
@@ -111,9 +114,45 @@ typedef struct StateDb
 
 /* The longest encoding: the largest settings, every table full. */
 #define STATE_MAX_SIZE \
-	(sizeof(StateHeader) + sizeof(StateBudget) * (Size) DBGATE_MAX_BUDGETS_LIMIT + \
+	(sizeof(StateHeader) + \
+	 budget_record_size(DBGATE_FORMAT_CURRENT) * (Size) DBGATE_MAX_BUDGETS_LIMIT + \
 	 (sizeof(StateRole) + sizeof(StateDb)) * (Size) DBGATE_MAX_ROLES_LIMIT + \
 	 sizeof(pg_crc32c))
+
+/* The size of a budget record of format 'version'. */
+static Size
+budget_record_size(uint32 version)
+{
+	Size		size = NAMEDATALEN;
+	int			i;
+
+	for (i = 0; i < DBGATE_NFIELDS; i++)
+	{
+		if (dbgate_fields[i].format <= version)
+			size += dbgate_field_stored_size(i);
+	}
+	return TYPEALIGN(RECORD_ALIGN, size);
+}
+
+/* The oldest format version that holds every field of 'config'. */
+static uint32
+oldest_format(const DbgateConfig *config)
+{
+	uint32		version = DBGATE_FORMAT_OLDEST_WRITTEN;
+	int			b;
+	int			i;
+
+	for (b = 0; b < config->nbudgets; b++)
+	{
+		for (i = 0; i < DBGATE_NFIELDS; i++)
+		{
+			if (dbgate_fields[i].format > version &&
+				!dbgate_field_is_default(i, &config->budgets[b]))
+				version = dbgate_fields[i].format;
+		}
+	}
+	return version;
+}
 
 /* ----------
  * Encoding and writing
@@ -121,12 +160,14 @@ typedef struct StateDb
  */
 
 /*
- * Encode an image (current at WAL position 'lsn') into a palloc'd buffer.
+ * Encode an image (current at WAL position 'lsn') into a palloc'd buffer,
+ * in the oldest format version that holds it.
  */
 char *
 dbgate_state_encode(const DbgateConfig *config, XLogRecPtr lsn, Size *lenp)
 {
 	StateHeader hdr;
+	Size		recsize;
 	Size		len;
 	char	   *buf;
 	char	   *p;
@@ -135,14 +176,15 @@ dbgate_state_encode(const DbgateConfig *config, XLogRecPtr lsn, Size *lenp)
 
 	memset(&hdr, 0, sizeof(hdr));
 	hdr.magic = STATE_MAGIC;
-	hdr.version = STATE_VERSION;
+	hdr.version = oldest_format(config);
 	hdr.nbudgets = config->nbudgets;
 	hdr.nroles = config->nroles;
 	hdr.ndbs = config->ndbs;
 	hdr.flags = 0;
 	hdr.lsn = lsn;
+	recsize = budget_record_size(hdr.version);
 
-	len = sizeof(StateHeader) + sizeof(StateBudget) * config->nbudgets +
+	len = sizeof(StateHeader) + recsize * config->nbudgets +
 		sizeof(StateRole) * config->nroles +
 		sizeof(StateDb) * config->ndbs + sizeof(pg_crc32c);
 	buf = palloc_extended(len, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
@@ -152,23 +194,20 @@ dbgate_state_encode(const DbgateConfig *config, XLogRecPtr lsn, Size *lenp)
 	for (i = 0; i < config->nbudgets; i++)
 	{
 		const DbgateBudgetConf *c = &config->budgets[i];
-		StateBudget sb;
+		char	   *q = p;
+		int			f;
 
-		memset(&sb, 0, sizeof(sb));
-		strlcpy(sb.v1.name, c->name, NAMEDATALEN);
-		sb.v1.max_active = c->max_active;
-		sb.v1.max_queued = c->max_queued;
-		sb.v1.queue_timeout_ms = c->queue_timeout_ms;
-		sb.v1.statement_timeout_ms = c->statement_timeout_ms;
-		sb.v1.lock_timeout_ms = c->lock_timeout_ms;
-		sb.v1.fair = c->fair ? 1 : 0;
-		sb.scope = c->scope;
-		sb.idle_timeout_ms = c->idle_timeout_ms;
-		sb.parallel_workers = c->parallel_workers;
-		sb.utility = c->utility ? 1 : 0;
-		sb.enforce = c->enforce ? 1 : 0;
-		memcpy(p, &sb, sizeof(sb));
-		p += sizeof(sb);
+		strlcpy(q, c->name, NAMEDATALEN);
+		q += NAMEDATALEN;
+		for (f = 0; f < DBGATE_NFIELDS; f++)
+		{
+			if (dbgate_fields[f].format > hdr.version)
+				continue;
+			dbgate_field_store(f, c, q);
+			q += dbgate_field_stored_size(f);
+		}
+		Assert(q <= p + recsize);
+		p += recsize;			/* the padding stays zero */
 	}
 	for (i = 0; i < config->nroles; i++)
 	{
@@ -328,15 +367,116 @@ db_conf_cmp(const void *a, const void *b)
 	return (da > db) - (da < db);
 }
 
-/* Is 'name' a budget of 'config', whose budgets are sorted by name? */
+/*
+ * The index of budget 'name' in 'config', whose budgets are sorted by
+ * name, or -1.
+ */
+static int
+sorted_find_budget(const DbgateConfig *config, const char *name)
+{
+	DbgateBudgetConf key;
+	DbgateBudgetConf *found;
+
+	strlcpy(key.name, name, NAMEDATALEN);
+	found = bsearch(&key, config->budgets, config->nbudgets,
+					sizeof(DbgateBudgetConf), budget_name_cmp);
+	return found ? (int) (found - config->budgets) : -1;
+}
+
 static bool
 sorted_has_budget(const DbgateConfig *config, const char *name)
 {
-	DbgateBudgetConf key;
+	return sorted_find_budget(config, name) >= 0;
+}
 
-	strlcpy(key.name, name, NAMEDATALEN);
-	return bsearch(&key, config->budgets, config->nbudgets,
-				   sizeof(DbgateBudgetConf), budget_name_cmp) != NULL;
+/*
+ * Decode one budget record of format 'version' into 'c', with every check
+ * of the SQL functions.  Returns false when the record is invalid.
+ */
+static bool
+decode_budget(const char *p, uint32 version, DbgateBudgetConf *c)
+{
+	const char *end = p + budget_record_size(version);
+	int			f;
+
+	memset(c, 0, sizeof(*c));
+	if (!valid_name(p))
+		return false;
+	strlcpy(c->name, p, NAMEDATALEN);
+	p += NAMEDATALEN;
+	dbgate_conf_set_defaults(c);
+	for (f = 0; f < DBGATE_NFIELDS; f++)
+	{
+		if (dbgate_fields[f].format > version)
+			continue;			/* not stored: its default */
+		if (!dbgate_field_load(f, p, c) || !dbgate_field_valid(f, c))
+			return false;
+		p += dbgate_field_stored_size(f);
+	}
+	for (; p < end; p++)
+	{
+		if (*p != 0)
+			return false;		/* padding */
+	}
+	if (dbgate_conf_problem(c) != NULL)
+		return false;
+	c->src_index = -1;
+	return true;
+}
+
+/*
+ * The rules of the hierarchy (see config.c) on an image whose budgets are
+ * sorted by name: every parent exists, no chain is longer than
+ * DBGATE_MAX_DEPTH (which also excludes cycles).  Marks the budgets that
+ * have children in 'has_children'.
+ */
+static bool
+check_hierarchy(const DbgateConfig *config, bool *has_children, char *why,
+				size_t whylen)
+{
+	int			i;
+
+	for (i = 0; i < config->nbudgets; i++)
+	{
+		const DbgateBudgetConf *c = &config->budgets[i];
+		int			depth = 1;
+		int			k = i;
+
+		while (config->budgets[k].parent[0] != '\0')
+		{
+			int			parent = sorted_find_budget(config, config->budgets[k].parent);
+
+			if (parent < 0)
+			{
+				snprintf(why, whylen, "The parent \"%s\" of budget \"%s\" does not exist.",
+						 config->budgets[k].parent, config->budgets[k].name);
+				return false;
+			}
+			if (k == i)
+				has_children[parent] = true;
+			if (++depth > DBGATE_MAX_DEPTH)
+			{
+				snprintf(why, whylen, "Budget \"%s\" is on a chain of more than %d budgets, or on a cycle.",
+						 c->name, DBGATE_MAX_DEPTH);
+				return false;
+			}
+			k = parent;
+		}
+	}
+	return true;
+}
+
+/* An assignment names a budget of the image that has no children. */
+static bool
+valid_assignment(const DbgateConfig *config, const bool *has_children,
+				 const char *budget)
+{
+	int			b;
+
+	if (!valid_name(budget))
+		return false;
+	b = sorted_find_budget(config, budget);
+	return b >= 0 && !has_children[b];
 }
 
 /*
@@ -349,58 +489,21 @@ static bool
 decode_records(const char *p, uint32 version, uint32 nbudgets, uint32 nroles,
 			   uint32 ndbs, DbgateConfig *config, char *why, size_t whylen)
 {
+	Size		recsize = budget_record_size(version);
+	bool	   *has_children;
 	uint32		i;
 
 	dbgate_image_alloc(config, nbudgets, nroles, ndbs);
 
 	for (i = 0; i < nbudgets; i++)
 	{
-		StateBudget sb;
-		DbgateBudgetConf *c;
-
-		memset(&sb, 0, sizeof(sb));
-		if (version == 1)
-		{
-			memcpy(&sb.v1, p, sizeof(StateBudgetV1));
-			p += sizeof(StateBudgetV1);
-			sb.scope = DBGATE_SCOPE_STATEMENT;
-			sb.parallel_workers = -1;
-			sb.enforce = 1;
-		}
-		else
-		{
-			memcpy(&sb, p, sizeof(sb));
-			p += sizeof(sb);
-		}
-		if (!valid_name(sb.v1.name) || sb.v1.max_active < 1 ||
-			sb.v1.max_queued < 0 || sb.v1.queue_timeout_ms < 0 ||
-			sb.v1.statement_timeout_ms < 0 || sb.v1.lock_timeout_ms < 0 ||
-			(sb.v1.fair != 0 && sb.v1.fair != 1) ||
-			(sb.scope != DBGATE_SCOPE_STATEMENT &&
-			 sb.scope != DBGATE_SCOPE_TRANSACTION) ||
-			sb.idle_timeout_ms < 0 || sb.parallel_workers < -1 ||
-			sb.parallel_workers > DBGATE_MAX_PARALLEL_WORKERS ||
-			(sb.utility != 0 && sb.utility != 1) ||
-			(sb.enforce != 0 && sb.enforce != 1))
+		if (!decode_budget(p, version, &config->budgets[config->nbudgets]))
 		{
 			snprintf(why, whylen, "Budget record %u has invalid values.", i + 1);
 			return false;
 		}
-		c = &config->budgets[config->nbudgets++];
-		memset(c, 0, sizeof(*c));
-		strlcpy(c->name, sb.v1.name, NAMEDATALEN);
-		c->max_active = sb.v1.max_active;
-		c->max_queued = sb.v1.max_queued;
-		c->queue_timeout_ms = sb.v1.queue_timeout_ms;
-		c->statement_timeout_ms = sb.v1.statement_timeout_ms;
-		c->lock_timeout_ms = sb.v1.lock_timeout_ms;
-		c->fair = (sb.v1.fair == 1);
-		c->scope = sb.scope;
-		c->idle_timeout_ms = sb.idle_timeout_ms;
-		c->parallel_workers = sb.parallel_workers;
-		c->utility = (sb.utility == 1);
-		c->enforce = (sb.enforce == 1);
-		c->src_index = -1;
+		config->nbudgets++;
+		p += recsize;
 	}
 	qsort(config->budgets, config->nbudgets, sizeof(DbgateBudgetConf),
 		  budget_name_cmp);
@@ -413,6 +516,9 @@ decode_records(const char *p, uint32 version, uint32 nbudgets, uint32 nroles,
 			return false;
 		}
 	}
+	has_children = palloc0(sizeof(bool) * Max(config->nbudgets, 1));
+	if (!check_hierarchy(config, has_children, why, whylen))
+		return false;
 
 	for (i = 0; i < nroles; i++)
 	{
@@ -421,8 +527,8 @@ decode_records(const char *p, uint32 version, uint32 nbudgets, uint32 nroles,
 
 		memcpy(&sr, p, sizeof(sr));
 		p += sizeof(sr);
-		if (!OidIsValid(sr.roleid) || !valid_name(sr.budget) ||
-			!sorted_has_budget(config, sr.budget))
+		if (!OidIsValid(sr.roleid) ||
+			!valid_assignment(config, has_children, sr.budget))
 		{
 			snprintf(why, whylen, "Role assignment record %u is invalid.", i + 1);
 			return false;
@@ -449,8 +555,8 @@ decode_records(const char *p, uint32 version, uint32 nbudgets, uint32 nroles,
 
 		memcpy(&sd, p, sizeof(sd));
 		p += sizeof(sd);
-		if (!OidIsValid(sd.dbid) || !valid_name(sd.budget) ||
-			!sorted_has_budget(config, sd.budget))
+		if (!OidIsValid(sd.dbid) ||
+			!valid_assignment(config, has_children, sd.budget))
 		{
 			snprintf(why, whylen, "Database assignment record %u is invalid.", i + 1);
 			return false;
@@ -469,6 +575,7 @@ decode_records(const char *p, uint32 version, uint32 nbudgets, uint32 nroles,
 			return false;
 		}
 	}
+	pfree(has_children);
 	return true;
 }
 
@@ -490,7 +597,14 @@ trim_to_capacity(DbgateConfig *config)
 				 errdetail("Only the first %d budgets are loaded.", dbgate_max_budgets),
 				 errhint("Raise dbgate.max_budgets and restart the server before changing budgets, or the others are lost.")));
 		config->nbudgets = dbgate_max_budgets;
-		/* budgets are sorted by name: the assignments to the others go */
+		/* budgets are sorted by name: the children of the others become
+		 * top-level, the assignments to the others go */
+		for (i = 0; i < config->nbudgets; i++)
+		{
+			if (config->budgets[i].parent[0] != '\0' &&
+				!sorted_has_budget(config, config->budgets[i].parent))
+				memset(config->budgets[i].parent, 0, NAMEDATALEN);
+		}
 		for (i = 0, n = 0; i < config->nroles; i++)
 		{
 			if (sorted_has_budget(config, config->roles[i].budget))
@@ -527,55 +641,61 @@ trim_to_capacity(DbgateConfig *config)
 
 /*
  * Decode an encoded image (a state file's or a WAL record's contents).
- * Returns false, with 'config' empty and 'why' saying what is wrong, when
- * the bytes do not check out.  Never throws but for lack of memory.
+ * Returns DBGATE_DECODE_INVALID, with 'config' empty and 'why' saying what
+ * is wrong, when the bytes do not check out, and DBGATE_DECODE_NEWER when
+ * they start like an image of a format version newer than this library
+ * reads.  '*format' is the format version found (0 if none).  Never
+ * throws but for lack of memory.
  */
-bool
+DbgateDecodeResult
 dbgate_state_decode(const char *buf, Size len, DbgateConfig *config,
-					XLogRecPtr *lsn, char *why, size_t whylen)
+					XLogRecPtr *lsn, uint32 *format, char *why, size_t whylen)
 {
 	StateHeader hdr;
 	Size		hdrsize;
-	Size		budgetsize;
 	Size		expected;
 	pg_crc32c	crc,
 				stored;
 
 	dbgate_image_init(config);
 	*lsn = InvalidXLogRecPtr;
+	*format = 0;
 	memset(&hdr, 0, sizeof(hdr));
 	if (len < sizeof(StateHeaderV1) + sizeof(pg_crc32c))
 	{
 		snprintf(why, whylen, "The file is too short (%zu bytes).", len);
-		return false;
+		return DBGATE_DECODE_INVALID;
 	}
 	memcpy(&hdr, buf, sizeof(StateHeaderV1));
 	if (hdr.magic != STATE_MAGIC)
 	{
 		snprintf(why, whylen, "The file does not start with the dbgate magic number.");
-		return false;
+		return DBGATE_DECODE_INVALID;
+	}
+	*format = hdr.version;
+	if (hdr.version > DBGATE_FORMAT_CURRENT)
+	{
+		snprintf(why, whylen, "The file has format version %u; this version of dbgate reads versions 1 to %d.",
+				 hdr.version, DBGATE_FORMAT_CURRENT);
+		return DBGATE_DECODE_NEWER;
 	}
 	if (hdr.version == 1)
-	{
 		hdrsize = sizeof(StateHeaderV1);
-		budgetsize = sizeof(StateBudgetV1);
-	}
-	else if (hdr.version == STATE_VERSION)
+	else if (hdr.version >= 2)
 	{
 		hdrsize = sizeof(StateHeader);
-		budgetsize = sizeof(StateBudget);
 		if (len < hdrsize + sizeof(pg_crc32c))
 		{
 			snprintf(why, whylen, "The file is too short (%zu bytes).", len);
-			return false;
+			return DBGATE_DECODE_INVALID;
 		}
 		memcpy(&hdr, buf, sizeof(StateHeader));
 	}
 	else
 	{
-		snprintf(why, whylen, "The file has format version %u, expected 1 to %u.",
-				 hdr.version, STATE_VERSION);
-		return false;
+		snprintf(why, whylen, "The file has format version %u, expected 1 to %d.",
+				 hdr.version, DBGATE_FORMAT_CURRENT);
+		return DBGATE_DECODE_INVALID;
 	}
 
 	/* never more than the largest settings allow: the writer checks them */
@@ -585,16 +705,16 @@ dbgate_state_decode(const char *buf, Size len, DbgateConfig *config,
 	{
 		snprintf(why, whylen, "The file claims %u budgets, %u role and %u database assignments.",
 				 hdr.nbudgets, hdr.nroles, hdr.ndbs);
-		return false;
+		return DBGATE_DECODE_INVALID;
 	}
-	expected = hdrsize + budgetsize * (Size) hdr.nbudgets +
+	expected = hdrsize + budget_record_size(hdr.version) * (Size) hdr.nbudgets +
 		sizeof(StateRole) * (Size) hdr.nroles +
 		sizeof(StateDb) * (Size) hdr.ndbs + sizeof(pg_crc32c);
 	if (len != expected)
 	{
 		snprintf(why, whylen, "The file has %zu bytes, expected %zu.",
 				 len, expected);
-		return false;
+		return DBGATE_DECODE_INVALID;
 	}
 
 	INIT_CRC32C(crc);
@@ -604,17 +724,17 @@ dbgate_state_decode(const char *buf, Size len, DbgateConfig *config,
 	if (!EQ_CRC32C(crc, stored))
 	{
 		snprintf(why, whylen, "The checksum does not match.");
-		return false;
+		return DBGATE_DECODE_INVALID;
 	}
 
 	if (!decode_records(buf + hdrsize, hdr.version, hdr.nbudgets, hdr.nroles,
 						hdr.ndbs, config, why, whylen))
 	{
 		dbgate_image_free(config);
-		return false;
+		return DBGATE_DECODE_INVALID;
 	}
 	*lsn = (XLogRecPtr) hdr.lsn;
-	return true;
+	return DBGATE_DECODE_OK;
 }
 
 /* ----------
@@ -623,9 +743,39 @@ dbgate_state_decode(const char *buf, Size len, DbgateConfig *config,
  */
 
 /*
+ * A state file of a newer format: refuse to start, leave the file.
+ */
+static void
+refuse_newer(uint32 format)
+{
+	ereport(FATAL,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("dbgate state file \"%s\" has format version %u, which this version of dbgate cannot read",
+					DBGATE_STATE_FILE, format),
+			 errdetail("This version of dbgate reads format versions 1 to %d; the file was written by a newer version.",
+					   DBGATE_FORMAT_CURRENT),
+			 errhint("Install the version of dbgate that wrote the file, or a newer one.  The file is left as it is; starting without it would start without its budgets.")));
+}
+
+/*
+ * Whether the file starts like a state file of a newer format.
+ */
+static bool
+starts_newer(int fd, uint32 *format)
+{
+	StateHeaderV1 hdr;
+
+	if (pg_pread(fd, &hdr, sizeof(hdr), 0) != sizeof(hdr))
+		return false;
+	*format = hdr.version;
+	return hdr.magic == STATE_MAGIC && hdr.version > DBGATE_FORMAT_CURRENT;
+}
+
+/*
  * Read the state file into 'config' and the WAL position it is current at
  * into 'lsn'.  Returns false (with 'config' empty, 'lsn' invalid) when there
- * is no usable file.  Never throws but for lack of memory.
+ * is no usable file.  Never throws but for lack of memory, and FATAL for a
+ * file of a newer format.
  */
 bool
 dbgate_state_load(DbgateConfig *config, XLogRecPtr *lsn)
@@ -634,6 +784,8 @@ dbgate_state_load(DbgateConfig *config, XLogRecPtr *lsn)
 	char	   *buf = NULL;
 	int			fd;
 	char		why[256];
+	uint32		format;
+	DbgateDecodeResult result;
 
 	dbgate_image_init(config);
 	*lsn = InvalidXLogRecPtr;
@@ -657,6 +809,11 @@ dbgate_state_load(DbgateConfig *config, XLogRecPtr *lsn)
 		set_aside(why);
 		return false;
 	}
+	if (starts_newer(fd, &format))
+	{
+		CloseTransientFile(fd);
+		refuse_newer(format);
+	}
 	if ((Size) st.st_size > STATE_MAX_SIZE)
 	{
 		snprintf(why, sizeof(why), "The file has an impossible size of %lld bytes.",
@@ -679,13 +836,16 @@ dbgate_state_load(DbgateConfig *config, XLogRecPtr *lsn)
 	}
 	CloseTransientFile(fd);
 
-	if (!dbgate_state_decode(buf, st.st_size, config, lsn, why, sizeof(why)))
+	result = dbgate_state_decode(buf, st.st_size, config, lsn, &format,
+								 why, sizeof(why));
+	pfree(buf);
+	if (result == DBGATE_DECODE_NEWER)
+		refuse_newer(format);	/* changed while we read it */
+	if (result != DBGATE_DECODE_OK)
 	{
-		pfree(buf);
 		set_aside(why);
 		return false;
 	}
-	pfree(buf);
 
 	trim_to_capacity(config);
 

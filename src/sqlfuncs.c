@@ -6,17 +6,17 @@
  * Input is validated completely before anything is recorded: bad input
  * gets an ERROR with its documented SQLSTATE and changes nothing.
  *
- * Functions whose signature or result columns changed in version 1.1 of
- * the SQL objects have a C symbol per version (suffix _1_1), so that this
- * library still serves a database whose objects are those of 1.0.
- * Configuration changes are recorded as pending operations of the
- * transaction (config.c) and take effect at COMMIT.
+ * Functions whose signature or result columns changed in a version of the
+ * SQL objects have a C symbol per version (suffixes _1_1, _1_2), so that
+ * this library still serves a database whose objects are those of an
+ * older version.  Which arguments and columns each version has comes from
+ * the table of budget fields (fields.c).  Configuration changes are
+ * recorded as pending operations of the transaction (config.c) and take
+ * effect at COMMIT.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
-
-#include <math.h>
 
 #include "access/htup_details.h"
 #include "catalog/pg_authid.h"
@@ -31,17 +31,19 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "lib/stringinfo.h"
-#include "utils/datetime.h"
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "compat.h"
 #include "dbgate.h"
+#include "fields.h"
 
 PG_FUNCTION_INFO_V1(dbgate_create_budget);
 PG_FUNCTION_INFO_V1(dbgate_create_budget_1_1);
+PG_FUNCTION_INFO_V1(dbgate_create_budget_1_2);
 PG_FUNCTION_INFO_V1(dbgate_alter_budget);
 PG_FUNCTION_INFO_V1(dbgate_alter_budget_1_1);
+PG_FUNCTION_INFO_V1(dbgate_alter_budget_1_2);
 PG_FUNCTION_INFO_V1(dbgate_drop_budget);
 PG_FUNCTION_INFO_V1(dbgate_assign_role);
 PG_FUNCTION_INFO_V1(dbgate_unassign_role);
@@ -50,21 +52,20 @@ PG_FUNCTION_INFO_V1(dbgate_unassign_database);
 PG_FUNCTION_INFO_V1(dbgate_reset_stats);
 PG_FUNCTION_INFO_V1(dbgate_budget_config);
 PG_FUNCTION_INFO_V1(dbgate_budget_config_1_1);
+PG_FUNCTION_INFO_V1(dbgate_budget_config_1_2);
 PG_FUNCTION_INFO_V1(dbgate_config_script);
-
-/* columns of budget_config(): 1.0, and 1.1 with six more */
-#define BUDGET_CONFIG_COLS_1_0	8
-#define BUDGET_CONFIG_COLS		14
 
 /*
  * Mutating functions: like any write, refused during recovery (a standby
- * follows its primary's configuration through WAL).
+ * follows its primary's configuration through WAL) and in a read-only
+ * transaction.
  */
 static void
 check_writable(const char *funcname)
 {
 	dbgate_check_loaded();
 	PreventCommandDuringRecovery(funcname);
+	PreventCommandIfReadOnly(funcname);
 }
 
 /* ----------
@@ -84,94 +85,9 @@ require_arg(FunctionCallInfo fcinfo, int argno, const char *argname)
 static void
 budget_name_arg(FunctionCallInfo fcinfo, int argno, char *dest)
 {
-	text	   *t;
-	int			len;
-
 	require_arg(fcinfo, argno, "budget name");
-	t = PG_GETARG_TEXT_PP(argno);
-	len = VARSIZE_ANY_EXHDR(t);
-	if (len == 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("budget name must not be empty")));
-	if (len >= NAMEDATALEN)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("budget name is too long"),
-				 errdetail("The name has %d bytes; budget names are at most %d bytes.",
-						   len, NAMEDATALEN - 1)));
-	if (memchr(VARDATA_ANY(t), '\0', len) != NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("budget name must not contain a zero byte")));
-	memcpy(dest, VARDATA_ANY(t), len);
-	dest[len] = '\0';
-}
-
-static int32
-max_active_arg(FunctionCallInfo fcinfo, int argno)
-{
-	int32		v;
-
-	require_arg(fcinfo, argno, "max_active");
-	v = PG_GETARG_INT32(argno);
-	if (v < 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("max_active must be at least 1"),
-				 errdetail("The value given is %d.", v)));
-	return v;
-}
-
-static int32
-max_queued_arg(FunctionCallInfo fcinfo, int argno)
-{
-	int32		v;
-
-	require_arg(fcinfo, argno, "max_queued");
-	v = PG_GETARG_INT32(argno);
-	if (v < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("max_queued must not be negative"),
-				 errdetail("The value given is %d.", v)));
-	return v;
-}
-
-/*
- * A duration in milliseconds.  Months count 30 days and days 24 hours, as
- * in interval comparison.  A non-zero duration under one millisecond
- * becomes one millisecond (rounding it to zero would mean "no limit").
- */
-static int32
-duration_arg(FunctionCallInfo fcinfo, int argno, const char *argname)
-{
-	Interval   *iv;
-	double		ms;
-
-	require_arg(fcinfo, argno, argname);
-	iv = PG_GETARG_INTERVAL_P(argno);
-	if (!DBGATE_INTERVAL_IS_FINITE(iv))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must be finite", argname)));
-	ms = (double) iv->time / 1000.0 +
-		((double) iv->day + (double) iv->month * DAYS_PER_MONTH) *
-		((double) SECS_PER_DAY * 1000.0);
-	if (ms < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s must not be negative", argname)));
-	if (ms > 0 && ms < 1)
-		ms = 1;
-	ms = rint(ms);
-	if (ms > (double) DBGATE_MAX_TIMEOUT_MS)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("%s is too long", argname),
-				 errdetail("The longest duration accepted is %d milliseconds.",
-						   DBGATE_MAX_TIMEOUT_MS)));
-	return (int32) ms;
+	dbgate_budget_name_from_text(PG_GETARG_TEXT_PP(argno), dest,
+								 "budget name", false);
 }
 
 static bool
@@ -179,40 +95,6 @@ bool_arg(FunctionCallInfo fcinfo, int argno, const char *argname)
 {
 	require_arg(fcinfo, argno, argname);
 	return PG_GETARG_BOOL(argno);
-}
-
-static int32
-scope_arg(FunctionCallInfo fcinfo, int argno)
-{
-	char	   *v;
-
-	require_arg(fcinfo, argno, "scope");
-	v = text_to_cstring(PG_GETARG_TEXT_PP(argno));
-	if (strcmp(v, "statement") == 0)
-		return DBGATE_SCOPE_STATEMENT;
-	if (strcmp(v, "transaction") == 0)
-		return DBGATE_SCOPE_TRANSACTION;
-	ereport(ERROR,
-			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-			 errmsg("invalid value for scope: \"%s\"", v),
-			 errhint("Valid values are \"statement\" and \"transaction\".")));
-	return 0;					/* keep compiler quiet */
-}
-
-static int32
-parallel_workers_arg(FunctionCallInfo fcinfo, int argno)
-{
-	int32		v;
-
-	require_arg(fcinfo, argno, "parallel_workers");
-	v = PG_GETARG_INT32(argno);
-	if (v < -1 || v > DBGATE_MAX_PARALLEL_WORKERS)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("parallel_workers must be between -1 and %d",
-						DBGATE_MAX_PARALLEL_WORKERS),
-				 errdetail("The value given is %d.", v)));
-	return v;
 }
 
 /*
@@ -266,41 +148,48 @@ database_arg(FunctionCallInfo fcinfo, int argno)
  * Configuration functions
  * ----------
  */
+
 /*
- * create_budget: arguments 0 to 6 in both versions, 7 to 11 (scope,
- * idle_in_transaction_timeout, parallel_workers, utility, enforce) in 1.1
- * only; 1.0 calls get their defaults.
+ * The SQL definition of a function of the SQL objects of 'api' has the
+ * name and that version's fields as arguments (fields.c).
+ */
+static int
+check_nargs(FunctionCallInfo fcinfo, DbgateApi api)
+{
+	int			nfields = dbgate_fields_of_api(api);
+
+	if (PG_NARGS() != 1 + nfields)
+		elog(ERROR, "function of %d arguments bound to a C function of %d arguments",
+			 PG_NARGS(), 1 + nfields);
+	return nfields;
+}
+
+/*
+ * create_budget: argument i + 1 is field i of the table; the fields that
+ * are no arguments in the caller's SQL API version take their defaults.
+ * NULL is refused except where a field's default is NULL (parent).
  */
 static void
-create_budget(FunctionCallInfo fcinfo, bool v1_1)
+create_budget(FunctionCallInfo fcinfo, DbgateApi api)
 {
 	DbgateBudgetConf conf;
+	int			nfields;
+	int			i;
 
 	check_writable("create_budget()");
+	nfields = check_nargs(fcinfo, api);
 	memset(&conf, 0, sizeof(conf));
 	budget_name_arg(fcinfo, 0, conf.name);
-	conf.max_active = max_active_arg(fcinfo, 1);
-	conf.max_queued = max_queued_arg(fcinfo, 2);
-	conf.queue_timeout_ms = duration_arg(fcinfo, 3, "queue_timeout");
-	conf.statement_timeout_ms = duration_arg(fcinfo, 4, "statement_timeout");
-	conf.lock_timeout_ms = duration_arg(fcinfo, 5, "lock_timeout");
-	conf.fair = bool_arg(fcinfo, 6, "fair");
-	if (v1_1)
+	dbgate_conf_set_defaults(&conf);
+	for (i = 0; i < nfields; i++)
 	{
-		conf.scope = scope_arg(fcinfo, 7);
-		conf.idle_timeout_ms = duration_arg(fcinfo, 8,
-											"idle_in_transaction_timeout");
-		conf.parallel_workers = parallel_workers_arg(fcinfo, 9);
-		conf.utility = bool_arg(fcinfo, 10, "utility");
-		conf.enforce = bool_arg(fcinfo, 11, "enforce");
-	}
-	else
-	{
-		conf.scope = DBGATE_SCOPE_STATEMENT;
-		conf.idle_timeout_ms = 0;
-		conf.parallel_workers = -1;
-		conf.utility = false;
-		conf.enforce = true;
+		if (PG_ARGISNULL(i + 1))
+		{
+			if (!dbgate_fields[i].nullable)
+				require_arg(fcinfo, i + 1, dbgate_fields[i].name);
+			continue;			/* the default */
+		}
+		dbgate_field_from_arg(i, PG_GETARG_DATUM(i + 1), &conf);
 	}
 
 	dbgate_config_add_create(&conf);
@@ -309,86 +198,47 @@ create_budget(FunctionCallInfo fcinfo, bool v1_1)
 Datum
 dbgate_create_budget(PG_FUNCTION_ARGS)
 {
-	create_budget(fcinfo, false);
+	create_budget(fcinfo, DBGATE_API_1_0);
 	PG_RETURN_VOID();
 }
 
 Datum
 dbgate_create_budget_1_1(PG_FUNCTION_ARGS)
 {
-	create_budget(fcinfo, true);
+	create_budget(fcinfo, DBGATE_API_1_1);
 	PG_RETURN_VOID();
 }
 
-/* alter_budget: the arguments as for create_budget; NULL keeps a field */
+Datum
+dbgate_create_budget_1_2(PG_FUNCTION_ARGS)
+{
+	create_budget(fcinfo, DBGATE_API_1_2);
+	PG_RETURN_VOID();
+}
+
+/*
+ * alter_budget: the arguments as for create_budget; NULL keeps a field.
+ * The mask has the bit of every field given.
+ */
 static void
-alter_budget(FunctionCallInfo fcinfo, bool v1_1)
+alter_budget(FunctionCallInfo fcinfo, DbgateApi api)
 {
 	char		name[NAMEDATALEN];
 	DbgateBudgetConf values;
 	uint32		mask = 0;
+	int			nfields;
+	int			i;
 
 	check_writable("alter_budget()");
+	nfields = check_nargs(fcinfo, api);
 	memset(&values, 0, sizeof(values));
 	budget_name_arg(fcinfo, 0, name);
-	if (!PG_ARGISNULL(1))
+	for (i = 0; i < nfields; i++)
 	{
-		values.max_active = max_active_arg(fcinfo, 1);
-		mask |= DBGATE_ALTER_MAX_ACTIVE;
-	}
-	if (!PG_ARGISNULL(2))
-	{
-		values.max_queued = max_queued_arg(fcinfo, 2);
-		mask |= DBGATE_ALTER_MAX_QUEUED;
-	}
-	if (!PG_ARGISNULL(3))
-	{
-		values.queue_timeout_ms = duration_arg(fcinfo, 3, "queue_timeout");
-		mask |= DBGATE_ALTER_QUEUE_TIMEOUT;
-	}
-	if (!PG_ARGISNULL(4))
-	{
-		values.statement_timeout_ms = duration_arg(fcinfo, 4, "statement_timeout");
-		mask |= DBGATE_ALTER_STMT_TIMEOUT;
-	}
-	if (!PG_ARGISNULL(5))
-	{
-		values.lock_timeout_ms = duration_arg(fcinfo, 5, "lock_timeout");
-		mask |= DBGATE_ALTER_LOCK_TIMEOUT;
-	}
-	if (!PG_ARGISNULL(6))
-	{
-		values.fair = PG_GETARG_BOOL(6);
-		mask |= DBGATE_ALTER_FAIR;
-	}
-	if (v1_1)
-	{
-		if (!PG_ARGISNULL(7))
-		{
-			values.scope = scope_arg(fcinfo, 7);
-			mask |= DBGATE_ALTER_SCOPE;
-		}
-		if (!PG_ARGISNULL(8))
-		{
-			values.idle_timeout_ms = duration_arg(fcinfo, 8,
-												  "idle_in_transaction_timeout");
-			mask |= DBGATE_ALTER_IDLE_TIMEOUT;
-		}
-		if (!PG_ARGISNULL(9))
-		{
-			values.parallel_workers = parallel_workers_arg(fcinfo, 9);
-			mask |= DBGATE_ALTER_PARALLEL;
-		}
-		if (!PG_ARGISNULL(10))
-		{
-			values.utility = PG_GETARG_BOOL(10);
-			mask |= DBGATE_ALTER_UTILITY;
-		}
-		if (!PG_ARGISNULL(11))
-		{
-			values.enforce = PG_GETARG_BOOL(11);
-			mask |= DBGATE_ALTER_ENFORCE;
-		}
+		if (PG_ARGISNULL(i + 1))
+			continue;
+		dbgate_field_from_arg(i, PG_GETARG_DATUM(i + 1), &values);
+		mask |= DBGATE_FIELD_BIT(i);
 	}
 
 	/* even with nothing to change, an unknown budget is an error */
@@ -398,14 +248,21 @@ alter_budget(FunctionCallInfo fcinfo, bool v1_1)
 Datum
 dbgate_alter_budget(PG_FUNCTION_ARGS)
 {
-	alter_budget(fcinfo, false);
+	alter_budget(fcinfo, DBGATE_API_1_0);
 	PG_RETURN_VOID();
 }
 
 Datum
 dbgate_alter_budget_1_1(PG_FUNCTION_ARGS)
 {
-	alter_budget(fcinfo, true);
+	alter_budget(fcinfo, DBGATE_API_1_1);
+	PG_RETURN_VOID();
+}
+
+Datum
+dbgate_alter_budget_1_2(PG_FUNCTION_ARGS)
+{
+	alter_budget(fcinfo, DBGATE_API_1_2);
 	PG_RETURN_VOID();
 }
 
@@ -501,11 +358,13 @@ dbgate_reset_stats(PG_FUNCTION_ARGS)
 		LWLockAcquire(sh->config_lock, LW_SHARED);
 		for (i = 0; i < sh->max_budgets; i++)
 		{
+			int			root;
+
 			if (!sh->budgets[i].d.in_use)
 				continue;
-			LWLockAcquire(dbgate_budget_lock(i), LW_EXCLUSIVE);
+			root = dbgate_admission_lock_tree(i);
 			dbgate_reset_budget_stats(&sh->budgets[i].d, now);
-			LWLockRelease(dbgate_budget_lock(i));
+			LWLockRelease(dbgate_budget_lock(root));
 		}
 		LWLockRelease(sh->config_lock);
 	}
@@ -520,9 +379,10 @@ dbgate_reset_stats(PG_FUNCTION_ARGS)
 		idx = dbgate_find_budget(name);
 		if (idx >= 0)
 		{
-			LWLockAcquire(dbgate_budget_lock(idx), LW_EXCLUSIVE);
+			int			root = dbgate_admission_lock_tree(idx);
+
 			dbgate_reset_budget_stats(&sh->budgets[idx].d, now);
-			LWLockRelease(dbgate_budget_lock(idx));
+			LWLockRelease(dbgate_budget_lock(root));
 		}
 		LWLockRelease(sh->config_lock);
 
@@ -543,15 +403,6 @@ dbgate_reset_stats(PG_FUNCTION_ARGS)
  * View functions
  * ----------
  */
-static Datum
-ms_to_interval(int32 ms)
-{
-	Interval   *iv = palloc0(sizeof(Interval));
-
-	iv->time = (int64) ms * 1000;
-	return IntervalPGetDatum(iv);
-}
-
 static int
 name_cmp(const void *a, const void *b)
 {
@@ -596,13 +447,30 @@ assigned_names(const DbgateConfig *config, const char *budget, bool dbs)
 										   NAMEDATALEN, false, TYPALIGN_CHAR));
 }
 
-/* dbgate.budgets: 'ncols' is that of the calling SQL definition */
+/*
+ * dbgate.budgets: the budget's name, its fields (each in its column, see
+ * fields.c) and its assignments.  The columns of each SQL API version are
+ * those of the previous one and more at the end.
+ */
+#define ROLES_COLUMN		7
+#define DATABASES_COLUMN	13	/* 1.1 */
+#define MAX_COLUMNS			(DBGATE_NFIELDS + 3)
+
+static int
+budget_config_columns(DbgateApi api)
+{
+	return 1 + dbgate_fields_of_api(api) + 1 + (api >= DBGATE_API_1_1 ? 1 : 0);
+}
+
 static void
-budget_config(FunctionCallInfo fcinfo, int ncols)
+budget_config(FunctionCallInfo fcinfo, DbgateApi api)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int			ncols = budget_config_columns(api);
+	int			nfields = dbgate_fields_of_api(api);
 	DbgateConfig config;
 	int			i;
+	int			f;
 
 	dbgate_check_loaded();
 	InitMaterializedSRF(fcinfo, 0);
@@ -615,28 +483,21 @@ budget_config(FunctionCallInfo fcinfo, int ncols)
 	for (i = 0; i < config.nbudgets; i++)
 	{
 		DbgateBudgetConf *c = &config.budgets[i];
-		Datum		values[BUDGET_CONFIG_COLS];
-		bool		nulls[BUDGET_CONFIG_COLS];
+		Datum		values[MAX_COLUMNS];
+		bool		nulls[MAX_COLUMNS];
 
 		memset(nulls, 0, sizeof(nulls));
 		values[0] = CStringGetTextDatum(c->name);
-		values[1] = Int32GetDatum(c->max_active);
-		values[2] = Int32GetDatum(c->max_queued);
-		values[3] = ms_to_interval(c->queue_timeout_ms);
-		values[4] = ms_to_interval(c->statement_timeout_ms);
-		values[5] = ms_to_interval(c->lock_timeout_ms);
-		values[6] = BoolGetDatum(c->fair);
-		values[7] = assigned_names(&config, c->name, false);
-		if (ncols == BUDGET_CONFIG_COLS)
+		for (f = 0; f < nfields; f++)
 		{
-			values[8] = CStringGetTextDatum(c->scope == DBGATE_SCOPE_TRANSACTION ?
-											"transaction" : "statement");
-			values[9] = ms_to_interval(c->idle_timeout_ms);
-			values[10] = Int32GetDatum(c->parallel_workers);
-			values[11] = BoolGetDatum(c->utility);
-			values[12] = BoolGetDatum(c->enforce);
-			values[13] = assigned_names(&config, c->name, true);
+			int			col = dbgate_fields[f].column;
+
+			Assert(col > 0 && col < ncols);
+			values[col] = dbgate_field_datum(f, c, &nulls[col]);
 		}
+		values[ROLES_COLUMN] = assigned_names(&config, c->name, false);
+		if (api >= DBGATE_API_1_1)
+			values[DATABASES_COLUMN] = assigned_names(&config, c->name, true);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 }
@@ -644,14 +505,21 @@ budget_config(FunctionCallInfo fcinfo, int ncols)
 Datum
 dbgate_budget_config(PG_FUNCTION_ARGS)
 {
-	budget_config(fcinfo, BUDGET_CONFIG_COLS_1_0);
+	budget_config(fcinfo, DBGATE_API_1_0);
 	return (Datum) 0;
 }
 
 Datum
 dbgate_budget_config_1_1(PG_FUNCTION_ARGS)
 {
-	budget_config(fcinfo, BUDGET_CONFIG_COLS);
+	budget_config(fcinfo, DBGATE_API_1_1);
+	return (Datum) 0;
+}
+
+Datum
+dbgate_budget_config_1_2(PG_FUNCTION_ARGS)
+{
+	budget_config(fcinfo, DBGATE_API_1_2);
 	return (Datum) 0;
 }
 
@@ -664,6 +532,71 @@ budget_conf_cmp(const void *a, const void *b)
 {
 	return strcmp(((const DbgateBudgetConf *) a)->name,
 				  ((const DbgateBudgetConf *) b)->name);
+}
+
+/*
+ * A budget in config_script(), with the names on its way from its
+ * top-level ancestor down to itself.  Sorting by that path lists every
+ * budget after its parent and its subtree right after it, each level by
+ * name.
+ */
+typedef struct ScriptBudget
+{
+	const DbgateBudgetConf *conf;
+	int			depth;
+	const char *path[DBGATE_MAX_DEPTH];
+} ScriptBudget;
+
+static int
+script_budget_cmp(const void *a, const void *b)
+{
+	const ScriptBudget *x = (const ScriptBudget *) a;
+	const ScriptBudget *y = (const ScriptBudget *) b;
+	int			i;
+
+	for (i = 0; i < x->depth && i < y->depth; i++)
+	{
+		int			r = strcmp(x->path[i], y->path[i]);
+
+		if (r != 0)
+			return r;
+	}
+	return x->depth - y->depth;
+}
+
+/*
+ * The budgets of 'config' (sorted by name) with parents first.  The image
+ * has no cycle and no chain longer than DBGATE_MAX_DEPTH (config.c and
+ * persist.c see to that); should one appear all the same, its budgets come
+ * out in some order rather than never.
+ */
+static ScriptBudget *
+script_budgets(const DbgateConfig *config)
+{
+	ScriptBudget *sb = palloc0(sizeof(ScriptBudget) * Max(config->nbudgets, 1));
+	int			i;
+
+	for (i = 0; i < config->nbudgets; i++)
+	{
+		const DbgateBudgetConf *c = &config->budgets[i];
+		const char *up[DBGATE_MAX_DEPTH];
+		int			n = 0;
+		int			k;
+
+		while (c != NULL && n < DBGATE_MAX_DEPTH)
+		{
+			up[n++] = c->name;
+			c = c->parent[0] == '\0' ? NULL :
+				bsearch(c->parent, config->budgets, config->nbudgets,
+						sizeof(DbgateBudgetConf), budget_conf_cmp);
+		}
+		sb[i].conf = &config->budgets[i];
+		sb[i].depth = n;
+		for (k = 0; k < n; k++)
+			sb[i].path[k] = up[n - 1 - k];
+	}
+	qsort(sb, config->nbudgets, sizeof(ScriptBudget), script_budget_cmp);
+	return sb;
 }
 
 typedef struct ScriptLine
@@ -710,12 +643,6 @@ script_assignments(StringInfo buf, const DbgateConfig *config, bool dbs)
 						 lines[i].object, quote_literal_cstr(lines[i].budget));
 }
 
-static void
-append_duration(StringInfo buf, const char *argname, int32 ms)
-{
-	appendStringInfo(buf, ", %s => '%d ms'", argname, ms);
-}
-
 /*
  * SQL statements that recreate every budget and assignment of what the
  * transaction sees, in one transaction.  Roles are named as regrole input
@@ -726,6 +653,7 @@ Datum
 dbgate_config_script(PG_FUNCTION_ARGS)
 {
 	DbgateConfig config;
+	ScriptBudget *sb;
 	StringInfoData buf;
 	int			i;
 
@@ -734,24 +662,19 @@ dbgate_config_script(PG_FUNCTION_ARGS)
 	qsort(config.budgets, config.nbudgets, sizeof(DbgateBudgetConf),
 		  budget_conf_cmp);
 
+	sb = script_budgets(&config);
+
 	initStringInfo(&buf);
 	appendStringInfoString(&buf, "BEGIN;\n");
 	for (i = 0; i < config.nbudgets; i++)
 	{
-		const DbgateBudgetConf *c = &config.budgets[i];
+		int			f;
 
-		appendStringInfo(&buf, "SELECT dbgate.create_budget(%s, max_active => %d, max_queued => %d",
-						 quote_literal_cstr(c->name), c->max_active, c->max_queued);
-		append_duration(&buf, "queue_timeout", c->queue_timeout_ms);
-		append_duration(&buf, "statement_timeout", c->statement_timeout_ms);
-		append_duration(&buf, "lock_timeout", c->lock_timeout_ms);
-		appendStringInfo(&buf, ", fair => %s, scope => '%s'",
-						 c->fair ? "true" : "false",
-						 c->scope == DBGATE_SCOPE_TRANSACTION ? "transaction" : "statement");
-		append_duration(&buf, "idle_in_transaction_timeout", c->idle_timeout_ms);
-		appendStringInfo(&buf, ", parallel_workers => %d, utility => %s, enforce => %s);\n",
-						 c->parallel_workers, c->utility ? "true" : "false",
-						 c->enforce ? "true" : "false");
+		appendStringInfo(&buf, "SELECT dbgate.create_budget(%s",
+						 quote_literal_cstr(sb[i].conf->name));
+		for (f = 0; f < DBGATE_NFIELDS; f++)
+			dbgate_field_append_sql(&buf, f, sb[i].conf);
+		appendStringInfoString(&buf, ");\n");
 	}
 	script_assignments(&buf, &config, false);
 	script_assignments(&buf, &config, true);

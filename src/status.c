@@ -15,6 +15,7 @@
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/float.h"
 #include "utils/timestamp.h"
 
 #include "compat.h"
@@ -22,14 +23,20 @@
 
 PG_FUNCTION_INFO_V1(dbgate_budget_status);
 PG_FUNCTION_INFO_V1(dbgate_budget_status_1_1);
+PG_FUNCTION_INFO_V1(dbgate_budget_status_1_2);
 PG_FUNCTION_INFO_V1(dbgate_backend_status);
 PG_FUNCTION_INFO_V1(dbgate_backend_status_1_1);
+PG_FUNCTION_INFO_V1(dbgate_backend_status_1_2);
+PG_FUNCTION_INFO_V1(dbgate_wait_histogram);
 
-/* columns of 1.0, and of 1.1 (which adds columns at the end) */
+/* columns of 1.0, 1.1 and 1.2 (each adds columns at the end) */
 #define BUDGET_STATUS_COLS_1_0	17
-#define BUDGET_STATUS_COLS		21
+#define BUDGET_STATUS_COLS_1_1	21
+#define BUDGET_STATUS_COLS		26
 #define BACKEND_STATUS_COLS_1_0 6
-#define BACKEND_STATUS_COLS		7
+#define BACKEND_STATUS_COLS_1_1 7
+#define BACKEND_STATUS_COLS		8
+#define WAIT_HISTOGRAM_COLS		3
 
 /* What one row of dbgate.status shows, copied out of shared memory. */
 typedef struct StatusRow
@@ -54,7 +61,60 @@ typedef struct StatusRow
 	uint64		terminated_idle;
 	uint64		would_queue;
 	uint64		would_reject;
+	/* 1.2 */
+	uint64		oldest_wait_us;
+	uint64		overdue;
+	uint64		rate_limited;
+	uint64		bypassed;
+	uint64		memory_kb;
+	int32		max_memory_mb;
+	uint64		hist[DBGATE_HIST_BUCKETS];
 } StatusRow;
+
+/*
+ * Copy what dbgate.status and dbgate.wait_histogram show of budget i.
+ * Caller holds config_lock (shared).  One reading of the state word gives
+ * consistent active and queued counts; the rest is copied under the
+ * budget's tree lock.
+ */
+static void
+copy_status(int i, StatusRow *r)
+{
+	DbgateBudget *b = &dbgate_shared->budgets[i].d;
+	int			root;
+	int			k;
+
+	root = dbgate_admission_lock_tree(i);
+	strlcpy(r->name, b->conf.name, NAMEDATALEN);
+	r->max_active = b->conf.max_active;
+	r->max_queued = b->conf.max_queued;
+	r->max_memory_mb = b->conf.max_memory_mb;
+	r->st = pg_atomic_read_u64(&b->state);
+	r->peak_active = pg_atomic_read_u32(&b->peak_active);
+	r->admitted = pg_atomic_read_u64(&b->admitted);
+	r->active_time_us = pg_atomic_read_u64(&b->active_time_total_us);
+	r->peak_queued = b->peak_queued;
+	r->after_wait = pg_atomic_read_u64(&b->admitted_after_wait);
+	r->rejected_full = b->rejected_full;
+	r->rejected_timeout = b->rejected_timeout;
+	r->canceled = b->canceled_waiting;
+	r->lock_holder = b->admitted_lock_holder;
+	r->wait_total_us = pg_atomic_read_u64(&b->wait_time_total_us);
+	r->wait_max_us = pg_atomic_read_u64(&b->wait_time_max_us);
+	r->stats_reset = b->stats_reset;
+	r->terminated_idle = pg_atomic_read_u64(&b->terminated_idle);
+	r->would_queue = pg_atomic_read_u64(&b->would_queue);
+	r->would_reject = pg_atomic_read_u64(&b->would_reject);
+	r->overdue = pg_atomic_read_u64(&b->admitted_overdue);
+	r->rate_limited = pg_atomic_read_u64(&b->rate_limited);
+	r->bypassed = pg_atomic_read_u64(&b->bypassed);
+	r->memory_kb = pg_atomic_read_u64(&b->memory_kb_active);
+	for (k = 0; k < DBGATE_HIST_BUCKETS; k++)
+		r->hist[k] = pg_atomic_read_u64(&b->wait_hist[k]);
+	LWLockRelease(dbgate_budget_lock(root));
+	r->oldest_wait_us = dbgate_admission_oldest_wait(i);
+	r->idle_in_xact = dbgate_admission_idle_count(i);
+}
 
 static Datum
 budget_status(FunctionCallInfo fcinfo, int ncols)
@@ -82,33 +142,7 @@ budget_status(FunctionCallInfo fcinfo, int ncols)
 		if (!b->in_use)
 			continue;
 		r = &rows[nrows++];
-
-		/*
-		 * One reading of the state word gives consistent active and queued
-		 * counts; the rest is copied under the budget lock.
-		 */
-		LWLockAcquire(dbgate_budget_lock(i), LW_SHARED);
-		strlcpy(r->name, b->conf.name, NAMEDATALEN);
-		r->max_active = b->conf.max_active;
-		r->max_queued = b->conf.max_queued;
-		r->st = pg_atomic_read_u64(&b->state);
-		r->peak_active = pg_atomic_read_u32(&b->peak_active);
-		r->admitted = pg_atomic_read_u64(&b->admitted);
-		r->active_time_us = pg_atomic_read_u64(&b->active_time_total_us);
-		r->peak_queued = b->peak_queued;
-		r->after_wait = pg_atomic_read_u64(&b->admitted_after_wait);
-		r->rejected_full = b->rejected_full;
-		r->rejected_timeout = b->rejected_timeout;
-		r->canceled = b->canceled_waiting;
-		r->lock_holder = b->admitted_lock_holder;
-		r->wait_total_us = pg_atomic_read_u64(&b->wait_time_total_us);
-		r->wait_max_us = pg_atomic_read_u64(&b->wait_time_max_us);
-		r->stats_reset = b->stats_reset;
-		r->terminated_idle = pg_atomic_read_u64(&b->terminated_idle);
-		r->would_queue = pg_atomic_read_u64(&b->would_queue);
-		r->would_reject = pg_atomic_read_u64(&b->would_reject);
-		LWLockRelease(dbgate_budget_lock(i));
-		r->idle_in_xact = dbgate_admission_idle_count(i);
+		copy_status(i, r);
 	}
 	LWLockRelease(sh->config_lock);
 
@@ -142,6 +176,15 @@ budget_status(FunctionCallInfo fcinfo, int ncols)
 		values[18] = Int64GetDatum((int64) r->terminated_idle);
 		values[19] = Int64GetDatum((int64) r->would_queue);
 		values[20] = Int64GetDatum((int64) r->would_reject);
+		/* 1.2 */
+		if (ncols > BUDGET_STATUS_COLS_1_1)
+		{
+			values[21] = Float8GetDatum((double) r->oldest_wait_us / 1000.0);
+			values[22] = Int64GetDatum((int64) r->overdue);
+			values[23] = Int64GetDatum((int64) r->rate_limited);
+			values[24] = Int64GetDatum((int64) r->bypassed);
+			values[25] = Float8GetDatum((double) (int64) r->memory_kb / 1024.0);
+		}
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
@@ -156,7 +199,78 @@ dbgate_budget_status(PG_FUNCTION_ARGS)
 Datum
 dbgate_budget_status_1_1(PG_FUNCTION_ARGS)
 {
+	return budget_status(fcinfo, BUDGET_STATUS_COLS_1_1);
+}
+
+Datum
+dbgate_budget_status_1_2(PG_FUNCTION_ARGS)
+{
 	return budget_status(fcinfo, BUDGET_STATUS_COLS);
+}
+
+/*
+ * dbgate.wait_histogram: per budget, how long its admitted statements
+ * waited in its queue, as cumulative buckets (Prometheus' convention:
+ * each count includes the ones before; the last bucket's bound is
+ * Infinity and its count is 'admitted').  Admissions without a wait count
+ * in every bucket; waits are counted from the statement's arrival at the
+ * gate.
+ */
+Datum
+dbgate_wait_histogram(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	DbgateShared *sh;
+	StatusRow  *rows;
+	int			nrows = 0;
+	int			i;
+
+	dbgate_check_loaded();
+	sh = dbgate_shared;
+	InitMaterializedSRF(fcinfo, 0);
+	if (rsinfo->setDesc->natts != WAIT_HISTOGRAM_COLS)
+		elog(ERROR, "incorrect number of output columns: %d instead of %d",
+			 rsinfo->setDesc->natts, WAIT_HISTOGRAM_COLS);
+
+	rows = palloc(sizeof(StatusRow) * sh->max_budgets);
+	LWLockAcquire(sh->config_lock, LW_SHARED);
+	for (i = 0; i < sh->max_budgets; i++)
+	{
+		if (sh->budgets[i].d.in_use)
+			copy_status(i, &rows[nrows++]);
+	}
+	LWLockRelease(sh->config_lock);
+
+	for (i = 0; i < nrows; i++)
+	{
+		StatusRow  *r = &rows[i];
+		uint64		at_once;
+		uint64		cum;
+		int			k;
+
+		/* counted without a common lock: never above 'admitted' */
+		at_once = r->admitted > r->after_wait ? r->admitted - r->after_wait : 0;
+		cum = at_once;
+		for (k = 0; k <= DBGATE_HIST_BUCKETS; k++)
+		{
+			Datum		values[WAIT_HISTOGRAM_COLS];
+			bool		nulls[WAIT_HISTOGRAM_COLS];
+
+			memset(nulls, 0, sizeof(nulls));
+			if (k < DBGATE_HIST_BUCKETS)
+				cum += r->hist[k];
+			values[0] = CStringGetTextDatum(r->name);
+			values[1] = Float8GetDatum(k < DBGATE_HIST_BUCKETS ?
+									   dbgate_hist_bounds_ms[k] :
+									   get_float8_infinity());
+			values[2] = Int64GetDatum((int64) (k < DBGATE_HIST_BUCKETS ?
+											   Min(cum, r->admitted) :
+											   r->admitted));
+			tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values,
+								 nulls);
+		}
+	}
+	return (Datum) 0;
 }
 
 static const char *
@@ -166,7 +280,7 @@ row_state(uint8 state)
 	{
 		case DBGATE_ROW_QUEUED:
 			return "queued";
-		case DBGATE_ROW_IDLE_IN_XACT:
+		case DBGATE_ROW_HELD:
 			return "idle in transaction";
 		default:
 			return "active";
@@ -201,6 +315,7 @@ backend_status(FunctionCallInfo fcinfo, int ncols)
 	DbgateShared *sh;
 	DbgateBackendRow *rows;
 	char		(*names)[NAMEDATALEN];
+	int32	   *memory_mb;
 	int			nrows = 0;
 	int			i;
 
@@ -214,6 +329,7 @@ backend_status(FunctionCallInfo fcinfo, int ncols)
 	/* a backend is queued in one budget or holds one slot: max_procs rows */
 	rows = palloc(sizeof(DbgateBackendRow) * sh->max_procs);
 	names = palloc(sizeof(*names) * sh->max_budgets);
+	memory_mb = palloc(sizeof(int32) * sh->max_budgets);
 
 	LWLockAcquire(sh->config_lock, LW_SHARED);
 	for (i = 0; i < sh->max_budgets && nrows < sh->max_procs; i++)
@@ -223,6 +339,7 @@ backend_status(FunctionCallInfo fcinfo, int ncols)
 		if (!b->in_use)
 			continue;
 		strlcpy(names[i], b->conf.name, NAMEDATALEN);
+		memory_mb[i] = b->conf.max_memory_mb;
 		nrows += dbgate_admission_backends(i, rows + nrows,
 										   sh->max_procs - nrows);
 	}
@@ -255,6 +372,14 @@ backend_status(FunctionCallInfo fcinfo, int ncols)
 			nulls[5] = true;
 		/* 1.1 */
 		values[6] = CStringGetTextDatum(classified_by(&rows[i]));
+		/* 1.2: the backend's grant; NULL where the budget has no limit */
+		if (ncols > BACKEND_STATUS_COLS_1_1)
+		{
+			if (memory_mb[rows[i].budget] > 0)
+				values[7] = Float8GetDatum((double) rows[i].memory_kb / 1024.0);
+			else
+				nulls[7] = true;
+		}
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
@@ -268,6 +393,12 @@ dbgate_backend_status(PG_FUNCTION_ARGS)
 
 Datum
 dbgate_backend_status_1_1(PG_FUNCTION_ARGS)
+{
+	return backend_status(fcinfo, BACKEND_STATUS_COLS_1_1);
+}
+
+Datum
+dbgate_backend_status_1_2(PG_FUNCTION_ARGS)
 {
 	return backend_status(fcinfo, BACKEND_STATUS_COLS);
 }

@@ -38,6 +38,20 @@
  * If the wait ends in an error, the statement is aborted and the
  * transaction's abort processing cleans up the snapshot stack as usual.
  *
+ * Gated utility commands (utility.c) wait in ProcessUtility, where there
+ * is no query descriptor: their snapshot is the portal's, which
+ * PortalRunUtility pushed before it called ProcessUtility (at the portal's
+ * createLevel, remembered in portal->portalSnapshot, unregistered) and pops
+ * after it returns -- unless the command popped it itself, as VACUUM does.
+ * dbgate_waitsnap_utility_release() gives that snapshot up for the wait and
+ * dbgate_waitsnap_utility_retake() takes a new one on admission exactly as
+ * PortalRunUtility takes it (the same code in PostgreSQL 15 to 18), so that
+ * PortalRunUtility, or the command, pops the new one.  The conditions are
+ * those for queries: READ COMMITTED, no snapshot underneath, no
+ * holdSnapshot, referenced once; and the active portal must be the one
+ * running the command itself: a COPY ... FROM run by a procedure or a
+ * non-atomic DO block runs on that portal's snapshot, which stays.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -45,6 +59,7 @@
 #include "access/parallel.h"
 #include "access/xact.h"
 #include "executor/execdesc.h"
+#include "nodes/plannodes.h"
 #include "tcop/pquery.h"
 #include "utils/portal.h"
 #include "utils/snapmgr.h"
@@ -98,4 +113,77 @@ dbgate_waitsnap_retake(QueryDesc *queryDesc)
 {
 	PushActiveSnapshot(GetTransactionSnapshot());
 	queryDesc->snapshot = RegisterSnapshot(GetActiveSnapshot());
+}
+
+/*
+ * Is the portal running one gated utility command (and not, say, a DO
+ * block or CALL whose statement is that command)?
+ */
+static bool
+portal_runs_utility(Portal portal)
+{
+	PlannedStmt *pstmt;
+
+	if (list_length(portal->stmts) != 1)
+		return false;
+	pstmt = linitial_node(PlannedStmt, portal->stmts);
+	return pstmt->utilityStmt != NULL &&
+		dbgate_utility_takes_slot(pstmt, PROCESS_UTILITY_TOPLEVEL);
+}
+
+/*
+ * Before the queue wait of a gated utility command: give up the portal's
+ * snapshot if it is the only one the backend holds.  Returns true when it
+ * was given up; the caller must then call dbgate_waitsnap_utility_retake()
+ * before the command goes on.
+ */
+bool
+dbgate_waitsnap_utility_release(void)
+{
+	Portal		portal = ActivePortal;
+	Snapshot	snap;
+
+	if (portal == NULL || IsolationUsesXactSnapshot() || IsInParallelMode())
+		return false;
+	snap = portal->portalSnapshot;
+	if (snap == InvalidSnapshot || portal->holdSnapshot != InvalidSnapshot ||
+		!ActiveSnapshotSet() || GetActiveSnapshot() != snap ||
+		snap->active_count != 1 || snap->regd_count != 0 ||
+		!portal_runs_utility(portal))
+		return false;
+
+	/*
+	 * Popping the last reference frees the snapshot: hold it by a
+	 * registration while looking underneath, so that it can be pushed back
+	 * unchanged (the active snapshot is always a copy, which
+	 * PushActiveSnapshotWithLevel() pushes as it is).
+	 */
+	snap = RegisterSnapshot(snap);
+	PopActiveSnapshot();
+	if (ActiveSnapshotSet())
+	{
+		/* an outer snapshot keeps the horizon anyway: change nothing */
+		PushActiveSnapshotWithLevel(snap, portal->createLevel);
+		UnregisterSnapshot(snap);
+		return false;
+	}
+	UnregisterSnapshot(snap);
+	portal->portalSnapshot = InvalidSnapshot;
+	/* the catalog snapshot would keep an xmin too; it is retaken on use */
+	InvalidateCatalogSnapshot();
+	return true;
+}
+
+/*
+ * On admission after dbgate_waitsnap_utility_release(): take the portal's
+ * snapshot now, as PortalRunUtility takes it.
+ */
+void
+dbgate_waitsnap_utility_retake(void)
+{
+	Portal		portal = ActivePortal;
+
+	PushActiveSnapshotWithLevel(GetTransactionSnapshot(), portal->createLevel);
+	/* PushActiveSnapshotWithLevel() may have copied it */
+	portal->portalSnapshot = GetActiveSnapshot();
 }

@@ -56,14 +56,108 @@
  * recovery, and the file is then marked current at the end of recovery so
  * that the changes of the new timeline count as newer.
  *
+ * The set-aside image survives restarts.  Replay restarts at the last
+ * restartpoint, and a restartpoint may lie between an IMAGE record and the
+ * record that settles it.  Not on the normal path: the committing backend
+ * logs its CONFIRM record before it stops delaying checkpoints, so the
+ * record of a checkpoint whose redo point follows the IMAGE record comes
+ * after the CONFIRM.  But after a crash between a commit record and its
+ * CONFIRM record, the primary logs the CONFIRM only after its
+ * end-of-recovery checkpoint: a standby that makes a restartpoint at that
+ * checkpoint and restarts before it replays the CONFIRM would have lost an
+ * image kept in memory only, and would ignore the late CONFIRM (running
+ * without the change until the next one).  So when an IMAGE record is
+ * replayed, the set-aside image is also written to the file "dbgate.stash"
+ * in the data directory: the record's data as logged, its transaction ID
+ * and position, with a CRC-32C; through a temporary file, fsynced and
+ * durably renamed before the next record is replayed, so before any
+ * restartpoint can pass the record.  rm_startup takes the file back as
+ * the set-aside image if
+ *	  - its IMAGE record lies before the point where this replay starts
+ *		(replay will not meet it again), and
+ *	  - its position is after the state file's (not installed yet);
+ * otherwise it removes the file: replay meets the record again (if it is
+ * on this server's history), or the change is installed already.  From
+ * there the CONFIRM record, a later IMAGE record or the end of recovery
+ * settle it as above.  The end of recovery removes the file.  An install
+ * by the CONFIRM record leaves it in place until the next IMAGE record
+ * replaces it or the next start removes it: a base backup taken from a
+ * standby that replays the CONFIRM meanwhile may copy the state file from
+ * before the install and this file from after it, and must still find the
+ * change (pg_basebackup copies both files, as it copies every file it does
+ * not know; a server made from the backup judges the copied file against
+ * the backup's start point like any other).
+ *
+ * The file never makes a server install a change that did not commit:
+ *	  - it only ever becomes the set-aside image, which is installed only at
+ *		its own CONFIRM record (logged after the commit record) or when the
+ *		commit log says that its transaction committed;
+ *	  - it is taken back only when its IMAGE record is on the history being
+ *		replayed, so that its transaction ID names the same transaction.
+ *		The file was written when this server replayed the record; each
+ *		start whose replay begins at or before the record removes it; so
+ *		it survives a start only if a restartpoint of this server passed
+ *		the record on the history that contains it, and PostgreSQL goes on
+ *		from a restartpoint only along that restartpoint's history (a
+ *		server that replayed past a timeline fork cannot follow the other
+ *		branch).  A base backup carries the file of the server it was taken
+ *		from, whose history holds both the record and the backup's start
+ *		point; pg_rewind copies it with the source's history likewise;
+ *	  - a transaction ID older than the commit log's horizon (an image left
+ *		unsettled for a very long time) counts as not committed: its status
+ *		is gone, and looking it up would stop recovery.
+ *
+ * The orders of events, for one server (a standby, or a server in crash
+ * or point-in-time recovery):
+ *	  - restartpoint before the IMAGE record, restart: replay starts before
+ *		the record; the file is removed and written again when the record
+ *		is replayed again;
+ *	  - restartpoint after the IMAGE record, restart before its CONFIRM: the
+ *		file is taken back; the CONFIRM, a later IMAGE record or the end of
+ *		recovery settle it;
+ *	  - restart after the CONFIRM: the state file holds the change; the
+ *		file is removed;
+ *	  - a crash of the server itself while it writes the file: a temporary
+ *		file is removed at the next start, and an older file is judged as
+ *		above (its record precedes the one being replayed, which settles
+ *		it when it is replayed again); a crash between an install and the
+ *		removal of the file: the state file's position shows the change
+ *		installed;
+ *	  - a transaction that aborted: its image stays set aside, in memory and
+ *		in the file, until the next IMAGE record or the end of recovery
+ *		drops it;
+ *	  - promotion and the end of point-in-time recovery: rm_cleanup settles
+ *		by the commit log as of the end of recovery (a change committed
+ *		after the recovery target is dropped) and removes the file.
+ * Not covered: a recovery that replays no record at all calls no resource
+ * manager (a standby promoted right after a restart at the last record it
+ * has); the file then stays unsettled and the server runs without the
+ * change, as it would have without the file, until a later recovery that
+ * replays something settles it (installing it only if no change came
+ * after it).
+ *
  * The resource manager ID: custom resource managers have IDs 128 to 255;
  * 128 (RM_EXPERIMENTAL_ID) is meant for trying things out, so dbgate takes
- * 219 (0xDB) from the same range.  PostgreSQL refuses to start when two
- * loaded modules register the same ID, so a clash cannot go unnoticed.
+ * 219 (0xDB) from the same range.  IDs are handed out by PostgreSQL's
+ * public list of custom WAL resource managers (the wiki page
+ * "CustomWALResourceManagers"), which does not list 219 for dbgate yet: it
+ * must be registered there before a release.  Until then another
+ * extension may take it; PostgreSQL then refuses to start with both
+ * modules preloaded ("failed to register custom resource manager ... with
+ * ID 219"), so a clash cannot go unnoticed.
+ *
+ * Formats: an IMAGE record is encoded like the state file (persist.c),
+ * with its format version.  A record of a newer format than this library
+ * reads stops recovery with FATAL and a message that says to upgrade
+ * dbgate on this server (see refuse_newer()); a damaged record is a PANIC.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "access/transam.h"
 #include "access/xact.h"
@@ -74,12 +168,15 @@
 #include "access/xlogrecovery.h"
 #include "lib/stringinfo.h"
 #include "miscadmin.h"
+#include "port/pg_crc32c.h"
 #include "postmaster/bgworker.h"
+#include "storage/fd.h"
 #include "storage/ipc.h"
 #include "utils/memutils.h"
 
 #include "compat.h"
 #include "dbgate.h"
+#include "fields.h"
 
 #define DBGATE_RMGR_ID			219
 
@@ -92,11 +189,32 @@ typedef struct DbgateConfirmRecord
 	TransactionId xid;
 } DbgateConfirmRecord;
 
+/* The set-aside image across restarts (see the file header). */
+#define STASH_FILE		"dbgate.stash"
+#define STASH_TMPFILE	"dbgate.stash.tmp"
+#define STASH_MAGIC		0x44424753	/* "DBGS" */
+#define STASH_VERSION	1
+
+/*
+ * The file: this header, then 'len' bytes of the IMAGE record's data as
+ * logged, then the CRC-32C of everything before it.  Native byte order.
+ */
+typedef struct StashFileHeader
+{
+	uint32		magic;
+	uint32		version;
+	TransactionId xid;			/* the IMAGE record's transaction */
+	uint32		len;
+	uint64		lsn;			/* the IMAGE record's start */
+} StashFileHeader;
+
 static void dbgate_redo(XLogReaderState *record);
 static void dbgate_desc(StringInfo buf, XLogReaderState *record);
 static const char *dbgate_identify(uint8 info);
 static void dbgate_redo_startup(void);
 static void dbgate_redo_cleanup(void);
+static void refuse_newer(XLogReaderState *record, uint32 format);
+static void forget_stash(void);
 
 PGDLLEXPORT void dbgate_confirm_main(Datum main_arg);
 
@@ -171,6 +289,223 @@ dbgate_wal_log_confirm(TransactionId xid)
  * Redo (the startup process)
  * ----------
  */
+
+/* write() all of buf; false with errno set (ENOSPC for a short write) */
+static bool
+write_all(int fd, const void *buf, size_t len)
+{
+	const char *p = buf;
+
+	while (len > 0)
+	{
+		ssize_t		n;
+
+		errno = 0;
+		n = write(fd, p, len);
+		if (n <= 0)
+		{
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (errno == 0)
+				errno = ENOSPC;
+			return false;
+		}
+		p += n;
+		len -= n;
+	}
+	return true;
+}
+
+/*
+ * Write the set-aside image's file durably: the data of the IMAGE record
+ * at 'lsn' of transaction 'xid'.  Throws on failure: recovery stops, as
+ * for any record that cannot be applied.
+ */
+static void
+stash_file_write(TransactionId xid, XLogRecPtr lsn, const char *data,
+				 uint32 len)
+{
+	StashFileHeader hdr;
+	pg_crc32c	crc;
+	int			fd;
+
+	memset(&hdr, 0, sizeof(hdr));
+	hdr.magic = STASH_MAGIC;
+	hdr.version = STASH_VERSION;
+	hdr.xid = xid;
+	hdr.len = len;
+	hdr.lsn = lsn;
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, &hdr, sizeof(hdr));
+	COMP_CRC32C(crc, data, len);
+	FIN_CRC32C(crc);
+
+	fd = OpenTransientFile(STASH_TMPFILE,
+						   O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
+	if (fd < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create file \"%s\": %m", STASH_TMPFILE)));
+	if (!write_all(fd, &hdr, sizeof(hdr)) || !write_all(fd, data, len) ||
+		!write_all(fd, &crc, sizeof(crc)))
+	{
+		int			save_errno = errno;
+
+		CloseTransientFile(fd);
+		errno = save_errno;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not write file \"%s\": %m", STASH_TMPFILE)));
+	}
+	if (CloseTransientFile(fd) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not close file \"%s\": %m", STASH_TMPFILE)));
+	/* fsyncs the file before and the directory after the rename */
+	(void) durable_rename(STASH_TMPFILE, STASH_FILE, ERROR);
+}
+
+/* Remove the set-aside image's file, if there is one. */
+static void
+stash_file_remove(void)
+{
+	struct stat st;
+
+	if (stat(STASH_FILE, &st) != 0)
+		return;
+	(void) durable_unlink(STASH_FILE, WARNING);
+}
+
+/*
+ * Read the file into the set-aside image.  Returns false, with a WARNING,
+ * if the file cannot be read or does not check out.  Caller has made sure
+ * the file exists.
+ */
+static bool
+stash_file_read(void)
+{
+	StashFileHeader hdr;
+	struct stat st;
+	char	   *buf;
+	pg_crc32c	crc;
+	pg_crc32c	file_crc;
+	char		why[256];
+	int			fd;
+	XLogRecPtr	unused;
+	uint32		format;
+	MemoryContext old;
+
+	why[0] = '\0';
+	fd = OpenTransientFile(STASH_FILE, O_RDONLY | PG_BINARY);
+	if (fd < 0 || fstat(fd, &st) != 0)
+	{
+		snprintf(why, sizeof(why), "Could not read the file: %s.",
+				 strerror(errno));
+		if (fd >= 0)
+			CloseTransientFile(fd);
+		goto bad;
+	}
+	if (st.st_size < (off_t) (sizeof(hdr) + sizeof(crc)) ||
+		(Size) st.st_size > MaxAllocSize)
+	{
+		snprintf(why, sizeof(why), "The file has an impossible size of %lld bytes.",
+				 (long long) st.st_size);
+		CloseTransientFile(fd);
+		goto bad;
+	}
+	old = MemoryContextSwitchTo(redo_context);
+	buf = palloc(st.st_size);
+	MemoryContextSwitchTo(old);
+	errno = 0;
+	if (read(fd, buf, st.st_size) != st.st_size)
+	{
+		snprintf(why, sizeof(why), "Could not read the file: %s.",
+				 errno ? strerror(errno) : "short read");
+		CloseTransientFile(fd);
+		goto bad;
+	}
+	CloseTransientFile(fd);
+
+	memcpy(&hdr, buf, sizeof(hdr));
+	if (hdr.magic != STASH_MAGIC || hdr.version != STASH_VERSION ||
+		(Size) hdr.len != (Size) st.st_size - sizeof(hdr) - sizeof(crc) ||
+		!TransactionIdIsNormal(hdr.xid) || hdr.lsn == InvalidXLogRecPtr)
+	{
+		snprintf(why, sizeof(why), "The file's header is invalid.");
+		goto bad;
+	}
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, buf, sizeof(hdr) + hdr.len);
+	FIN_CRC32C(crc);
+	memcpy(&file_crc, buf + sizeof(hdr) + hdr.len, sizeof(file_crc));
+	if (!EQ_CRC32C(crc, file_crc))
+	{
+		snprintf(why, sizeof(why), "The file's checksum does not match.");
+		goto bad;
+	}
+	old = MemoryContextSwitchTo(redo_context);
+	if (dbgate_state_decode(buf + sizeof(hdr), hdr.len, &stash_image,
+							&unused, &format, why, sizeof(why)) !=
+		DBGATE_DECODE_OK)
+	{
+		MemoryContextSwitchTo(old);
+		goto bad;
+	}
+	MemoryContextSwitchTo(old);
+	pfree(buf);
+	stash_xid = hdr.xid;
+	stash_lsn = (XLogRecPtr) hdr.lsn;
+	return true;
+
+bad:
+	ereport(WARNING,
+			(errmsg("dbgate file \"%s\" is invalid, ignoring it", STASH_FILE),
+			 errdetail("%s", why),
+			 errhint("A configuration change waiting for its confirmation record may be missing until the next change; check it with SELECT * FROM dbgate.budgets.")));
+	MemoryContextReset(redo_context);
+	dbgate_image_init(&stash_image);
+	return false;
+}
+
+/*
+ * Replay starts: take back the image set aside before a restart, if replay
+ * will not meet its IMAGE record again and the state file does not hold
+ * it (see the file header); otherwise remove the file.
+ */
+static void
+stash_file_restore(void)
+{
+	/* the end of the last replayed record: replay goes on from there */
+	XLogRecPtr	start = GetXLogReplayRecPtr(NULL);
+	XLogRecPtr	state_lsn;
+	struct stat st;
+
+	/* a temporary file left by a crash mid-write was never in place */
+	if (unlink(STASH_TMPFILE) != 0 && errno != ENOENT)
+		ereport(WARNING,
+				(errcode_for_file_access(),
+				 errmsg("could not remove file \"%s\": %m", STASH_TMPFILE)));
+	if (stat(STASH_FILE, &st) != 0)
+		return;
+
+	if (stash_file_read())
+	{
+		LWLockAcquire(dbgate_shared->config_lock, LW_SHARED);
+		state_lsn = dbgate_shared->state_lsn;
+		LWLockRelease(dbgate_shared->config_lock);
+		if (stash_lsn < start && stash_lsn > state_lsn)
+		{
+			stash_valid = true;
+			ereport(LOG,
+					(errmsg("dbgate took back the configuration change of transaction %u logged at %X/%X, which waits for its confirmation",
+							stash_xid, LSN_FORMAT_ARGS(stash_lsn))));
+			return;
+		}
+		forget_stash();
+	}
+	stash_file_remove();
+}
+
 static void
 dbgate_redo_startup(void)
 {
@@ -180,6 +515,7 @@ dbgate_redo_startup(void)
 											 ALLOCSET_DEFAULT_SIZES);
 	stash_valid = false;
 	dbgate_image_init(&stash_image);
+	stash_file_restore();
 }
 
 /*
@@ -224,7 +560,9 @@ settle_stash(void)
 
 	if (!stash_valid)
 		return InvalidTransactionId;
-	if (TransactionIdDidCommit(stash_xid))
+	/* an ID older than the commit log's horizon counts as not committed */
+	if (!TransactionIdPrecedes(stash_xid, DBGATE_OLDEST_CLOG_XID()) &&
+		TransactionIdDidCommit(stash_xid))
 	{
 		install_stash();
 		committed = stash_xid;
@@ -279,6 +617,27 @@ dbgate_confirm_main(Datum main_arg)
 	proc_exit(0);
 }
 
+/*
+ * A configuration record of a format version newer than this library
+ * reads: the primary runs a newer dbgate.  Replaying on without it would
+ * leave this server with another configuration than its primary, so
+ * recovery stops.  FATAL, not PANIC: the postmaster treats any failure of
+ * the startup process alike ("shutting down due to startup process
+ * failure", no restart), and FATAL leaves no core file and says plainly
+ * what to do.  Nothing was installed from the record.
+ */
+static void
+refuse_newer(XLogReaderState *record, uint32 format)
+{
+	ereport(FATAL,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("dbgate configuration record at %X/%X has format version %u, which this version of dbgate cannot replay",
+					LSN_FORMAT_ARGS(record->ReadRecPtr), format),
+			 errdetail("This version of dbgate replays format versions 1 to %d; the record was logged by a newer version of dbgate on the primary.",
+					   DBGATE_FORMAT_CURRENT),
+			 errhint("Upgrade dbgate on this server to the version of the primary, then start the server again.  Standbys are upgraded before their primary.")));
+}
+
 static void
 dbgate_redo(XLogReaderState *record)
 {
@@ -294,19 +653,27 @@ dbgate_redo(XLogReaderState *record)
 			{
 				char		why[256];
 				XLogRecPtr	unused;
+				uint32		format;
+				DbgateDecodeResult result;
 
 				(void) settle_stash();
 				old = MemoryContextSwitchTo(redo_context);
-				if (!dbgate_state_decode(XLogRecGetData(record),
-										 XLogRecGetDataLen(record),
-										 &stash_image, &unused,
-										 why, sizeof(why)))
+				result = dbgate_state_decode(XLogRecGetData(record),
+											 XLogRecGetDataLen(record),
+											 &stash_image, &unused, &format,
+											 why, sizeof(why));
+				if (result == DBGATE_DECODE_NEWER)
+					refuse_newer(record, format);
+				if (result != DBGATE_DECODE_OK)
 					elog(PANIC, "invalid dbgate configuration record at %X/%X: %s",
 						 LSN_FORMAT_ARGS(record->ReadRecPtr), why);
 				MemoryContextSwitchTo(old);
 				stash_valid = true;
 				stash_xid = XLogRecGetXid(record);
 				stash_lsn = record->ReadRecPtr;
+				/* kept across a restart until settled */
+				stash_file_write(stash_xid, stash_lsn, XLogRecGetData(record),
+								 XLogRecGetDataLen(record));
 			}
 			break;
 
@@ -317,6 +684,7 @@ dbgate_redo(XLogReaderState *record)
 				memcpy(&rec, XLogRecGetData(record), sizeof(rec));
 				if (stash_valid && stash_xid == rec.xid)
 				{
+					/* the file stays until the next IMAGE or start */
 					install_stash();
 					forget_stash();
 				}
@@ -348,6 +716,7 @@ dbgate_redo_cleanup(void)
 		if (TransactionIdIsValid(unconfirmed))
 			request_confirm(unconfirmed);
 	}
+	stash_file_remove();
 
 	LWLockAcquire(dbgate_shared->config_lock, LW_SHARED);
 	state_lsn = dbgate_shared->state_lsn;
@@ -385,17 +754,27 @@ dbgate_desc(StringInfo buf, XLogReaderState *record)
 	{
 		DbgateConfig config;
 		XLogRecPtr	unused;
+		uint32		format;
 		char		why[256];
 
-		if (dbgate_state_decode(XLogRecGetData(record), XLogRecGetDataLen(record),
-								&config, &unused, why, sizeof(why)))
+		switch (dbgate_state_decode(XLogRecGetData(record),
+									XLogRecGetDataLen(record),
+									&config, &unused, &format,
+									why, sizeof(why)))
 		{
-			appendStringInfo(buf, "budgets %d, role assignments %d, database assignments %d",
-							 config.nbudgets, config.nroles, config.ndbs);
-			dbgate_image_free(&config);
+			case DBGATE_DECODE_OK:
+				appendStringInfo(buf, "format %u, budgets %d, role assignments %d, database assignments %d",
+								 format, config.nbudgets, config.nroles, config.ndbs);
+				dbgate_image_free(&config);
+				break;
+			case DBGATE_DECODE_NEWER:
+				appendStringInfo(buf, "format %u, newer than this version of dbgate reads",
+								 format);
+				break;
+			case DBGATE_DECODE_INVALID:
+				appendStringInfo(buf, "invalid: %s", why);
+				break;
 		}
-		else
-			appendStringInfo(buf, "invalid: %s", why);
 	}
 	else if (info == XLOG_DBGATE_CONFIRM)
 	{

@@ -16,13 +16,16 @@ use strict;
 use warnings FATAL => 'all';
 
 use Exporter 'import';
+use File::Basename ();
+use File::Spec;
+use IPC::Run ();
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
 
 our @EXPORT = qw(dbgate_node run_sql sqlstate counters_are status_of
-  poll_ok backends_of);
+  poll_ok backends_of wire_run wire_start wire_finish);
 
 # The counters of dbgate.status that counters_are() compares; those not
 # named in the expected hash must be 0.
@@ -128,6 +131,50 @@ sub poll_ok
 	local $Test::Builder::Level = $Test::Builder::Level + 1;
 	return ok($node->poll_query_until($p{db} // 'postgres', $sql, $expected),
 		$name);
+}
+
+# wire_run(NODE, USER, LINES) -> output lines of test/tools/pgwire.py, a
+# client that sends exactly the protocol messages LINES ask for (a Bind
+# without Execute, a fast-path function call; see that file), as USER in
+# database postgres.
+sub wire_run
+{
+	my ($node, $user, $lines) = @_;
+	my $tool = File::Spec->catfile(File::Basename::dirname(__FILE__),
+		File::Spec->updir, 'tools', 'pgwire.py');
+	my ($out, $err) = ('', '');
+	IPC::Run::run([ 'python3', $tool, $node->host, $node->port, $user,
+			'postgres' ], '<', \($lines . "\n"), '>', \$out, '2>', \$err,
+		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+	die "pgwire.py failed: $err" if $err ne '';
+	return [ split /\n/, $out ];
+}
+
+# wire_start(NODE, USER, LINES) -> a handle of pgwire.py running LINES in
+# the background (as wire_run); wire_finish(HANDLE) -> its output lines.
+sub wire_start
+{
+	my ($node, $user, $lines) = @_;
+	my $tool = File::Spec->catfile(File::Basename::dirname(__FILE__),
+		File::Spec->updir, 'tools', 'pgwire.py');
+	# the commands come from a file: a scalar would only be fed while the
+	# caller pumps
+	my $in = PostgreSQL::Test::Utils::tempdir() . '/pgwire.in';
+	PostgreSQL::Test::Utils::append_to_file($in, $lines . "\n");
+	my $h = { out => '', err => '' };
+	$h->{run} = IPC::Run::start(
+		[ 'python3', $tool, $node->host, $node->port, $user, 'postgres' ],
+		'<', $in, '>', \$h->{out}, '2>', \$h->{err},
+		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+	return $h;
+}
+
+sub wire_finish
+{
+	my ($h) = @_;
+	$h->{run}->finish;
+	die "pgwire.py failed: $h->{err}" if $h->{err} ne '';
+	return [ split /\n/, $h->{out} ];
 }
 
 # ---------------------------------------------------------------------------

@@ -19,7 +19,7 @@ is($node->safe_psql('postgres', 'SHOW shared_preload_libraries'),
 # Every function of the extension, called with valid arguments.  The list
 # is checked against the catalog below, so a new function must be added.
 my %calls = (
-	'alter_budget(text,integer,integer,interval,interval,interval,boolean,text,interval,integer,boolean,boolean)'
+	'alter_budget(text,integer,integer,interval,interval,interval,boolean,text,interval,integer,boolean,boolean,text,interval,text,integer,doubleprecision,integer,integer,doubleprecision)'
 	  => q{SELECT dbgate.alter_budget('x', max_active => 2)},
 	'assign_database(name,text)' =>
 	  q{SELECT dbgate.assign_database('postgres', 'x')},
@@ -28,15 +28,16 @@ my %calls = (
 	'backend_status()' => q{SELECT * FROM dbgate.backend_status()},
 	'budget_config()' => q{SELECT * FROM dbgate.budget_config()},
 	'budget_status()' => q{SELECT * FROM dbgate.budget_status()},
+	'budget_wait_histogram()' => q{SELECT * FROM dbgate.budget_wait_histogram()},
 	'config_script()' => q{SELECT dbgate.config_script()},
-	'create_budget(text,integer,integer,interval,interval,interval,boolean,text,interval,integer,boolean,boolean)'
+	'create_budget(text,integer,integer,interval,interval,interval,boolean,text,interval,integer,boolean,boolean,text,interval,text,integer,doubleprecision,integer,integer,doubleprecision)'
 	  => q{SELECT dbgate.create_budget('x', 1, 1, '1s', '1s', '1s', true)},
 	'drop_budget(text,boolean)' => q{SELECT dbgate.drop_budget('x', true)},
 	'reset_stats(text)' => q{SELECT dbgate.reset_stats()},
 	'unassign_database(name)' =>
 	  q{SELECT dbgate.unassign_database('postgres')},
 	'unassign_role(regrole)' => q{SELECT dbgate.unassign_role('np_role')},);
-my %views = map { $_ => "SELECT * FROM dbgate.$_" } qw(backends budgets status);
+my %views = map { $_ => "SELECT * FROM dbgate.$_" } qw(backends budgets status wait_histogram);
 
 $node->safe_psql('postgres', 'CREATE ROLE np_role LOGIN');
 is( $node->safe_psql(

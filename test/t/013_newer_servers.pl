@@ -104,7 +104,7 @@ SKIP:
 			'postgres',
 			q{SELECT module_name || '|' || version || '|' || file_name
 			    FROM pg_get_loaded_modules() WHERE file_name LIKE 'dbgate%'}),
-		'dbgate|1.1|dbgate.so',
+		'dbgate|1.2|dbgate.so',
 		'pg_get_loaded_modules() shows dbgate and its version');
 }
 

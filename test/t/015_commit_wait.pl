@@ -162,13 +162,17 @@ foreach my $budget ('cw_stmt', 'cw_txn')
 	});
 	my $h = DbgateTest::Session->new($node, user => 'cw_user');
 	my $pid = $h->pid;
+	# the watcher is connected and looking before the commit starts: the
+	# flush takes 100 ms, less than starting a client may take
+	my $watcher = DbgateTest::Session->new($node);
 	my ($sc) = $h->query('SHOW synchronous_commit');
 	is($sc, 'local',
 		"$budget, local commit: no standby is waited for");
 	$h->query('BEGIN');
 	$h->query('UPDATE cw_rows SET v = v + 1 WHERE id = 1');
+	$watcher->send("SELECT cw_watch($pid)");
 	$h->send('COMMIT');
-	is($node->safe_psql('postgres', "SELECT cw_watch($pid)"), 'active',
+	is(($watcher->result)[0], 'active',
 		"$budget, local commit: the slot is held while the commit flushes");
 	my (undef, $herr) = $h->result;
 	is($herr, '', "$budget, local commit: COMMIT succeeds");
@@ -182,8 +186,9 @@ foreach my $budget ('cw_stmt', 'cw_txn')
 		                           idle_in_transaction_timeout => '30ms')});
 	$h->query('BEGIN');
 	$h->query('UPDATE cw_rows SET v = v + 1 WHERE id = 1');
+	$watcher->send("SELECT cw_watch($pid)");
 	$h->send('COMMIT');
-	is($node->safe_psql('postgres', "SELECT cw_watch($pid)"), 'active',
+	is(($watcher->result)[0], 'active',
 		"$budget, local commit with idle timeout: shown active while it flushes");
 	(undef, $herr) = $h->result;
 	is($herr, '', "$budget, local commit with idle timeout: COMMIT succeeds");
@@ -193,6 +198,7 @@ foreach my $budget ('cw_stmt', 'cw_txn')
 	is($node->safe_psql('postgres',
 			"SELECT terminated_idle FROM dbgate.status WHERE budget = '$budget'"),
 		'0', "$budget, local commit with idle timeout: nothing terminated");
+	$watcher->quit;
 	$h->quit;
 	$node->safe_psql('postgres', qq{
 		ALTER ROLE cw_user RESET commit_delay;

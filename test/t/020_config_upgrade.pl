@@ -1,9 +1,11 @@
-# ALTER EXTENSION dbgate UPDATE from 1.0 to 1.1 keeps every budget and
-# assignment, the EXECUTE grants on the functions whose signature changes,
-# and the objects that depend on dbgate.budgets; the 1.1 functions and
-# columns are there afterwards.  Before the update, the 1.1 library serves
-# the database's 1.0 objects (and another database's 1.1 objects at the
-# same time: budgets are cluster-wide).
+# ALTER EXTENSION dbgate UPDATE from 1.0 to 1.1, from 1.1 to 1.2 and from
+# 1.0 straight to 1.2 keeps every budget and assignment, the EXECUTE grants
+# on the functions whose signature changes, and the objects that depend on
+# dbgate.budgets; the new functions and columns are there afterwards, the
+# new fields at their defaults (flat budgets stay flat).  The 1.2 library
+# serves the SQL objects of 1.0, 1.1 and 1.2 at the same time, in different
+# databases of one cluster (budgets are cluster-wide): the old signatures
+# keep working and keep the fields they do not know.
 use strict;
 use warnings FATAL => 'all';
 
@@ -32,7 +34,7 @@ is($node->safe_psql('postgres',
 		"SELECT extversion FROM pg_extension WHERE extname = 'dbgate'"),
 	'1.0', 'the extension is at version 1.0');
 
-# 1.0 objects, 1.1 library: every 1.0 function works
+# 1.0 objects, 1.2 library: every 1.0 function works
 $node->safe_psql(
 	'postgres', q{
 	SELECT dbgate.create_budget('u_one', 2, 3, '1s', '2s', '3s', false);
@@ -69,7 +71,7 @@ is($node->safe_psql('postgres',
 # another database at 1.1 sees and changes the same budgets
 $node->safe_psql(
 	'u_other', q{
-	CREATE EXTENSION dbgate;
+	CREATE EXTENSION dbgate VERSION '1.1';
 	SELECT dbgate.alter_budget('u_two', scope => 'transaction', enforce => false);
 	SELECT dbgate.assign_database('u_other', 'u_two');
 });
@@ -84,11 +86,11 @@ is( $node->safe_psql(
 	'4',
 	'the 1.0 database sees the change made from the 1.1 database');
 
-# the update
-$node->safe_psql('postgres', 'ALTER EXTENSION dbgate UPDATE');
+# the update to 1.1
+$node->safe_psql('postgres', "ALTER EXTENSION dbgate UPDATE TO '1.1'");
 is($node->safe_psql('postgres',
 		"SELECT extversion FROM pg_extension WHERE extname = 'dbgate'"),
-	'1.1', 'ALTER EXTENSION dbgate UPDATE goes to 1.1');
+	'1.1', 'ALTER EXTENSION dbgate UPDATE TO 1.1');
 
 my $all_sql =
   q{SELECT string_agg(format('%s:%s:%s:%s:%s:%s:%s:%s:%s', budget, max_active, max_queued,
@@ -164,6 +166,155 @@ is( $node->safe_psql(
 	),
 	't:2:{postgres}',
 	'1.1 fields and database assignments survive a restart');
+
+# ---------------------------------------------------------------------------
+# 1.1 -> 1.2
+my $grants_sql = q{SELECT string_agg(format('%s:%s:%s', p.proname,
+	    has_function_privilege('public', p.oid, 'EXECUTE'),
+	    has_function_privilege('u_admin', p.oid, 'EXECUTE')), ' ' ORDER BY p.proname)
+	  FROM pg_proc p WHERE p.pronamespace = 'dbgate'::regnamespace
+	   AND proname IN ('create_budget', 'alter_budget', 'assign_database', 'drop_budget')};
+my $sig_sql = q{SELECT string_agg(p.oid::regprocedure::text, ' ' ORDER BY 1)
+	  FROM pg_proc p WHERE p.pronamespace = 'dbgate'::regnamespace
+	   AND proname IN ('create_budget', 'alter_budget', 'budget_config')};
+my $sigs_1_2 = join(' ',
+	'dbgate.alter_budget(text,integer,integer,interval,interval,interval,boolean,text,interval,integer,boolean,boolean,text,interval,text,integer,double precision,integer,integer,double precision)',
+	'dbgate.budget_config()',
+	'dbgate.create_budget(text,integer,integer,interval,interval,interval,boolean,text,interval,integer,boolean,boolean,text,interval,text,integer,double precision,integer,integer,double precision)'
+);
+my $cols_sql = q{SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute
+	WHERE attrelid = 'dbgate.budgets'::regclass AND attnum > 0};
+my $cols_1_2 =
+    'budget,max_active,max_queued,queue_timeout,statement_timeout,lock_timeout,fair,roles,'
+  . 'scope,idle_in_transaction_timeout,parallel_workers,utility,enforce,databases,'
+  . 'queue_order,overtake_limit,parent,weight,max_rate,rate_burst,max_memory_mb,min_cost';
+my $new_sql = q{SELECT string_agg(format('%s:%s:%s:%s:%s:%s:%s:%s:%s', budget, queue_order,
+	  overtake_limit, coalesce(parent, '-'), weight, max_rate, rate_burst, max_memory_mb,
+	  min_cost), ' ' ORDER BY budget) FROM dbgate.budgets};
+my $everything = q{SELECT string_agg(b::text, ' ' ORDER BY budget) FROM dbgate.budgets b};
+
+my $before_1_2 = $node->safe_psql('postgres', $everything);
+$node->safe_psql('postgres', 'ALTER EXTENSION dbgate UPDATE');
+is($node->safe_psql('postgres',
+		"SELECT extversion FROM pg_extension WHERE extname = 'dbgate'"),
+	'1.2', 'ALTER EXTENSION dbgate UPDATE goes from 1.1 to 1.2');
+is($node->safe_psql('postgres', $cols_sql), $cols_1_2,
+	'dbgate.budgets has the 1.2 columns in order');
+is($node->safe_psql('postgres', $sig_sql), $sigs_1_2, 'the 1.2 functions replace the 1.1 ones');
+is( $node->safe_psql(
+		'postgres',
+		q{SELECT string_agg(b::text, ' ' ORDER BY budget) FROM
+		    (SELECT budget, max_active, max_queued, queue_timeout, statement_timeout, lock_timeout,
+		            fair, roles, scope, idle_in_transaction_timeout, parallel_workers, utility,
+		            enforce, databases FROM dbgate.budgets) b}
+	),
+	$before_1_2,
+	'every budget and assignment is kept');
+is( $node->safe_psql('postgres', $new_sql),
+	join(' ', map { "$_:fifo:00:00:00.1:-:1:0:1:0:0" } qw(u_four u_one u_three u_two)),
+	'the 1.2 fields are at their defaults: the budgets are flat');
+is($node->safe_psql('postgres', $grants_sql),
+	'alter_budget:f:t assign_database:f:f create_budget:f:t drop_budget:f:f',
+	'EXECUTE grants are carried over to the 1.2 signatures, PUBLIC has none');
+is( $node->safe_psql(
+		'postgres',
+		q{SELECT count(*) FROM pg_proc WHERE pronamespace = 'dbgate'::regnamespace AND proname LIKE '%1_1' OR proname = 'dbgate_copy_execute_grants'}
+	),
+	'0',
+	'no helper of the update script is left');
+is( $node->safe_psql(
+		'postgres',
+		q{SELECT has_function_privilege('pg_monitor', 'dbgate.budget_config()', 'EXECUTE'),
+		         has_table_privilege('pg_monitor', 'dbgate.budgets', 'SELECT'),
+		         has_table_privilege('public', 'dbgate.budgets', 'SELECT')}
+	),
+	't|t|f',
+	'pg_monitor still reads the view and its function, PUBLIC does not');
+is( $node->safe_psql('postgres',
+		'SELECT string_agg(budget, \' \' ORDER BY budget) FROM u_budget_names'),
+	'u_four u_one u_three u_two',
+	'a view on dbgate.budgets survives the update');
+
+($state, undef, $err) = run_sql($node,
+	q{SELECT dbgate.create_budget('u_pool', 4, weight => 2)},
+	user => 'u_admin');
+is($state, '', 'the delegated administrator uses the 1.2 function') or diag($err);
+$node->safe_psql(
+	'postgres', q{
+	SELECT dbgate.alter_budget('u_three', parent => 'u_pool', max_rate => 2.5, min_cost => 10);
+});
+
+# ---------------------------------------------------------------------------
+# The 1.1 objects of u_other, served by the 1.2 library: the 1.1 signatures
+# work and keep the 1.2 fields, the 1.1 view shows its 14 columns
+$node->safe_psql(
+	'u_other', q{
+	SELECT dbgate.alter_budget('u_three', max_queued => 9, enforce => false);
+	SELECT dbgate.create_budget('u_five', 1, scope => 'transaction');
+});
+is( $node->safe_psql(
+		'postgres',
+		q{SELECT format('%s:%s:%s:%s:%s:%s', max_queued, enforce, parent, max_rate, min_cost, weight)
+		  FROM dbgate.budgets WHERE budget = 'u_three'}
+	),
+	'9:f:u_pool:2.5:10:1',
+	'alter_budget of a 1.1 database keeps the 1.2 fields it does not know');
+is( $node->safe_psql(
+		'postgres',
+		q{SELECT format('%s:%s:%s', scope, queue_order, parent IS NULL) FROM dbgate.budgets WHERE budget = 'u_five'}
+	),
+	'transaction:fifo:t',
+	'create_budget of a 1.1 database gives the 1.2 fields their defaults');
+is( $node->safe_psql(
+		'u_other',
+		q{SELECT count(*) FROM pg_attribute WHERE attrelid = 'dbgate.budgets'::regclass AND attnum > 0}
+	),
+	'14',
+	'the 1.1 view has 14 columns');
+is($node->safe_psql('u_other', q{SELECT string_agg(budget, ' ' ORDER BY budget) FROM dbgate.budgets}),
+	'u_five u_four u_one u_pool u_three u_two',
+	'and every budget, also the 1.2 ones');
+
+# ---------------------------------------------------------------------------
+# 1.0 -> 1.2 in one step
+$node->safe_psql('postgres', 'CREATE DATABASE u_old');
+$node->safe_psql(
+	'u_old', q{
+	CREATE EXTENSION dbgate VERSION '1.0';
+	GRANT USAGE ON SCHEMA dbgate TO u_admin;
+	GRANT EXECUTE ON FUNCTION
+	  dbgate.create_budget(text, integer, integer, interval, interval, interval, boolean),
+	  dbgate.alter_budget(text, integer, integer, interval, interval, interval, boolean)
+	  TO u_admin;
+	SELECT dbgate.alter_budget('u_pool', max_active => 5);
+	CREATE VIEW u_old_names AS SELECT budget, roles FROM dbgate.budgets;
+});
+is( $node->safe_psql(
+		'postgres', q{SELECT format('%s:%s', max_active, weight) FROM dbgate.budgets WHERE budget = 'u_pool'}),
+	'5:2',
+	'alter_budget of a 1.0 database keeps the fields it does not know');
+my $before_old = $node->safe_psql('postgres', $everything);
+$node->safe_psql('u_old', 'ALTER EXTENSION dbgate UPDATE');
+is($node->safe_psql('u_old',
+		"SELECT extversion FROM pg_extension WHERE extname = 'dbgate'"),
+	'1.2', 'ALTER EXTENSION dbgate UPDATE goes from 1.0 to 1.2');
+is($node->safe_psql('u_old', $cols_sql), $cols_1_2, 'with the 1.2 columns');
+is($node->safe_psql('u_old', $sig_sql), $sigs_1_2, 'and the 1.2 functions');
+is($node->safe_psql('u_old', $grants_sql),
+	'alter_budget:f:t assign_database:f:f create_budget:f:t drop_budget:f:f',
+	'EXECUTE grants are carried over from 1.0 to the 1.2 signatures');
+is($node->safe_psql('u_old', $everything), $before_old, 'every budget and assignment is kept');
+is( $node->safe_psql('u_old', q{SELECT string_agg(budget, ' ' ORDER BY budget) FROM u_old_names}),
+	'u_five u_four u_one u_pool u_three u_two',
+	'a view on dbgate.budgets survives the update');
+
+$node->restart;
+is( $node->safe_psql(
+		'postgres',
+		q{SELECT format('%s:%s:%s', parent, max_rate, min_cost) FROM dbgate.budgets WHERE budget = 'u_three'}
+	),
+	'u_pool:2.5:10',
+	'1.2 fields survive a restart');
 
 $node->stop;
 done_testing();

@@ -1,8 +1,10 @@
 # A state file written by dbgate 1.0 (format version 1: no database
-# assignments, no 1.1 budget fields) is read by 1.1: the budgets and role
-# assignments are loaded with the new fields at their defaults.  The next
-# committed change writes format version 2, which is read back after a
-# restart.  The version-1 file is built here byte by byte, as 1.0 wrote it.
+# assignments, no 1.1 or 1.2 budget fields) is read by 1.1 and 1.2: the
+# budgets and role assignments are loaded with the new fields at their
+# defaults.  The next committed change writes format version 2 (it uses no
+# 1.2 field), which is read back after a restart.  The version-1 file is
+# built here byte by byte, as 1.0 wrote it.  Formats 2 and 3 are tested in
+# 025_config_state_formats.
 use strict;
 use warnings FATAL => 'all';
 
@@ -82,6 +84,14 @@ my $expected =
   . 'v1_two:7:0:00:00:00:00:00:00:00:00:00:f:{v1_bob}:statement:00:00:00:-1:f:t:{}';
 is($node->safe_psql('postgres', $sql),
 	$expected, 'budgets and assignments of 1.0, the 1.1 fields at their defaults');
+is( $node->safe_psql(
+		'postgres',
+		q{SELECT string_agg(format('%s:%s:%s:%s:%s:%s:%s:%s:%s', budget, queue_order,
+		    overtake_limit, parent IS NULL, weight, max_rate, rate_burst, max_memory_mb,
+		    min_cost), ' ' ORDER BY budget) FROM dbgate.budgets}
+	),
+	'v1_one:fifo:00:00:00.1:t:1:0:1:0:0 v1_two:fifo:00:00:00.1:t:1:0:1:0:0',
+	'the 1.2 fields at their defaults');
 my ($state) = run_sql($node, 'SELECT 1', user => 'v1_alice');
 is($state, '', 'an assigned role runs');
 is($node->safe_psql('postgres',

@@ -1,6 +1,8 @@
 # dbgate.config_script() returns SQL that recreates every budget and
 # assignment: run on a fresh cluster that has the same roles and
-# databases, it gives the same dbgate.budgets.
+# databases, it gives the same dbgate.budgets, every field of 1.2 and a
+# hierarchy included (parents are created before their children, whatever
+# their names).
 use strict;
 use warnings FATAL => 'all';
 
@@ -31,9 +33,26 @@ $src->safe_psql(
 	SELECT dbgate.assign_role('"cs''quote"', 'cs_one');
 	SELECT dbgate.assign_database('cs_db', 'cs_three');
 	SELECT dbgate.assign_database('cs Other', 'cs "two"');
+	SELECT dbgate.create_budget('cs_z_root', 10, max_rate => 0.1, rate_burst => 3,
+	                            enforce => false);
+	SELECT dbgate.create_budget('cs_m_mid', 5, parent => 'cs_z_root', weight => 4,
+	                            queue_order => 'lifo', overtake_limit => '20 ms');
+	SELECT dbgate.create_budget('cs_a_leaf', 2, parent => 'cs_m_mid',
+	                            max_memory_mb => 128, min_cost => 123.456);
+	SELECT dbgate.create_budget('cs_0_deep', 1, parent => 'cs_a_leaf',
+	                            max_rate => 333.3333333333333, queue_order => 'lifo',
+	                            overtake_limit => '0', queue_timeout => '5 s');
+	SELECT dbgate.create_budget('cs_b_sibling', 1, parent => 'cs_z_root', weight => 10000);
+	SELECT dbgate.assign_role('cs_alice', 'cs_0_deep');
 });
 my $script = $src->safe_psql('postgres', 'SELECT dbgate.config_script()');
 like($script, qr/^BEGIN;\n.*COMMIT;$/s, 'the script is one transaction');
+
+like($script,
+	qr/'cs_z_root'.*\n.*'cs_b_sibling'.*\n.*'cs_m_mid'.*\n.*'cs_a_leaf'.*\n.*'cs_0_deep'/,
+	'parents come before their children, each level by name');
+like($script, qr/'cs_0_deep', .*max_rate => 333\.3333333333333,/,
+	'a rate is written exactly');
 
 my $dst = dbgate_node('script_dst');
 $dst->safe_psql('postgres', $objects);

@@ -1,0 +1,213 @@
+/* dbgate--1.1--1.2.sql */
+
+-- complain if script is sourced in psql, rather than via ALTER EXTENSION
+\echo Use "ALTER EXTENSION dbgate UPDATE TO '1.2'" to load this file. \quit
+
+--
+-- Functions whose signature changes.  As in dbgate--1.0--1.1.sql: the 1.1
+-- function is renamed, the 1.2 one created under the old name, the EXECUTE
+-- privileges granted on the old one are carried over, and the old one is
+-- dropped.
+--
+CREATE FUNCTION dbgate_copy_execute_grants(old regprocedure, new regprocedure)
+RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN
+        SELECT a.grantee, a.is_grantable
+          FROM pg_proc p, aclexplode(p.proacl) a
+         WHERE p.oid = old AND a.privilege_type = 'EXECUTE'
+           AND a.grantee <> 0 AND a.grantee <> p.proowner
+    LOOP
+        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %s%s', new,
+                       r.grantee::regrole,
+                       CASE WHEN r.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+    END LOOP;
+END;
+$$;
+
+ALTER FUNCTION create_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean)
+    RENAME TO create_budget_1_1;
+CREATE FUNCTION create_budget(
+    name text,
+    max_active integer,
+    max_queued integer DEFAULT 0,
+    queue_timeout interval DEFAULT '0',
+    statement_timeout interval DEFAULT '0',
+    lock_timeout interval DEFAULT '0',
+    fair boolean DEFAULT true,
+    scope text DEFAULT 'statement',
+    idle_in_transaction_timeout interval DEFAULT '0',
+    parallel_workers integer DEFAULT -1,
+    utility boolean DEFAULT false,
+    enforce boolean DEFAULT true,
+    queue_order text DEFAULT 'fifo',
+    overtake_limit interval DEFAULT '100ms',
+    parent text DEFAULT NULL,
+    weight integer DEFAULT 1,
+    max_rate double precision DEFAULT 0,
+    rate_burst integer DEFAULT 1,
+    max_memory_mb integer DEFAULT 0,
+    min_cost double precision DEFAULT 0)
+RETURNS void
+AS 'MODULE_PATHNAME', 'dbgate_create_budget_1_2'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION create_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision) FROM PUBLIC;
+SELECT dbgate_copy_execute_grants(
+    'create_budget_1_1(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean)',
+    'create_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision)');
+DROP FUNCTION create_budget_1_1(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean);
+
+ALTER FUNCTION alter_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean)
+    RENAME TO alter_budget_1_1;
+CREATE FUNCTION alter_budget(
+    name text,
+    max_active integer DEFAULT NULL,
+    max_queued integer DEFAULT NULL,
+    queue_timeout interval DEFAULT NULL,
+    statement_timeout interval DEFAULT NULL,
+    lock_timeout interval DEFAULT NULL,
+    fair boolean DEFAULT NULL,
+    scope text DEFAULT NULL,
+    idle_in_transaction_timeout interval DEFAULT NULL,
+    parallel_workers integer DEFAULT NULL,
+    utility boolean DEFAULT NULL,
+    enforce boolean DEFAULT NULL,
+    queue_order text DEFAULT NULL,
+    overtake_limit interval DEFAULT NULL,
+    parent text DEFAULT NULL,
+    weight integer DEFAULT NULL,
+    max_rate double precision DEFAULT NULL,
+    rate_burst integer DEFAULT NULL,
+    max_memory_mb integer DEFAULT NULL,
+    min_cost double precision DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'dbgate_alter_budget_1_2'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION alter_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision) FROM PUBLIC;
+SELECT dbgate_copy_execute_grants(
+    'alter_budget_1_1(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean)',
+    'alter_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision)');
+DROP FUNCTION alter_budget_1_1(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean);
+
+--
+-- dbgate.budgets gets eight columns at its end (the 1.2 budget fields).
+-- CREATE OR REPLACE VIEW keeps the view's privileges and the objects that
+-- depend on it.
+--
+ALTER FUNCTION budget_config() RENAME TO budget_config_1_1;
+CREATE FUNCTION budget_config(
+    OUT budget text,
+    OUT max_active integer,
+    OUT max_queued integer,
+    OUT queue_timeout interval,
+    OUT statement_timeout interval,
+    OUT lock_timeout interval,
+    OUT fair boolean,
+    OUT roles name[],
+    OUT scope text,
+    OUT idle_in_transaction_timeout interval,
+    OUT parallel_workers integer,
+    OUT utility boolean,
+    OUT enforce boolean,
+    OUT databases name[],
+    OUT queue_order text,
+    OUT overtake_limit interval,
+    OUT parent text,
+    OUT weight integer,
+    OUT max_rate double precision,
+    OUT rate_burst integer,
+    OUT max_memory_mb integer,
+    OUT min_cost double precision)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'dbgate_budget_config_1_2'
+LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
+REVOKE ALL ON FUNCTION budget_config() FROM PUBLIC;
+SELECT dbgate_copy_execute_grants('budget_config_1_1()', 'budget_config()');
+CREATE OR REPLACE VIEW budgets AS
+    SELECT * FROM budget_config() ORDER BY budget;
+DROP FUNCTION budget_config_1_1();
+
+--
+-- The live views gain columns at the end: dbgate.status oldest_wait,
+-- admitted_overdue, rate_limited, bypassed and memory_mb_active;
+-- dbgate.backends memory_mb.  As for dbgate.budgets, CREATE OR REPLACE
+-- VIEW keeps the views' privileges and the objects that depend on them.
+--
+ALTER FUNCTION budget_status() RENAME TO budget_status_1_1;
+CREATE FUNCTION budget_status(
+    OUT budget text,
+    OUT max_active integer,
+    OUT active integer,
+    OUT max_queued integer,
+    OUT queued integer,
+    OUT peak_active integer,
+    OUT peak_queued integer,
+    OUT admitted bigint,
+    OUT admitted_after_wait bigint,
+    OUT rejected_full bigint,
+    OUT rejected_timeout bigint,
+    OUT canceled_waiting bigint,
+    OUT admitted_lock_holder bigint,
+    OUT wait_time_total double precision,
+    OUT wait_time_max double precision,
+    OUT active_time_total double precision,
+    OUT stats_reset timestamptz,
+    OUT idle_in_transaction integer,
+    OUT terminated_idle bigint,
+    OUT would_queue bigint,
+    OUT would_reject bigint,
+    OUT oldest_wait double precision,
+    OUT admitted_overdue bigint,
+    OUT rate_limited bigint,
+    OUT bypassed bigint,
+    OUT memory_mb_active double precision)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'dbgate_budget_status_1_2'
+LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
+REVOKE ALL ON FUNCTION budget_status() FROM PUBLIC;
+SELECT dbgate_copy_execute_grants('budget_status_1_1()', 'budget_status()');
+CREATE OR REPLACE VIEW status AS
+    SELECT * FROM budget_status() ORDER BY budget;
+DROP FUNCTION budget_status_1_1();
+
+ALTER FUNCTION backend_status() RENAME TO backend_status_1_1;
+CREATE FUNCTION backend_status(
+    OUT pid integer,
+    OUT role name,
+    OUT budget text,
+    OUT state text,
+    OUT state_since timestamptz,
+    OUT queue_position integer,
+    OUT classified_by text,
+    OUT memory_mb double precision)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'dbgate_backend_status_1_2'
+LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
+REVOKE ALL ON FUNCTION backend_status() FROM PUBLIC;
+SELECT dbgate_copy_execute_grants('backend_status_1_1()', 'backend_status()');
+CREATE OR REPLACE VIEW backends AS
+    SELECT * FROM backend_status() ORDER BY budget, state, queue_position, pid;
+DROP FUNCTION backend_status_1_1();
+
+--
+-- How long admitted statements waited, as a cumulative histogram per
+-- budget (Prometheus' convention), readable like the other views.
+--
+CREATE FUNCTION budget_wait_histogram(
+    OUT budget text,
+    OUT le_ms double precision,
+    OUT count bigint)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'dbgate_wait_histogram'
+LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
+REVOKE ALL ON FUNCTION budget_wait_histogram() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION budget_wait_histogram() TO pg_monitor;
+CREATE VIEW wait_histogram AS
+    SELECT * FROM budget_wait_histogram() ORDER BY budget, le_ms;
+REVOKE ALL ON wait_histogram FROM PUBLIC;
+GRANT SELECT ON wait_histogram TO pg_monitor;
+
+DROP FUNCTION dbgate_copy_execute_grants(regprocedure, regprocedure);

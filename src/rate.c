@@ -1,0 +1,110 @@
+/*-------------------------------------------------------------------------
+ *
+ * rate.c
+ *	  A budget's max_rate and rate_burst: a token bucket in one atomic word.
+ *
+ * The bucket is kept as the generic cell rate algorithm keeps it: not a
+ * count of tokens and a refill time, but the *theoretical arrival time*
+ * (tat) of the next admission if admissions came exactly at the rate.  With
+ * interval T = 1 / max_rate and tolerance tau = (rate_burst - 1) x T, an
+ * admission at time t finds a token when max(tat, t) - t <= tau, and then
+ * sets tat = max(tat, t) + T.  That is a bucket of rate_burst tokens filled
+ * at max_rate per second, one token per admission: after an idle period
+ * (tat in the past) rate_burst admissions may follow each other at once,
+ * and from then on one every T.  Without a token the next one is due at
+ * max(tat, t) - tau.
+ *
+ * The word is the budget entry's rate_tat (nanoseconds of the monotonic
+ * clock, CLOCK_MONOTONIC, which is the same in every process of the
+ * machine and never goes back); 0 is a full bucket.  Taking a token is one
+ * compare-and-swap, without a lock, also on the statement path; a waiter
+ * checks with token_due() before it is granted, and the grant takes the
+ * token.  The entry's limits (lim.rate_interval_ns, lim.rate_tolerance_ns)
+ * are derived from the configuration when it is installed, which also
+ * fills the bucket (SPEC: full at creation, at server start and after any
+ * change of max_rate or rate_burst).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <time.h>
+
+#include "dbgate.h"
+
+/* Nanoseconds of the monotonic clock (vDSO: no system call). */
+int64
+dbgate_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64) ts.tv_sec * INT64CONST(1000000000) + ts.tv_nsec;
+}
+
+/*
+ * When is the next token of budget b due?  0 if one is there now.
+ */
+int64
+dbgate_token_due(DbgateBudget *b, const DbgateLimits *l, int64 now_ns)
+{
+	int64		tat = (int64) pg_atomic_read_u64(&b->rate_tat);
+
+	if (tat <= now_ns || tat - now_ns <= l->rate_tolerance_ns)
+		return 0;
+	return tat - l->rate_tolerance_ns;
+}
+
+/*
+ * Take a token of budget b.  Returns 0 when taken, otherwise when the next
+ * one is due (nothing taken).  With 'force' a token is always taken, even
+ * ahead of its time (shadow mode: counted as held back, not held back);
+ * the return value then still says whether one was due.
+ */
+int64
+dbgate_token_take(DbgateBudget *b, const DbgateLimits *l, int64 now_ns,
+				  bool force)
+{
+	uint64		old = pg_atomic_read_u64(&b->rate_tat);
+
+	for (;;)
+	{
+		int64		start = Max((int64) old, now_ns);
+		int64		due = 0;
+
+		if (start - now_ns > l->rate_tolerance_ns)
+		{
+			due = start - l->rate_tolerance_ns;
+			if (!force)
+				return due;
+		}
+		if (pg_atomic_compare_exchange_u64(&b->rate_tat, &old,
+										   (uint64) (start + l->rate_interval_ns)))
+			return due;
+	}
+}
+
+/*
+ * Give back a token taken a moment ago (its admission did not happen).
+ */
+void
+dbgate_token_return(DbgateBudget *b, const DbgateLimits *l)
+{
+	uint64		old = pg_atomic_read_u64(&b->rate_tat);
+
+	for (;;)
+	{
+		uint64		new = (old > (uint64) l->rate_interval_ns) ?
+			old - (uint64) l->rate_interval_ns : 0;
+
+		if (pg_atomic_compare_exchange_u64(&b->rate_tat, &old, new))
+			return;
+	}
+}
+
+/* A full bucket. */
+void
+dbgate_token_fill(DbgateBudget *b)
+{
+	pg_atomic_write_u64(&b->rate_tat, 0);
+}

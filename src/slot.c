@@ -1,0 +1,887 @@
+/*-------------------------------------------------------------------------
+ *
+ * slot.c
+ *	  The life of a backend's slot, as one state machine.
+ *
+ * A client backend holds at most one slot (of a budget and of each of its
+ * ancestors: admission.c).  Where its slot is in its life is slot_state,
+ * and every change of it goes through slot_enter(), which also applies
+ * what the change means outside this file: the backend's shared entry
+ * (admission.c: ACTIVE, HELD or IDLE, since when), the budget's
+ * idle_in_transaction_timeout (limits.c: armed while the slot is held and
+ * nothing runs) and, on the way to NONE, the return of the slot
+ * (admission.c).  So "where does a slot change state" is answered by the
+ * callers of slot_enter(), all in this file.
+ *
+ * States
+ *	  NONE		no slot (also while a statement waits in a queue: the
+ *				shared entry says QUEUED then)
+ *	  RUNNING	a slot, and something runs under it: an executor run, a
+ *				gated utility command, or the commit that keeps it
+ *	  OPEN		a slot that executor runs reference, none of them running:
+ *				a portal bound (Bind) and not yet executed, a cursor between
+ *				FETCHes, a portal of the extended protocol fetched in parts
+ *	  KEPT		a slot that no executor run references, kept to the end of
+ *				the transaction by the scope rule
+ *
+ * Events (the function that handles each)
+ *	  admitted	  NONE -> RUNNING	   ExecutorStart, gated utility command
+ *	  resumed	  OPEN/KEPT -> RUNNING  ExecutorStart or a utility command
+ *									   under a slot held, the outermost
+ *									   ExecutorRun/ExecutorFinish of a run
+ *	  bound		  RUNNING -> OPEN	   ExecutorStart of a top-level run in
+ *									   a transaction block of a budget with
+ *									   an idle timeout (Bind may be followed
+ *									   by a wait for the client)
+ *	  paused	  RUNNING -> OPEN	   the outermost run ends, references
+ *									   remain (idle timeout budgets only)
+ *	  unreferenced RUNNING/OPEN ->	   the last reference goes: the scope
+ *				  KEPT or NONE		   rule decides
+ *	  committing  KEPT -> RUNNING	   commit start: the slot stays for the
+ *				  or -> NONE		   local flush, or goes at once for a
+ *									   commit that waits for a standby
+ *	  ended		  any -> NONE		   transaction end, backend exit
+ *
+ * References
+ * ----------
+ * Every executor run started while the slot is held, including the one
+ * that took it, is a *reference* (SlotRef) keyed by its QueryDesc; so is a
+ * gated utility command (from dbgate_utility_begin() to _end(); it
+ * survives the transactions that VACUUM runs internally) and a *portal*
+ * whose statements have not all run yet (the actions of a rule: the runs of
+ * one portal are one admission, SPEC §4 Classification).  A reference
+ * goes away at its ExecutorEnd, when the subtransaction it was started in
+ * aborts or the one its run (ExecutorRun/ExecutorFinish) was in aborts
+ * (PostgreSQL never calls ExecutorEnd then), or at the end of the
+ * top-level transaction.  When the last one goes, the scope rule decides:
+ *	  scope 'statement'		return the slot, unless the transaction holds
+ *							a transaction ID (it wrote or locked rows, so
+ *							others may wait for it): then keep it
+ *	  scope 'transaction'	keep it
+ * A kept slot is returned when the top-level transaction ends: at
+ * XACT_EVENT_COMMIT / PREPARE, after the local WAL flush, or at commit
+ * start for a commit that will wait for a synchronous standby (it is
+ * waited for without a slot); at abort; at backend exit.  The slot is
+ * returned exactly once: slot_enter(NONE) forgets it before it touches
+ * shared memory.
+ *
+ * What is gated
+ * -------------
+ * Every executor run of a gated session that starts while no slot is
+ * held: a statement's own run (in a portal), and also one started while a
+ * statement is parsed, planned or bound (functions the planner evaluates,
+ * domain checks of bound parameters) or by the fast-path function call,
+ * which run outside any portal.  Only runs of the commit itself are not
+ * gated (a COMMIT never queues): deferred triggers fired by COMMIT or
+ * PREPARE TRANSACTION (they run outside any portal, inside a trigger, and
+ * before the commit's XACT_EVENT_PRE_COMMIT), and anything after that
+ * event.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/transam.h"
+#include "access/xact.h"
+#include "executor/executor.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "replication/syncrep.h"
+#include "storage/ipc.h"
+#include "tcop/pquery.h"
+#include "utils/fmgrprotos.h"
+#include "utils/memutils.h"
+#include "utils/portal.h"
+
+#include "compat.h"
+#include "dbgate.h"
+#include "memgrant.h"
+
+typedef enum SlotState
+{
+	SLOT_NONE,
+	SLOT_RUNNING,
+	SLOT_OPEN,
+	SLOT_KEPT
+} SlotState;
+
+/* What a reference stands for. */
+typedef enum RefKind
+{
+	REF_RUN,					/* an executor run (key: its QueryDesc) */
+	REF_UTILITY,				/* a gated utility command */
+	REF_PORTAL					/* a portal with statements still to run */
+} RefKind;
+
+typedef struct SlotRef
+{
+	const void *key;			/* QueryDesc, Portal, or &utility_key */
+	RefKind		kind;
+	PlannedStmt *pstmt;			/* REF_RUN: the statement as started */
+	SubTransactionId create_subid;	/* subxact of its start */
+	SubTransactionId run_subid; /* subxact of the ExecutorRun/Finish in
+								 * progress, or InvalidSubTransactionId */
+} SlotRef;
+
+#define INLINE_REFS 8
+
+static SlotRef inline_refs[INLINE_REFS];
+static SlotRef *refs = inline_refs;
+static int	maxrefs = INLINE_REFS;
+int			dbgate_nrefs = 0;	/* see dbgate.h */
+static int	running_refs = 0;	/* refs with run_subid set */
+static char utility_key;
+static bool utility_running = false;
+static const void *portal_ref = NULL;	/* the portal of a REF_PORTAL */
+
+/*
+ * A subtransaction started while references exist: a run may then end in
+ * a subtransaction other than the one it started in, and ExecutorRun and
+ * ExecutorFinish must mark it (see dbgate_run_begin()).
+ */
+bool		dbgate_refs_span_subxacts = false;
+
+/*
+ * ExecutorRun and ExecutorFinish of a run under the slot have work to do:
+ * limits to apply, a subtransaction to mark, or the slot is OPEN (set in
+ * one place, slot_enter(), and where the two flags above change).
+ */
+bool		dbgate_run_work = false;
+
+/* the slot: what its admission gave (chain, the budget's limits, when) */
+static SlotState slot_state = SLOT_NONE;
+static DbgateAdmission slot;
+
+#define slot_chain			(slot.chain)
+#define slot_admitted_at	(slot.since)
+#define slot_limits			(slot.lim)
+bool		dbgate_slot_has_limits = false; /* timeouts to apply */
+
+/*
+ * Between XACT_EVENT_PRE_COMMIT (or PRE_PREPARE) and the transaction's end
+ * (set by dbgate.c's transaction callback).
+ */
+bool		dbgate_xact_committing = false;
+
+/*
+ * The transaction's end has work to do here: a slot is held, references
+ * exist, or their array grew (dbgate.c looks before it calls in).
+ */
+bool		dbgate_slot_busy = false;
+
+/* Per-backend set-up: -1 not yet, 0 never gated, 1 a client backend. */
+static int	gateable = -1;
+
+static void backend_exit(int code, Datum arg);
+
+/* ----------
+ * The state machine
+ * ----------
+ */
+
+static inline void
+set_run_work(void)
+{
+	dbgate_run_work = dbgate_slot_has_limits || dbgate_refs_span_subxacts ||
+		slot_state == SLOT_OPEN;
+}
+
+/*
+ * Move the slot to state 'to' and apply what that means outside this file.
+ * 'since' is the time the new state starts for dbgate.backends, or 0 to
+ * leave the shown time as it is (a statement bound and then run).
+ */
+static void
+slot_enter(SlotState to, TimestampTz since)
+{
+	SlotState	from = slot_state;
+	bool		idle_timer = (slot_limits.idle_timeout_ms > 0);
+
+	switch (to)
+	{
+		case SLOT_NONE:
+			if (from == SLOT_NONE)
+				return;
+			/* forget first: whatever happens below, never release twice */
+			slot_state = SLOT_NONE;
+			dbgate_slot_has_limits = false;
+			if (idle_timer)
+				dbgate_idle_timeout_disarm();
+
+			/*
+			 * The backend exits because the budget's idle timeout ended it
+			 * (the transaction is aborted here, or in an exit callback that
+			 * runs before ours, such as the one that drops temporary
+			 * tables; whether the FATAL was logged does not matter).
+			 */
+			if (unlikely(proc_exit_inprogress) && dbgate_idle_timeout_fired())
+				dbgate_admission_count_terminated_idle(&slot_chain);
+			/* memgrant.c: the slot's memory grants go with it */
+			if (unlikely(dbgate_memgrant_slot))
+				dbgate_memgrant_slot_released();
+			dbgate_admission_return(&slot_chain, slot_admitted_at);
+			/* nothing left for the transaction's end */
+			if (dbgate_nrefs == 0 && refs == inline_refs && !utility_running)
+				dbgate_slot_busy = false;
+			break;
+
+		case SLOT_RUNNING:
+			slot_state = to;
+			if (from == SLOT_OPEN || from == SLOT_KEPT)
+			{
+				dbgate_admission_mark(DBGATE_PROC_ACTIVE, since);
+				if (idle_timer)
+					dbgate_idle_timeout_disarm();
+			}
+			break;
+
+		case SLOT_OPEN:
+		case SLOT_KEPT:
+			slot_state = to;
+			if (from == SLOT_RUNNING)
+				dbgate_admission_mark(DBGATE_PROC_HELD, since);
+			/* (re)start the idle clock */
+			if (idle_timer)
+				dbgate_idle_timeout_arm(slot_limits.idle_timeout_ms);
+			break;
+	}
+	set_run_work();
+}
+
+/* admitted: the admission filled in 'slot'. */
+static void
+slot_admitted(void)
+{
+	/*
+	 * memgrant.c: what the slot's memory grants need (in shadow mode they
+	 * are counted, and lower nothing); ExecutorRun and ExecutorFinish then
+	 * have work to do (dbgate_run_begin()).
+	 */
+	if (unlikely(slot_limits.max_memory_mb > 0))
+		dbgate_memgrant_slot_taken(&slot_chain, slot_limits.max_active,
+								   slot_limits.max_memory_mb,
+								   slot_limits.enforce);
+	if (!slot_limits.enforce)
+	{
+		/* shadow mode applies no limit */
+		slot_limits.statement_timeout_ms = 0;
+		slot_limits.lock_timeout_ms = 0;
+		slot_limits.idle_timeout_ms = 0;
+		slot_limits.max_memory_mb = 0;
+	}
+	dbgate_slot_has_limits = (slot_limits.statement_timeout_ms > 0 ||
+							  slot_limits.lock_timeout_ms > 0 ||
+							  slot_limits.idle_timeout_ms > 0 ||
+							  dbgate_memgrant_slot);
+	slot_state = SLOT_RUNNING;
+	dbgate_slot_busy = true;
+	set_run_work();
+}
+
+/*
+ * unreferenced: the last reference went away; keep the slot to the end of
+ * the transaction, or return it.
+ */
+static void
+slot_unreferenced(void)
+{
+	if (slot_limits.scope == DBGATE_SCOPE_TRANSACTION ||
+		TransactionIdIsValid(GetTopTransactionIdIfAny()))
+		slot_enter(SLOT_KEPT, GetCurrentTimestamp());
+	else
+		slot_enter(SLOT_NONE, 0);
+}
+
+/* ----------
+ * References
+ * ----------
+ */
+static pg_noinline void
+grow_refs(void)
+{
+	if (refs == inline_refs)
+	{
+		SlotRef    *n = MemoryContextAlloc(TopMemoryContext,
+										   sizeof(SlotRef) * maxrefs * 2);
+
+		memcpy(n, inline_refs, sizeof(SlotRef) * dbgate_nrefs);
+		refs = n;
+	}
+	else
+		refs = repalloc(refs, sizeof(SlotRef) * maxrefs * 2);
+	maxrefs *= 2;
+	dbgate_slot_busy = true;
+}
+
+static inline void
+ensure_ref_space(void)
+{
+	if (unlikely(dbgate_nrefs >= maxrefs))
+		grow_refs();
+}
+
+/* Caller has called ensure_ref_space(). */
+static inline void
+add_ref(const void *key, RefKind kind, PlannedStmt *pstmt)
+{
+	SlotRef    *r = &refs[dbgate_nrefs++];
+
+	r->key = key;
+	r->kind = kind;
+	r->pstmt = pstmt;
+	r->create_subid = GetCurrentSubTransactionId();
+	r->run_subid = InvalidSubTransactionId;
+	if (kind == REF_PORTAL)
+		portal_ref = key;
+}
+
+static inline int
+find_ref(const void *key)
+{
+	int			i;
+
+	/* newest first: executor runs mostly end in LIFO order */
+	for (i = dbgate_nrefs - 1; i >= 0; i--)
+	{
+		if (refs[i].key == key)
+			return i;
+	}
+	return -1;
+}
+
+static inline void
+remove_ref(int i)
+{
+	if (refs[i].run_subid != InvalidSubTransactionId)
+		running_refs--;
+	if (refs[i].kind == REF_PORTAL)
+		portal_ref = NULL;
+	refs[i] = refs[--dbgate_nrefs];
+	if (dbgate_nrefs == 0 && dbgate_refs_span_subxacts)
+	{
+		dbgate_refs_span_subxacts = false;
+		set_run_work();
+	}
+}
+
+/* Forget every reference (the transaction ended). */
+static void
+drop_all_refs(void)
+{
+	dbgate_nrefs = 0;
+	running_refs = 0;
+	portal_ref = NULL;
+	dbgate_refs_span_subxacts = false;
+	set_run_work();
+	if (refs != inline_refs)
+	{
+		pfree(refs);
+		refs = inline_refs;
+		maxrefs = INLINE_REFS;
+	}
+}
+
+/* Is pstmt a statement of the active portal itself (not a nested query)? */
+static inline bool
+portal_statement(const PlannedStmt *pstmt)
+{
+	Portal		p = ActivePortal;
+
+	return p != NULL && p->stmts != NIL &&
+		((const PlannedStmt *) linitial(p->stmts) == pstmt ||
+		 list_member_ptr(p->stmts, pstmt));
+}
+
+/*
+ * Does the active portal have statements left to run after pstmt (the
+ * actions of a rule, run one by one by PortalRunMulti)?
+ */
+static inline bool
+portal_continues(const PlannedStmt *pstmt)
+{
+	Portal		p = ActivePortal;
+
+	return p != NULL && list_length(p->stmts) > 1 && pstmt != NULL &&
+		(const PlannedStmt *) llast(p->stmts) != pstmt &&
+		list_member_ptr(p->stmts, pstmt);
+}
+
+/*
+ * A statement of the active portal ended: if it was the portal's last one,
+ * the portal's reference goes.
+ */
+static inline void
+portal_statement_done(const PlannedStmt *pstmt)
+{
+	int			i;
+
+	if (likely(portal_ref == NULL) || ActivePortal != portal_ref ||
+		ActivePortal->stmts == NIL ||
+		(const PlannedStmt *) llast(ActivePortal->stmts) != pstmt)
+		return;
+	i = find_ref(portal_ref);
+	if (i >= 0)
+		remove_ref(i);
+}
+
+/* ----------
+ * Set-up
+ * ----------
+ */
+
+/*
+ * First use in this backend: find our shared entry and arrange for the
+ * slot to be returned at exit.  The outcome is decided here once: a client
+ * backend is gated (or this throws, and the next statement tries again),
+ * every other process never is.
+ */
+static bool
+backend_init(void)
+{
+	int			procno;
+
+	if (likely(gateable >= 0))
+		return gateable == 1;
+
+	if (dbgate_shared == NULL || !dbgate_is_client_backend() || MyProc == NULL)
+	{
+		gateable = 0;
+		return false;
+	}
+	procno = DBGATE_MY_PROCNO();
+	if (procno < 0 || procno >= dbgate_shared->max_procs)
+		elog(ERROR, "proc number %d is out of range 0..%d",
+			 procno, dbgate_shared->max_procs - 1);
+
+	/* fails only with FATAL (too many exit callbacks): never fails open */
+	before_shmem_exit(backend_exit, (Datum) 0);
+	dbgate_admission_attach(procno);
+	gateable = 1;
+	return true;
+}
+
+/*
+ * Is the run that starts outside any portal part of the commit?  Deferred
+ * triggers fired by COMMIT or PREPARE TRANSACTION run outside any portal
+ * and inside a trigger; a query that a parse, plan, bind or fast-path call
+ * runs is in no trigger until it has been admitted (the triggers of its
+ * writes then run under its slot).  After PRE_COMMIT nothing the client
+ * sent runs any more.
+ */
+static bool
+in_commit(void)
+{
+	LOCAL_FCINFO(fcinfo, 0);
+
+	if (dbgate_xact_committing)
+		return true;
+	InitFunctionCallInfoData(*fcinfo, NULL, 0, InvalidOid, NULL, NULL);
+	return DatumGetInt32(pg_trigger_depth(fcinfo)) > 0;
+}
+
+/*
+ * Admit to the budget lk names; a budget replaced between the lookup and
+ * the admission is looked up again, so that every statement is gated by
+ * the configuration in force.  Returns whether a slot is held.
+ */
+static pg_noinline bool
+gate(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc)
+{
+	for (;;)
+	{
+		DbgateAdmit r;
+
+		if (lk->budget < 0)
+			return false;
+		ensure_ref_space();
+		r = dbgate_admit(lk, utility, queryDesc, &slot);
+		if (likely(r == DBGATE_ADMIT_SLOT))
+		{
+			slot_admitted();
+			return true;
+		}
+		if (r == DBGATE_ADMIT_NONE)
+			return false;
+		dbgate_invalidate_lookup();
+		CHECK_FOR_INTERRUPTS();
+		lk = dbgate_classify();
+	}
+}
+
+/* ----------
+ * Executor hooks' work
+ * ----------
+ */
+
+/*
+ * ExecutorStart: gate the run if this backend holds no slot; a run under
+ * a slot already held never queues.
+ */
+void
+dbgate_slot_executor_start(QueryDesc *queryDesc, int eflags)
+{
+	const DbgateLookup *lk;
+
+	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
+		return;
+
+	if (slot_state != SLOT_NONE)
+	{
+		/* nested run, another portal, a kept slot, the next rule action */
+		if (slot_state != SLOT_RUNNING)
+			slot_enter(SLOT_RUNNING, slot_state == SLOT_KEPT ?
+					   GetCurrentStatementStartTimestamp() : 0);
+		ensure_ref_space();
+		add_ref(queryDesc, REF_RUN, queryDesc->plannedstmt);
+	}
+	else
+	{
+		if (!dbgate_enabled || !backend_init())
+			return;
+		if (ActivePortal == NULL && in_commit())
+			return;
+		lk = dbgate_classify();
+		if (lk->budget < 0)
+			return;
+		/* mincost.c: a read cheaper than the budget's min_cost is not gated */
+		if (dbgate_mincost_bypass(lk, queryDesc))
+			return;
+		if (!gate(lk, false, queryDesc))
+			return;
+		add_ref(queryDesc, REF_RUN, queryDesc->plannedstmt);
+	}
+
+	/*
+	 * bound: in a transaction block the client may now wait before it asks
+	 * for the rows of a statement of its own (Bind without Execute): the
+	 * slot is held with nothing running until the run begins, and the idle
+	 * timeout counts meanwhile.
+	 */
+	if (running_refs == 0 && IsTransactionBlock() &&
+		portal_statement(queryDesc->plannedstmt))
+		slot_enter(SLOT_OPEN, 0);
+}
+
+/*
+ * ExecutorRun/ExecutorFinish begin.  Returns true when budget limits were
+ * applied (or a memory grant's work_mem, memgrant.c); the caller must then
+ * call dbgate_run_end() on every exit, including errors.  Without limits
+ * dbgate_run_end() is still needed on normal exit to mark the run finished
+ * (on error the mark stays, which is how a subtransaction abort recognises
+ * a run that died in it).
+ */
+bool
+dbgate_run_begin(QueryDesc *queryDesc, DbgateLimitState *st)
+{
+	int			i;
+	bool		outermost;
+	SubTransactionId sub;
+
+	st->tracked = false;
+	st->applied = false;
+	if (likely(dbgate_nrefs == 0))
+		return false;
+	i = find_ref(queryDesc);
+	if (i < 0 || refs[i].run_subid != InvalidSubTransactionId)
+		return false;
+
+	if (slot_state == SLOT_OPEN && running_refs == 0)
+		slot_enter(SLOT_RUNNING, 0);	/* a bound statement runs */
+
+	sub = GetCurrentSubTransactionId();
+	if (!dbgate_slot_has_limits)
+	{
+		/*
+		 * Without limits to apply, a run only needs marking when it could
+		 * die in a subtransaction other than the one it was started in (a
+		 * FETCH or CLOSE inside a savepoint): an abort of its own
+		 * subtransaction drops the reference anyway.
+		 */
+		if (refs[i].create_subid != sub)
+		{
+			refs[i].run_subid = sub;
+			running_refs++;
+			st->tracked = true;
+		}
+		return false;
+	}
+
+	outermost = (running_refs == 0);
+	refs[i].run_subid = sub;
+	running_refs++;
+	st->tracked = true;
+
+	if (outermost && slot_state != SLOT_RUNNING && slot_state != SLOT_NONE)
+		slot_enter(SLOT_RUNNING, GetCurrentStatementStartTimestamp());	/* resumed */
+	if (outermost && slot_state != SLOT_NONE &&
+		(slot_limits.statement_timeout_ms > 0 || slot_limits.lock_timeout_ms > 0))
+	{
+		/*
+		 * The budget's statement_timeout counts from admission, or from the
+		 * start of a later statement that runs under the slot already held.
+		 */
+		TimestampTz base = Max(slot_admitted_at,
+							   GetCurrentStatementStartTimestamp());
+
+		dbgate_limits_apply(st, base, slot_limits.statement_timeout_ms,
+							slot_limits.lock_timeout_ms);
+	}
+
+	/*
+	 * memgrant.c: a run with a memory grant runs at its work_mem (a slot
+	 * of a budget with max_memory_mb counts as one with limits).
+	 */
+	st->mem.entered = false;
+	if (unlikely(dbgate_memgrant_nrecs > 0))
+	{
+		if (!st->applied)
+		{
+			st->stmt_armed = false;
+			st->lock.applied = false;
+		}
+		dbgate_memgrant_enter(queryDesc, &st->mem);
+		st->applied |= st->mem.entered;
+	}
+	return st->applied;
+}
+
+void
+dbgate_run_end(QueryDesc *queryDesc, DbgateLimitState *st, bool is_error)
+{
+	if (st->applied)
+	{
+		dbgate_limits_restore(st, is_error);
+		/* memgrant.c */
+		if (st->mem.entered)
+			dbgate_memgrant_leave(queryDesc, &st->mem, is_error);
+	}
+	if (st->tracked && !is_error)
+	{
+		int			i = find_ref(queryDesc);
+
+		if (i >= 0 && refs[i].run_subid != InvalidSubTransactionId)
+		{
+			refs[i].run_subid = InvalidSubTransactionId;
+			running_refs--;
+
+			/*
+			 * paused: the run of a portal that stays open ended; the session
+			 * may now wait for its client while the portal holds the slot.
+			 */
+			if (running_refs == 0 && slot_state == SLOT_RUNNING &&
+				slot_limits.idle_timeout_ms > 0 && IsTransactionBlock())
+				slot_enter(SLOT_OPEN, GetCurrentTimestamp());
+		}
+	}
+}
+
+/*
+ * ExecutorEnd (after the executor has shut down): drop the reference; with
+ * the last one the scope rule decides about the slot, unless the portal
+ * has statements left to run under it.
+ */
+void
+dbgate_slot_executor_end(QueryDesc *queryDesc)
+{
+	PlannedStmt *pstmt;
+	int			i;
+
+	i = find_ref(queryDesc);
+	if (i < 0)
+		return;
+	pstmt = refs[i].pstmt;
+	remove_ref(i);
+	portal_statement_done(pstmt);
+	if (dbgate_nrefs > 0)
+		return;
+	if (unlikely(portal_continues(pstmt)))
+	{
+		/* one admission for the whole portal: hold the slot for the next */
+		add_ref(ActivePortal, REF_PORTAL, NULL);
+		return;
+	}
+	slot_unreferenced();
+}
+
+/* A subtransaction starts. */
+void
+dbgate_slot_subxact_start(void)
+{
+	if (dbgate_nrefs > 0 && !dbgate_refs_span_subxacts)
+	{
+		dbgate_refs_span_subxacts = true;
+		set_run_work();
+	}
+}
+
+/*
+ * Subtransaction abort: drop the references whose runs died in it.  A
+ * kept slot stays kept (the transaction goes on).
+ */
+void
+dbgate_slot_subxact_abort(SubTransactionId mySubid)
+{
+	int			i;
+
+	if (dbgate_nrefs == 0)
+	{
+		/*
+		 * A statement failed in a savepoint while the slot is kept: the
+		 * session goes idle (in an aborted subtransaction) still keeping
+		 * it, and the error took every timer away (PostgresMain's error
+		 * recovery disables them before the abort): start the idle clock
+		 * again.
+		 */
+		if (unlikely(slot_state != SLOT_NONE))
+			slot_enter(SLOT_KEPT, slot_state == SLOT_RUNNING ?
+					   GetCurrentTimestamp() : 0);
+		return;
+	}
+	for (i = dbgate_nrefs - 1; i >= 0; i--)
+	{
+		if (refs[i].kind == REF_UTILITY && utility_running)
+			continue;
+		if (refs[i].create_subid >= mySubid ||
+			(refs[i].run_subid != InvalidSubTransactionId &&
+			 refs[i].run_subid >= mySubid))
+			remove_ref(i);
+	}
+	if (dbgate_nrefs == 0 && slot_state != SLOT_NONE)
+		slot_unreferenced();
+}
+
+/*
+ * committing: the commit (or prepare) of the top-level transaction starts;
+ * its deferred triggers have fired and its portals are closed.  A kept
+ * slot stays through the local WAL flush, which is short: returned now, it
+ * would admit more work while this transaction still needs the CPU and
+ * still locks its rows until the flush is done, and on hot rows that costs
+ * more than the flush (README, "What takes a slot", has the figures).  A
+ * wait for a synchronous standby is a network round trip or longer, and
+ * can last as long as the standby is away: where one is configured the
+ * slot goes now, for every commit (one that turns out to write no commit
+ * record loses nothing by it, and NOTIFY or ON COMMIT actions may still
+ * assign a transaction ID after this point), and always for a prepare.
+ */
+void
+dbgate_slot_commit_start(bool prepare)
+{
+	if (slot_state == SLOT_NONE)
+		return;
+	if (prepare ||
+		(SyncRepRequested() && SyncRepStandbyNames != NULL &&
+		 SyncRepStandbyNames[0] != '\0'))
+	{
+		dbgate_slot_xact_end();
+		return;
+	}
+	/* the session is committing, not waiting for its client */
+	slot_enter(SLOT_RUNNING, GetCurrentTimestamp());
+}
+
+/*
+ * ended: the top-level transaction ends (commit, abort, prepare): no
+ * executor run survives it, and no slot does either -- except that of a
+ * gated utility command that is still running (VACUUM commits transactions
+ * of its own).
+ */
+void
+dbgate_slot_xact_end(void)
+{
+	if (utility_running)
+		return;
+	drop_all_refs();
+	slot_enter(SLOT_NONE, 0);
+	dbgate_slot_busy = false;
+}
+
+/*
+ * A utility command starts or ends while a slot is held between
+ * statements (kept by the scope rule, or by an open cursor): the command
+ * runs (the backend shows as active, and waits for locks like one), and
+ * the idle timeout counts only after it.  When a top-level command ends
+ * inside a transaction block with the slot still held, the session is
+ * about to wait for its client holding it.  The command may also be the
+ * last statement of a portal that holds the slot (the NOTIFY of a rule).
+ */
+void
+dbgate_slot_utility_start(void)
+{
+	if (unlikely(slot_state == SLOT_OPEN || slot_state == SLOT_KEPT))
+		slot_enter(SLOT_RUNNING, GetCurrentStatementStartTimestamp());
+}
+
+void
+dbgate_slot_utility_done(PlannedStmt *pstmt, bool toplevel)
+{
+	if (likely(slot_state == SLOT_NONE))
+		return;
+	if (unlikely(portal_ref != NULL))
+	{
+		portal_statement_done(pstmt);
+		if (dbgate_nrefs == 0)
+		{
+			slot_unreferenced();
+			return;
+		}
+	}
+	if (!toplevel || running_refs > 0 || utility_running)
+		return;
+	/* the session is about to wait for its client holding the slot */
+	if (dbgate_nrefs == 0)
+		slot_enter(SLOT_KEPT, GetCurrentTimestamp());
+	else if (IsTransactionBlock())
+		slot_enter(SLOT_OPEN, GetCurrentTimestamp());
+}
+
+bool
+dbgate_utility_begin(void)
+{
+	if (slot_state != SLOT_NONE || utility_running)
+		return false;			/* runs under the slot already held */
+	if (!dbgate_enabled || !backend_init())
+		return false;
+	if (ActivePortal == NULL && in_commit())
+		return false;
+	if (!gate(dbgate_classify(), true, NULL))
+		return false;
+	add_ref(&utility_key, REF_UTILITY, NULL);
+	utility_running = true;
+	return true;
+}
+
+void
+dbgate_utility_end(void)
+{
+	int			i;
+
+	if (!utility_running)
+		return;
+	utility_running = false;
+	i = find_ref(&utility_key);
+	if (i >= 0)
+		remove_ref(i);
+	if (dbgate_nrefs == 0 && slot_state != SLOT_NONE)
+	{
+		/* outside a transaction now (an internal one ended): return it */
+		if (!IsTransactionState())
+			slot_enter(SLOT_NONE, 0);
+		else
+			slot_unreferenced();
+	}
+}
+
+/*
+ * Backend exit (before_shmem_exit, so before ProcKill recycles our PGPROC):
+ * leave a queue, return the slot (slot_enter() counts a session ended by
+ * the budget's idle_in_transaction_timeout).
+ */
+static void
+backend_exit(int code, Datum arg)
+{
+	dbgate_admission_leave_queue();
+	dbgate_nrefs = 0;
+	running_refs = 0;
+	utility_running = false;
+	slot_enter(SLOT_NONE, 0);
+}

@@ -1,0 +1,141 @@
+# Places in the life of a slot that 1.1 got wrong:
+#   - a budget switched to shadow mode lets its waiters go at once (it
+#     promises never to queue);
+#   - a portal bound by the extended protocol and not executed holds its
+#     slot with nothing running: dbgate.backends says 'idle in
+#     transaction', and the budget's idle_in_transaction_timeout ends the
+#     session;
+#   - a session ended by the budget's idle timeout is counted in
+#     terminated_idle also when the server does not log the FATAL
+#     (log_min_messages = panic);
+#   - where a synchronous standby is configured, a commit returns its slot
+#     when it starts, also when NOTIFY gives it a transaction ID only then.
+use strict;
+use warnings FATAL => 'all';
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use DbgateTest;
+
+my $node = dbgate_node(
+	'slotlife', conf => q{
+wal_level = replica
+max_wal_senders = 2
+});
+$node->safe_psql(
+	'postgres', q{
+	CREATE ROLE sl_user LOGIN;
+	CREATE TABLE sl_t (a int);
+	GRANT INSERT ON sl_t TO sl_user;
+});
+my $locker = DbgateTest::Session->new($node);
+
+sub use_budget
+{
+	my ($budget) = @_;
+	$node->safe_psql('postgres', "SELECT dbgate.assign_role('sl_user', '$budget')");
+	return;
+}
+
+# ---------------------------------------------------------------------------
+# Shadow mode lets the waiters go.
+$node->safe_psql('postgres',
+	"SELECT dbgate.create_budget('sl_shadow', max_active => 1, max_queued => 2)");
+use_budget('sl_shadow');
+$locker->query('SELECT pg_advisory_lock(1)');
+my $holder = DbgateTest::Session->new($node, user => 'sl_user');
+$holder->send('SELECT pg_advisory_xact_lock_shared(1)');
+poll_ok($node, "SELECT state FROM dbgate.backends WHERE pid = " . $holder->pid,
+	'active', 'shadow: the holder has the slot');
+my $waiter = DbgateTest::Session->new($node, user => 'sl_user');
+$waiter->send('SELECT 42');
+poll_ok($node, "SELECT state FROM dbgate.backends WHERE pid = " . $waiter->pid,
+	'queued', 'shadow: a second statement queues');
+$node->safe_psql('postgres',
+	"SELECT dbgate.alter_budget('sl_shadow', enforce => false)");
+my ($out, $err, $state) = $waiter->result;
+is($out, '42', 'shadow: the waiter runs once the budget is in shadow mode');
+counters_are($node, 'sl_shadow',
+	{ active => 1, admitted => 2, admitted_after_wait => 1 },
+	'shadow: admitted after its wait while the holder still runs');
+$locker->query('SELECT pg_advisory_unlock(1)');
+$holder->result;
+$waiter->quit;
+$holder->quit;
+
+# ---------------------------------------------------------------------------
+# A bound portal that is not executed.
+$node->safe_psql('postgres',
+	"SELECT dbgate.create_budget('sl_bound', max_active => 2, "
+	  . "idle_in_transaction_timeout => '2s')");
+use_budget('sl_bound');
+my $w = wire_start($node, 'sl_user',
+	join("\n", 'query BEGIN', 'parse s SELECT 1', 'bind p s', 'sync',
+		'sleep 6', 'query SELECT 2', 'quit'));
+poll_ok($node,
+	"SELECT b.state FROM dbgate.backends b JOIN pg_stat_activity a USING (pid)
+	  WHERE a.application_name = 'pgwire'",
+	'idle in transaction', 'bound: the slot is held, shown idle in transaction');
+is($node->safe_psql('postgres',
+		"SELECT active || ':' || idle_in_transaction FROM dbgate.status WHERE budget = 'sl_bound'"),
+	'1:1', 'bound: counted in active and idle_in_transaction');
+poll_ok($node,
+	"SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgwire'",
+	'0', 'bound: the idle timeout ended the session');
+my $lines = wire_finish($w);
+ok((grep { /^FATAL 25P03 / } @$lines), 'bound: with PostgreSQL\'s idle-in-transaction FATAL')
+  or diag(join("\n", @$lines));
+is($node->safe_psql('postgres',
+		"SELECT active || ':' || terminated_idle FROM dbgate.status WHERE budget = 'sl_bound'"),
+	'0:1', 'bound: the slot is back, the session counted in terminated_idle');
+
+# ---------------------------------------------------------------------------
+# terminated_idle without the FATAL in the log.
+$node->safe_psql('postgres', q{
+	ALTER ROLE sl_user SET log_min_messages = panic;
+	SELECT dbgate.create_budget('sl_quiet', max_active => 2, scope => 'transaction',
+	                            idle_in_transaction_timeout => '300ms');
+});
+use_budget('sl_quiet');
+my $quiet = DbgateTest::Session->new($node, user => 'sl_user');
+$quiet->query('BEGIN; INSERT INTO sl_t VALUES (1)');
+poll_ok($node, "SELECT count(*) FROM pg_stat_activity WHERE pid = " . $quiet->pid,
+	'0', 'quiet: the session was ended by the idle timeout');
+$quiet->wait_exit;
+poll_ok($node,
+	"SELECT active || ':' || terminated_idle FROM dbgate.status WHERE budget = 'sl_quiet'",
+	'0:1', 'quiet: counted in terminated_idle although nothing was logged');
+$node->safe_psql('postgres', 'ALTER ROLE sl_user RESET log_min_messages');
+
+# ---------------------------------------------------------------------------
+# A commit that waits for a synchronous standby holds no slot, also when
+# NOTIFY assigns its transaction ID after the commit started.
+$node->append_conf('postgresql.conf', "synchronous_standby_names = 'nosuch'\n");
+$node->reload;
+$node->safe_psql('postgres',
+	"SELECT dbgate.create_budget('sl_sync', max_active => 1, max_queued => 1, scope => 'transaction')");
+use_budget('sl_sync');
+my $notifier = DbgateTest::Session->new($node, user => 'sl_user');
+$notifier->query('BEGIN; SELECT 1');
+is($node->safe_psql('postgres',
+		"SELECT active FROM dbgate.status WHERE budget = 'sl_sync'"),
+	'1', 'sync: the read-only transaction keeps its slot (scope transaction)');
+$notifier->send('NOTIFY sl_channel; COMMIT');
+poll_ok($node,
+	"SELECT wait_event FROM pg_stat_activity WHERE pid = " . $notifier->pid,
+	'SyncRep', 'sync: the commit waits for the standby');
+is($node->safe_psql('postgres',
+		"SELECT active FROM dbgate.status WHERE budget = 'sl_sync'"),
+	'0', 'sync: the waiting commit holds no slot');
+($state, $out, $err) = run_sql($node, 'SELECT 7', user => 'sl_user');
+is($state, '', 'sync: another session of the budget runs meanwhile');
+$node->safe_psql('postgres', "SELECT pg_cancel_backend(" . $notifier->pid . ")");
+$notifier->result;
+counters_are($node, 'sl_sync', { admitted => 2 }, 'sync: every slot back, counters exact');
+
+$notifier->quit;
+$quiet->quit;
+$locker->quit;
+$node->stop;
+done_testing();

@@ -1,0 +1,206 @@
+# The formats of dbgate's WAL records on a streaming standby:
+#   - the primary logs format 2 while no budget uses a 1.2 field, format 3
+#     once one does (a hierarchy, a rate, ...), and format 2 again when
+#     none does any more; the standby replays each to the same
+#     dbgate.budgets;
+#   - a record of format 2 as dbgate 1.1 logged it is replayed, the 1.2
+#     fields at their defaults (a 1.2 standby of a 1.1 primary);
+#   - reset_stats() and config_script() work on the standby;
+#   - a record of a newer format (logged here by a newer dbgate, as far as
+#     the standby can tell) stops the standby with a message that says to
+#     upgrade dbgate on it: the startup process ends with FATAL and the
+#     postmaster shuts down once, without a restart loop; started again,
+#     it stops again the same way.
+# The records of other versions are logged by test/modules/dbgate_walgen,
+# a test-only module that this test builds with PGXS and loads from where
+# it built it.
+use strict;
+use warnings FATAL => 'all';
+
+use File::Copy;
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use DbgateState;
+use DbgateTest;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+# the test module, built in this test's own directory
+my $src = "$FindBin::RealBin/../modules/dbgate_walgen";
+my $moddir = "$PostgreSQL::Test::Utils::tmp_check/dbgate_walgen";
+mkdir $moddir or die "cannot create $moddir: $!";
+copy("$src/$_", "$moddir/$_") or die "cannot copy $_: $!"
+  for qw(Makefile dbgate_walgen.c);
+system_or_bail('make', '-s', '-C', $moddir,
+	'PG_CONFIG=' . ($ENV{PG_CONFIG} // 'pg_config'));
+
+my $primary = PostgreSQL::Test::Cluster->new('wf_primary');
+$primary->init(allows_streaming => 1);
+$primary->append_conf('postgresql.conf', "shared_preload_libraries = 'dbgate'\n");
+$primary->start;
+$primary->safe_psql(
+	'postgres', qq{
+	CREATE EXTENSION dbgate;
+	CREATE EXTENSION pg_walinspect;
+	CREATE ROLE wf_alice LOGIN;
+	CREATE FUNCTION walgen_image(bytea) RETURNS xid
+	  AS '$moddir/dbgate_walgen.so', 'dbgate_walgen_image' LANGUAGE C STRICT;
+	CREATE FUNCTION walgen_confirm(xid) RETURNS void
+	  AS '$moddir/dbgate_walgen.so', 'dbgate_walgen_confirm' LANGUAGE C STRICT;
+});
+my $alice = $primary->safe_psql('postgres',
+	"SELECT oid FROM pg_roles WHERE rolname = 'wf_alice'");
+
+$primary->backup('b1');
+my $standby = PostgreSQL::Test::Cluster->new('wf_standby');
+$standby->init_from_backup($primary, 'b1', has_streaming => 1);
+$standby->start;
+
+my $all = q{SELECT coalesce(string_agg(b::text, ' ' ORDER BY budget), '')
+	FROM dbgate.budgets b};
+
+# The format of the last IMAGE record the primary logged (from its
+# description, see dbgate_desc in src/wal.c).
+my $lsn0 = $primary->safe_psql('postgres', 'SELECT pg_current_wal_flush_lsn()');
+
+sub last_format
+{
+	my $desc = $primary->safe_psql(
+		'postgres', qq{
+		SELECT description FROM pg_get_wal_records_info('$lsn0', pg_current_wal_flush_lsn())
+		 WHERE resource_manager = 'dbgate' AND record_type = 'IMAGE'
+		 ORDER BY start_lsn DESC LIMIT 1});
+	return $desc =~ /^format (\d+),/ ? $1 : "none ($desc)";
+}
+
+# The standby replays the primary's configuration.
+sub replayed_ok
+{
+	my ($name) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	my $want = $primary->safe_psql('postgres', $all);
+	ok($standby->poll_query_until('postgres', $all, $want),
+		"$name: the standby has the primary's configuration");
+}
+
+# ---------------------------------------------------------------------------
+# 1. The encoder's choice
+$primary->safe_psql(
+	'postgres', q{
+	SELECT dbgate.create_budget('wf_flat', 2, 3, scope => 'transaction');
+	SELECT dbgate.assign_role('wf_alice', 'wf_flat');
+});
+is(last_format(), 2, 'no 1.2 field used: the record has format 2');
+replayed_ok('format 2');
+
+$primary->safe_psql(
+	'postgres', q{
+	SELECT dbgate.create_budget('wf_top', 8, max_rate => 0.1, rate_burst => 3);
+	SELECT dbgate.create_budget('wf_mid', 4, parent => 'wf_top', weight => 9,
+	                            queue_order => 'lifo', overtake_limit => '20 ms');
+	SELECT dbgate.create_budget('wf_leaf', 2, parent => 'wf_mid',
+	                            max_memory_mb => 512, min_cost => 0.3);
+});
+is(last_format(), 3, 'a hierarchy and 1.2 fields: the record has format 3');
+replayed_ok('format 3');
+is( $standby->safe_psql(
+		'postgres',
+		q{SELECT string_agg(format('%s<%s:%s:%s:%s:%s:%s:%s:%s', budget, parent, weight,
+		    queue_order, overtake_limit, max_rate, rate_burst, max_memory_mb, min_cost),
+		    ' ' ORDER BY budget) FROM dbgate.budgets WHERE budget LIKE 'wf_%'}
+	),
+	'wf_flat<:1:fifo:00:00:00.1:0:1:0:0 '
+	  . 'wf_leaf<wf_mid:1:fifo:00:00:00.1:0:1:512:0.3 '
+	  . 'wf_mid<wf_top:9:lifo:00:00:00.02:0:1:0:0 '
+	  . 'wf_top<:1:fifo:00:00:00.1:0.1:3:0:0',
+	'the standby has every 1.2 field exactly');
+
+$primary->safe_psql(
+	'postgres', q{
+	SELECT dbgate.drop_budget('wf_top', force => true);
+	SELECT dbgate.drop_budget('wf_mid', force => true);
+	SELECT dbgate.alter_budget('wf_leaf', max_memory_mb => 0, min_cost => 0);
+});
+is(last_format(), 2, 'every 1.2 field back at its default: format 2 again');
+replayed_ok('format 2 again');
+
+# ---------------------------------------------------------------------------
+# 2. A record of format 2 as dbgate 1.1 logged it
+my $v11 = state_image(
+	version => 2,
+	budgets => [
+		{
+			name => 'wf_v11',
+			max_active => 5,
+			max_queued => 6,
+			queue_timeout => 7000,
+			fair => 0,
+			scope => 1,
+			parallel_workers => 2,
+			utility => 1
+		}
+	],
+	roles => [ [ $alice, 'wf_v11' ] ]);
+my $xid = $primary->safe_psql('postgres',
+	"SELECT walgen_image('\\x" . unpack('H*', $v11) . "')");
+$primary->safe_psql('postgres', "SELECT walgen_confirm('$xid')");
+my $v11_row =
+    '(wf_v11,5,6,00:00:07,00:00:00,00:00:00,f,{wf_alice},transaction,00:00:00,2,t,t,{},'
+  . 'fifo,00:00:00.1,,1,0,1,0,0)';
+ok($standby->poll_query_until('postgres', $all, $v11_row),
+	'a format-2 record of dbgate 1.1 is replayed, the 1.2 fields at their defaults');
+
+# On a standby, reset_stats() and config_script() work (they write
+# nothing), and the mutating functions fail as in 030_config_standby
+my ($st, $out, $err) = run_sql($standby,
+	"SELECT dbgate.reset_stats(); SELECT dbgate.reset_stats('wf_v11');");
+is($st, '', 'reset_stats() works on the standby') or diag($err);
+($st, $out, $err) = run_sql($standby, 'SELECT dbgate.config_script()');
+like($out, qr/create_budget\('wf_v11', max_active => 5, .*parent => NULL, weight => 1, max_rate => 0, rate_burst => 1, max_memory_mb => 0, min_cost => 0\);\nSELECT dbgate.assign_role\('wf_alice', 'wf_v11'\);/,
+	'config_script() works on the standby');
+
+# ---------------------------------------------------------------------------
+# 3. A record of a newer format stops the standby
+my $standby_pid = $standby->{_pid};
+my $offset = -s $standby->logfile;
+my $newer = state_image(version => 4) . "\0" x 64;
+$primary->safe_psql(
+	'postgres', "SELECT walgen_image('\\x" . unpack('H*', $newer) . "')");
+
+my $fatal =
+  qr/FATAL:  dbgate configuration record at [0-9A-F]+\/[0-9A-F]+ has format version 4, which this version of dbgate cannot replay/;
+$standby->wait_for_log(qr/database system is shut down/, $offset);
+my $log = slurp_file($standby->logfile, $offset);
+like($log, $fatal, 'the standby stops at the record with FATAL');
+like($log,
+	qr/HINT:  Upgrade dbgate on this server to the version of the primary, then start the server again\./,
+	'and says to upgrade dbgate on this server');
+like(
+	$log,
+	qr/startup process \(PID \d+\) exited with exit code 1.*shutting down due to startup process failure/s,
+	'the postmaster shuts down because the startup process failed');
+my $tries = 0;
+$tries++ while kill(0, $standby_pid) && $tries < 100 && sleep(1);
+ok(!kill(0, $standby_pid), 'the standby postmaster has exited');
+my @fatals = $log =~ /$fatal/g;
+is(scalar(@fatals), 1, 'recovery was tried once: no restart loop');
+$standby->{_pid} = undef;
+is(state_version(slurp_file($standby->data_dir . '/dbgate.state')),
+	2, 'the standby state file still holds the last image it installed');
+
+# Started again, it stops again the same way (it may accept connections
+# for a moment before it replays the record).
+$offset = -s $standby->logfile;
+$standby->start(fail_ok => 1);
+$standby_pid = $standby->{_pid};
+$standby->wait_for_log(qr/database system is shut down/, $offset);
+like(slurp_file($standby->logfile, $offset),
+	$fatal, 'started again, it stops at the same record with the same message');
+$tries = 0;
+$tries++ while $standby_pid && kill(0, $standby_pid) && $tries < 100 && sleep(1);
+ok(!($standby_pid && kill(0, $standby_pid)), 'and its postmaster exits again');
+$standby->{_pid} = undef;
+
+$primary->stop;
+done_testing();
