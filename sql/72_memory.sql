@@ -143,6 +143,16 @@ SELECT mem_now();
 CLOSE mem_c;
 SELECT mem_now();
 COMMIT;
+-- a statement that fails in a savepoint gets no ExecutorEnd: the
+-- savepoint's abort gives its grant (64 kB) back, the cursor keeps its own
+BEGIN;
+DECLARE mem_e CURSOR FOR SELECT b FROM mem_t ORDER BY b;
+FETCH 1 FROM mem_e;
+SAVEPOINT s2;
+SELECT 1 / (a - a) FROM (SELECT a FROM mem_t ORDER BY b LIMIT 1) s;
+ROLLBACK TO SAVEPOINT s2;
+SELECT mem_now();
+COMMIT;
 
 -- the spill: sorts and hash joins that fit the session's 4 MB use disk
 -- and more batches at the grant's work_mem

@@ -723,6 +723,10 @@ dbgate_slot_subxact_abort(SubTransactionId mySubid)
 {
 	int			i;
 
+	/* memgrant.c: the grants of the runs that died in it go back */
+	if (unlikely(dbgate_memgrant_nrecs > 0))
+		dbgate_memgrant_subxact_abort(mySubid);
+
 	if (dbgate_nrefs == 0)
 	{
 		/*
