@@ -230,6 +230,23 @@ SET work_mem = '4MB';
 SELECT mem_now() FROM (SELECT b FROM mem_t ORDER BY b LIMIT 1) s;
 RESET SESSION AUTHORIZATION;
 
+-- a parent's memory_mb_active covers its children's grants
+SELECT dbgate.alter_budget('mem_b', max_memory_mb => 2);
+SELECT dbgate.create_budget('mem_p', 4);
+SELECT dbgate.alter_budget('mem_b', parent => 'mem_p');
+CREATE FUNCTION mem_tree() RETURNS text LANGUAGE plpgsql SECURITY DEFINER
+  AS $$
+BEGIN
+    RETURN (SELECT string_agg(budget || ': ' || memory_mb_active, ', '
+                              ORDER BY budget)
+              FROM dbgate.status WHERE budget IN ('mem_b', 'mem_p'));
+END $$;
+SET SESSION AUTHORIZATION regress_mem_u;
+SET work_mem = '4MB';
+SELECT mem_tree() FROM (SELECT b FROM mem_t ORDER BY b LIMIT 1) s;
+RESET SESSION AUTHORIZATION;
+SELECT mem_tree();
+
 -- nothing is left behind
 SELECT budget, active, memory_mb_active FROM dbgate.status
   WHERE budget = 'mem_b';
@@ -239,7 +256,8 @@ RESET work_mem;
 RESET hash_mem_multiplier;
 RESET max_parallel_workers_per_gather;
 DROP PROCEDURE mem_explain(text);
-DROP FUNCTION mem_now(), mem_nested(), mem_wm();
+DROP FUNCTION mem_now(), mem_nested(), mem_wm(), mem_tree();
 DROP TABLE mem_t;
 DROP ROLE regress_mem_u;
 SELECT dbgate.drop_budget('mem_b');
+SELECT dbgate.drop_budget('mem_p');
