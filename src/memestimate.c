@@ -57,7 +57,15 @@
  * walked), and trigger transition tables of ModifyTable (decided when the
  * node is initialised, from the relation's triggers).
  *
- * The walk allocates one small array (per subplan) in the current memory
+ * Versions: the executor nodes above use work_mem and hash_mem the same way
+ * in PostgreSQL 15, 17 and 18 (read in their sources).  What differs is
+ * plan structure, in compat.h: Aggref.aggpresorted (16+: the planner sorts
+ * the input of an ORDER BY / DISTINCT aggregate, which then needs no sort
+ * of its own) and ModifyTable.mergeJoinConditions (17+).  In 18 a sorted
+ * SetOp reads two sorted inputs (Sort nodes of their own, counted as such)
+ * and a hashed one still builds one hash table.
+ *
+ * The walk allocates two small arrays (per subplan) in the current memory
  * context; it reads the plan only.
  *
  *-------------------------------------------------------------------------
