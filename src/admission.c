@@ -478,8 +478,8 @@ order_pick(DbgateBudget *b, const DbgateLimits *l, TimestampTz now,
 	*overdue = false;
 	if (head < 0 || !l->lifo)
 		return head;
-	if (l->overtake_ms > 0 &&
-		now - proc_entry(head)->state_since >= (int64) l->overtake_ms * 1000)
+	if (b->qlim.overtake_ms > 0 &&
+		now - proc_entry(head)->state_since >= (int64) b->qlim.overtake_ms * 1000)
 	{
 		*overdue = true;
 		return head;
@@ -556,7 +556,7 @@ select_in(int idx, TimestampTz now, int64 now_ns, Pick *pick, Pick *blocked)
 			else
 			{
 				int64		lhs = (int64) active * best_weight;
-				int64		rhs = (int64) best_active * cl.weight;
+				int64		rhs = (int64) best_active * cb->qlim.weight;
 
 				better = (lhs < rhs || (lhs == rhs && cand.since < pick->since));
 			}
@@ -564,7 +564,7 @@ select_in(int idx, TimestampTz now, int64 now_ns, Pick *pick, Pick *blocked)
 			{
 				*pick = cand;
 				best_active = active;
-				best_weight = cl.weight;
+				best_weight = cb->qlim.weight;
 				found = true;
 			}
 		}
@@ -575,7 +575,7 @@ select_in(int idx, TimestampTz now, int64 now_ns, Pick *pick, Pick *blocked)
 	/* this level's token */
 	if (l.rate && l.enforce)
 	{
-		int64		due = dbgate_token_due(b, &l, now_ns);
+		int64		due = dbgate_token_due(b, now_ns);
 
 		if (due != 0)
 		{
@@ -681,7 +681,7 @@ promote(int procno, bool beyond, int64 now_ns)
 
 			if (!lim[t].rate || before[t] == UINT32_MAX)
 				continue;
-			if (dbgate_token_take(b, &lim[t], now_ns, !lim[t].enforce) != 0)
+			if (dbgate_token_take(b, now_ns, !lim[t].enforce) != 0)
 			{
 				if (!lim[t].enforce)
 					pg_atomic_fetch_add_u64(&b->would_queue, 1);
@@ -692,8 +692,7 @@ promote(int procno, bool beyond, int64 now_ns)
 					{
 						if (lim[t].rate && lim[t].enforce &&
 							before[t] != UINT32_MAX)
-							dbgate_token_return(budget_entry(p->chain.idx[t]),
-												&lim[t]);
+							dbgate_token_return(budget_entry(p->chain.idx[t]));
 					}
 					goto undo;
 				}
@@ -792,7 +791,7 @@ describe_me(const DbgateLookup *lk, TimestampTz now)
 {
 	my_proc->budget = lk->budget;
 	my_proc->incarnation = lk->incarnation;
-	my_proc->roleid = GetSessionUserId();
+	my_proc->roleid = lk->user;
 	my_proc->rule = (uint8) lk->rule;
 	my_proc->via = lk->via;
 	my_proc->state_since = now;
@@ -881,7 +880,7 @@ admit_shadow(const DbgateLookup *lk, const ChainLimits *cl, TimestampTz now,
 		{
 			if (now_ns == 0)
 				now_ns = dbgate_now_ns();
-			if (dbgate_token_take(b, &cl->lim[i], now_ns, true) != 0)
+			if (dbgate_token_take(b, now_ns, true) != 0)
 				pg_atomic_fetch_add_u64(&b->would_queue, 1);
 		}
 	}
@@ -1051,7 +1050,7 @@ admit_slow(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 					continue;
 				if (now_ns == 0)
 					now_ns = dbgate_now_ns();
-				if (dbgate_token_take(lb, &cl.lim[i], now_ns,
+				if (dbgate_token_take(lb, now_ns,
 									  !cl.lim[i].enforce) != 0)
 				{
 					if (!cl.lim[i].enforce)
@@ -1077,7 +1076,7 @@ admit_slow(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 			while (--i >= 0)
 			{
 				if (cl.lim[i].rate && cl.lim[i].enforce)
-					dbgate_token_return(budget_entry(cl.c.idx[i]), &cl.lim[i]);
+					dbgate_token_return(budget_entry(cl.c.idx[i]));
 			}
 			for (i = 0; i < cl.c.n; i++)
 				(void) level_add(budget_entry(cl.c.idx[i]),
@@ -1161,67 +1160,19 @@ admit_slow(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 }
 
 /*
- * Admit a statement to the budget lk names (the leaf of its chain).  The
- * common case -- a budget without parent and without rate, a free slot
- * and, if it is fair, nobody queued -- is one compare-and-swap.  Returns
- * DBGATE_ADMIT_SLOT with *a filled in, DBGATE_ADMIT_NONE (goes on without
- * a slot: the budget stopped gating while it waited, or a utility command
- * of a budget without 'utility'), or DBGATE_ADMIT_RETRY (the budget changed
- * identity: classify again).  Throws 53300 (full, timed out), and whatever
- * ends a wait (cancel, terminate).
+ * Admission to a budget with a parent or a rate, or in shadow mode: a slot
+ * at every level, then a token at every level that has a rate, each
+ * without a lock; the slow way when a level has no room.
  */
-DbgateAdmit
-dbgate_admit(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
-			 DbgateAdmission *a)
+static pg_noinline DbgateAdmit
+admit_chain(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
+			TimestampTz now, DbgateAdmission *a)
 {
-	DbgateBudget *b = budget_entry(lk->budget);
-	TimestampTz now = GetCurrentTimestamp();
-	uint32		tag = dbgate_tag_of(lk->incarnation);
 	ChainLimits cl;
 	uint32		before[DBGATE_MAX_DEPTH];
 	int64		now_ns = 0;
 	int			i;
 
-	dbgate_read_limits(b, &a->lim);
-	if (utility && !a->lim.utility)
-		return DBGATE_ADMIT_NONE;
-
-	if (likely(a->lim.parent < 0 && !a->lim.rate && a->lim.enforce))
-	{
-		uint64		old = pg_atomic_read_u64(&b->state);
-
-		while (dbgate_st_tag(old) == tag &&
-			   dbgate_st_active(old) < (uint32) a->lim.max_active &&
-			   (!a->lim.fair || dbgate_st_queued(old) == 0))
-		{
-			if (pg_atomic_compare_exchange_u64(&b->state, &old,
-											   old + DBGATE_ST_ONE_ACTIVE))
-			{
-				note_peak_active(b, dbgate_st_active(old) + 1);
-				pg_atomic_fetch_add_u64(&b->admitted, 1);
-				/* (the fields of a queued entry are left from the last wait) */
-				my_proc->budget = lk->budget;
-				my_proc->incarnation = lk->incarnation;
-				my_proc->roleid = GetSessionUserId();
-				my_proc->rule = (uint8) lk->rule;
-				my_proc->via = lk->via;
-				my_proc->state_since = now;
-				my_proc->chain.n = 1;
-				my_proc->chain.idx[0] = lk->budget;
-				my_proc->chain.inc[0] = lk->incarnation;
-				pg_write_barrier();
-				my_proc->state = DBGATE_PROC_ACTIVE;
-				a->chain.n = 1;
-				a->chain.idx[0] = lk->budget;
-				a->chain.inc[0] = lk->incarnation;
-				a->since = now;
-				return DBGATE_ADMIT_SLOT;
-			}
-		}
-		return admit_slow(lk, utility, queryDesc, now, a);
-	}
-
-	cl.lim[0] = a->lim;
 	if (!chain_limits(lk->budget, lk->incarnation, &a->lim, &cl))
 		return DBGATE_ADMIT_RETRY;
 	if (!cl.lim[0].enforce)
@@ -1251,7 +1202,7 @@ dbgate_admit(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 			continue;
 		if (now_ns == 0)
 			now_ns = dbgate_now_ns();
-		if (dbgate_token_take(lb, &cl.lim[i], now_ns, !cl.lim[i].enforce) != 0)
+		if (dbgate_token_take(lb, now_ns, !cl.lim[i].enforce) != 0)
 		{
 			if (!cl.lim[i].enforce)
 			{
@@ -1261,7 +1212,7 @@ dbgate_admit(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 			while (--i >= 0)
 			{
 				if (cl.lim[i].rate && cl.lim[i].enforce)
-					dbgate_token_return(budget_entry(cl.c.idx[i]), &cl.lim[i]);
+					dbgate_token_return(budget_entry(cl.c.idx[i]));
 			}
 			return_levels(&cl.c, cl.c.n);
 			return admit_slow(lk, utility, queryDesc, now, a);
@@ -1272,6 +1223,66 @@ dbgate_admit(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 	count_shadow(&cl, before);
 	admitted_now(lk, &cl, now, a);
 	return DBGATE_ADMIT_SLOT;
+}
+
+/*
+ * Admit a statement to the budget lk names (the leaf of its chain).  The
+ * common case -- a budget without parent and without rate, a free slot
+ * and, if it is fair, nobody queued -- is one compare-and-swap.  Returns
+ * DBGATE_ADMIT_SLOT with *a filled in, DBGATE_ADMIT_NONE (goes on without
+ * a slot: the budget stopped gating while it waited, or a utility command
+ * of a budget without 'utility'), or DBGATE_ADMIT_RETRY (the budget changed
+ * identity: classify again).  Throws 53300 (full, timed out), and whatever
+ * ends a wait (cancel, terminate).
+ */
+DbgateAdmit
+dbgate_admit(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
+			 DbgateAdmission *a)
+{
+	DbgateBudget *b = budget_entry(lk->budget);
+	TimestampTz now = GetCurrentTimestamp();
+	uint32		tag = dbgate_tag_of(lk->incarnation);
+
+	dbgate_read_limits(b, &a->lim);
+	if (utility && !a->lim.utility)
+		return DBGATE_ADMIT_NONE;
+
+	if (likely(a->lim.parent < 0 && !a->lim.rate && a->lim.enforce))
+	{
+		uint64		old = pg_atomic_read_u64(&b->state);
+
+		while (dbgate_st_tag(old) == tag &&
+			   dbgate_st_active(old) < (uint32) a->lim.max_active &&
+			   (!a->lim.fair || dbgate_st_queued(old) == 0))
+		{
+			if (pg_atomic_compare_exchange_u64(&b->state, &old,
+											   old + DBGATE_ST_ONE_ACTIVE))
+			{
+				note_peak_active(b, dbgate_st_active(old) + 1);
+				pg_atomic_fetch_add_u64(&b->admitted, 1);
+				/* (the fields of a queued entry are left from the last wait) */
+				my_proc->budget = lk->budget;
+				my_proc->incarnation = lk->incarnation;
+				my_proc->roleid = lk->user;
+				my_proc->rule = (uint8) lk->rule;
+				my_proc->via = lk->via;
+				my_proc->state_since = now;
+				my_proc->chain.n = 1;
+				my_proc->chain.idx[0] = lk->budget;
+				my_proc->chain.inc[0] = lk->incarnation;
+				pg_write_barrier();
+				my_proc->state = DBGATE_PROC_ACTIVE;
+				a->chain.n = 1;
+				a->chain.idx[0] = lk->budget;
+				a->chain.inc[0] = lk->incarnation;
+				a->since = now;
+				return DBGATE_ADMIT_SLOT;
+			}
+		}
+		return admit_slow(lk, utility, queryDesc, now, a);
+	}
+
+	return admit_chain(lk, utility, queryDesc, now, a);
 }
 
 /* ----------
@@ -1608,28 +1619,13 @@ dbgate_admission_leave_queue(void)
  * returned under its tree's lock, and the tree's grant step hands the slot
  * on.
  */
-void
-dbgate_admission_release(const DbgateChain *c, TimestampTz admitted_at)
+/* The levels of c that have waiters: under their trees' locks. */
+static pg_noinline void
+release_slow(const DbgateChain *c)
 {
 	bool		done[DBGATE_MAX_DEPTH];
 	int			i;
 	int			j;
-
-	if (admitted_at != 0 && c->n > 0)
-	{
-		DbgateBudget *leaf = budget_entry(c->idx[0]);
-
-		if (dbgate_st_tag(pg_atomic_read_u64(&leaf->state)) ==
-			dbgate_tag_of(c->inc[0]))
-			pg_atomic_fetch_add_u64(&leaf->active_time_total_us,
-									elapsed_us(admitted_at,
-											   GetCurrentTimestamp()));
-	}
-
-	/* a budget without parent and nobody queued: one compare-and-swap */
-	if (likely(c->n == 1) &&
-		level_return_fast(budget_entry(c->idx[0]), dbgate_tag_of(c->inc[0])))
-		return;
 
 	for (i = 0; i < c->n; i++)
 	{
@@ -1660,6 +1656,27 @@ dbgate_admission_release(const DbgateChain *c, TimestampTz admitted_at)
 		unlock_tree(root);
 		wake_now(&w);
 	}
+}
+
+void
+dbgate_admission_release(const DbgateChain *c, TimestampTz admitted_at)
+{
+	if (admitted_at != 0 && c->n > 0)
+	{
+		DbgateBudget *leaf = budget_entry(c->idx[0]);
+
+		if (dbgate_st_tag(pg_atomic_read_u64(&leaf->state)) ==
+			dbgate_tag_of(c->inc[0]))
+			pg_atomic_fetch_add_u64(&leaf->active_time_total_us,
+									elapsed_us(admitted_at,
+											   GetCurrentTimestamp()));
+	}
+
+	/* a budget without parent and nobody queued: one compare-and-swap */
+	if (likely(c->n == 1) &&
+		level_return_fast(budget_entry(c->idx[0]), dbgate_tag_of(c->inc[0])))
+		return;
+	release_slow(c);
 }
 
 /*
@@ -1968,16 +1985,16 @@ dbgate_admission_set_limits(DbgateBudget *b, const DbgateBudgetConf *conf,
 							int parent, uint32 parent_incarnation)
 {
 	DbgateLimits l;
+	DbgateQueueLimits q;
 
 	memset(&l, 0, sizeof(l));
+	memset(&q, 0, sizeof(q));
 	l.max_active = conf->max_active;
 	l.max_queued = conf->max_queued;
 	l.queue_timeout_ms = conf->queue_timeout_ms;
 	l.statement_timeout_ms = conf->statement_timeout_ms;
 	l.lock_timeout_ms = conf->lock_timeout_ms;
 	l.idle_timeout_ms = conf->idle_timeout_ms;
-	l.overtake_ms = conf->overtake_limit_ms;
-	l.weight = Max(conf->weight, 1);
 	l.parent = parent;
 	l.parent_incarnation = parent_incarnation;
 	l.max_memory_mb = conf->max_memory_mb;
@@ -1987,15 +2004,17 @@ dbgate_admission_set_limits(DbgateBudget *b, const DbgateBudgetConf *conf,
 	l.utility = conf->utility;
 	l.lifo = (conf->queue_order == DBGATE_ORDER_LIFO);
 	l.rate = (conf->max_rate > 0);
+	l.min_cost = conf->min_cost;
+	q.overtake_ms = conf->overtake_limit_ms;
+	q.weight = Max(conf->weight, 1);
 	if (l.rate)
 	{
 		double		interval = 1e9 / conf->max_rate;
 
-		l.rate_interval_ns = (int64) Max(interval, 1.0);
-		l.rate_tolerance_ns = (int64) (Max(conf->rate_burst, 1) - 1) *
-			l.rate_interval_ns;
+		q.rate_interval_ns = (int64) Max(interval, 1.0);
+		q.rate_tolerance_ns = (int64) (Max(conf->rate_burst, 1) - 1) *
+			q.rate_interval_ns;
 	}
-	l.min_cost = conf->min_cost;
 
 	if (b->conf.max_rate != conf->max_rate ||
 		b->conf.rate_burst != conf->rate_burst ||
@@ -2005,6 +2024,7 @@ dbgate_admission_set_limits(DbgateBudget *b, const DbgateBudgetConf *conf,
 	pg_atomic_fetch_add_u32(&b->conf_seq, 1);	/* odd: writing (a barrier) */
 	b->conf = *conf;
 	b->lim = l;
+	b->qlim = q;
 	pg_atomic_fetch_add_u32(&b->conf_seq, 1);	/* even again (a barrier) */
 }
 
@@ -2161,8 +2181,8 @@ dbgate_admission_backends(int idx, DbgateBackendRow *rows, int maxrows)
 	{
 		DbgateProc *e = proc_entry(p);
 
-		if (b->lim.lifo && b->lim.overtake_ms > 0 &&
-			now - e->state_since >= (int64) b->lim.overtake_ms * 1000)
+		if (b->lim.lifo && b->qlim.overtake_ms > 0 &&
+			now - e->state_since >= (int64) b->qlim.overtake_ms * 1000)
 			overdue++;
 		nqueued++;
 	}

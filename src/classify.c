@@ -331,7 +331,7 @@ dbgate_classify_slow(void)
 	DbgateLookupCache *c = &dbgate_lookup_cache;
 	Oid			user = GetSessionUserId();
 	uint64		generation = pg_atomic_read_u64(&dbgate_shared->generation);
-	DbgateLookup result = {-1, 0, DBGATE_BY_ROLE, InvalidOid, false};
+	DbgateLookup result = {-1, 0, DBGATE_BY_ROLE, InvalidOid, InvalidOid, false};
 	uint32		invals = lookup_invals;
 
 	if (!lookup_callbacks_registered)
@@ -347,12 +347,14 @@ dbgate_classify_slow(void)
 		classify_user(user, &result);
 	/* mincost.c: the statement path tests this, not the budget */
 	if (result.budget >= 0)
-		result.min_cost = (dbgate_shared->budgets[result.budget].d.conf.min_cost != 0);
+		result.min_cost =
+			(dbgate_shared->budgets[result.budget].d.conf.min_cost != 0);
 
 	/*
 	 * Valid only if no invalidation arrived while the catalogs were read
 	 * (and never after an error, which leaves the cache invalid).
 	 */
+	result.user = user;
 	c->result = result;
 	c->generation = generation;
 	c->user = user;

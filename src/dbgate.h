@@ -179,8 +179,6 @@ typedef struct DbgateLimits
 	int32		statement_timeout_ms;
 	int32		lock_timeout_ms;
 	int32		idle_timeout_ms;
-	int32		overtake_ms;
-	int32		weight;
 	int32		parent;			/* budget index of the parent, -1: none */
 	uint32		parent_incarnation;
 	int32		max_memory_mb;
@@ -190,10 +188,20 @@ typedef struct DbgateLimits
 	bool		utility;
 	bool		lifo;
 	bool		rate;			/* max_rate > 0 */
-	int64		rate_interval_ns;	/* 10^9 / max_rate */
-	int64		rate_tolerance_ns;	/* (rate_burst - 1) x rate_interval_ns */
 	double		min_cost;
 } DbgateLimits;
+
+/*
+ * What only the queue side needs of a budget's configuration (read under
+ * the tree lock, or as single aligned fields: see rate.c).
+ */
+typedef struct DbgateQueueLimits
+{
+	int32		overtake_ms;
+	int32		weight;
+	int64		rate_interval_ns;	/* 10^9 / max_rate */
+	int64		rate_tolerance_ns;	/* (rate_burst - 1) x rate_interval_ns */
+} DbgateQueueLimits;
 
 /* Buckets of dbgate.wait_histogram with a finite bound (ms). */
 #define DBGATE_HIST_BUCKETS		11
@@ -237,6 +245,7 @@ typedef struct DbgateBudget
 	 */
 	pg_atomic_uint32 conf_seq;
 	DbgateLimits lim;
+	DbgateQueueLimits qlim;
 	DbgateBudgetConf conf;
 
 	/*
@@ -448,6 +457,7 @@ typedef struct DbgateLookup
 	uint32		incarnation;	/* of that budget */
 	DbgateRule	rule;
 	Oid			via;			/* DBGATE_BY_MEMBER: the assigned group */
+	Oid			user;			/* the session user it was made for */
 	bool		min_cost;		/* the budget had a min_cost (mincost.c):
 								 * every configuration change makes the
 								 * backend classify again */
@@ -611,11 +621,9 @@ extern void dbgate_lockgraph_check(int idx, TimestampTz now);
 
 /* rate.c */
 extern int64 dbgate_now_ns(void);
-extern int64 dbgate_token_due(DbgateBudget *b, const DbgateLimits *l,
-							  int64 now_ns);
-extern int64 dbgate_token_take(DbgateBudget *b, const DbgateLimits *l,
-							   int64 now_ns, bool force);
-extern void dbgate_token_return(DbgateBudget *b, const DbgateLimits *l);
+extern int64 dbgate_token_due(DbgateBudget *b, int64 now_ns);
+extern int64 dbgate_token_take(DbgateBudget *b, int64 now_ns, bool force);
+extern void dbgate_token_return(DbgateBudget *b);
 extern void dbgate_token_fill(DbgateBudget *b);
 
 /* admission.c, for the views */

@@ -19,8 +19,9 @@
  * machine and never goes back); 0 is a full bucket.  Taking a token is one
  * compare-and-swap, without a lock, also on the statement path; a waiter
  * checks with token_due() before it is granted, and the grant takes the
- * token.  The entry's limits (lim.rate_interval_ns, lim.rate_tolerance_ns)
- * are derived from the configuration when it is installed, which also
+ * token.  The interval and tolerance (the entry's qlim, aligned 8-byte
+ * fields read as they are) are derived from the configuration when it is
+ * installed, which also
  * fills the bucket (SPEC: full at creation, at server start and after any
  * change of max_rate or rate_burst).
  *
@@ -46,13 +47,14 @@ dbgate_now_ns(void)
  * When is the next token of budget b due?  0 if one is there now.
  */
 int64
-dbgate_token_due(DbgateBudget *b, const DbgateLimits *l, int64 now_ns)
+dbgate_token_due(DbgateBudget *b, int64 now_ns)
 {
 	int64		tat = (int64) pg_atomic_read_u64(&b->rate_tat);
+	int64		tolerance = b->qlim.rate_tolerance_ns;
 
-	if (tat <= now_ns || tat - now_ns <= l->rate_tolerance_ns)
+	if (tat <= now_ns || tat - now_ns <= tolerance)
 		return 0;
-	return tat - l->rate_tolerance_ns;
+	return tat - tolerance;
 }
 
 /*
@@ -62,24 +64,25 @@ dbgate_token_due(DbgateBudget *b, const DbgateLimits *l, int64 now_ns)
  * the return value then still says whether one was due.
  */
 int64
-dbgate_token_take(DbgateBudget *b, const DbgateLimits *l, int64 now_ns,
-				  bool force)
+dbgate_token_take(DbgateBudget *b, int64 now_ns, bool force)
 {
 	uint64		old = pg_atomic_read_u64(&b->rate_tat);
+	int64		interval = b->qlim.rate_interval_ns;
+	int64		tolerance = b->qlim.rate_tolerance_ns;
 
 	for (;;)
 	{
 		int64		start = Max((int64) old, now_ns);
 		int64		due = 0;
 
-		if (start - now_ns > l->rate_tolerance_ns)
+		if (start - now_ns > tolerance)
 		{
-			due = start - l->rate_tolerance_ns;
+			due = start - tolerance;
 			if (!force)
 				return due;
 		}
 		if (pg_atomic_compare_exchange_u64(&b->rate_tat, &old,
-										   (uint64) (start + l->rate_interval_ns)))
+										   (uint64) (start + interval)))
 			return due;
 	}
 }
@@ -88,14 +91,14 @@ dbgate_token_take(DbgateBudget *b, const DbgateLimits *l, int64 now_ns,
  * Give back a token taken a moment ago (its admission did not happen).
  */
 void
-dbgate_token_return(DbgateBudget *b, const DbgateLimits *l)
+dbgate_token_return(DbgateBudget *b)
 {
 	uint64		old = pg_atomic_read_u64(&b->rate_tat);
+	uint64		interval = (uint64) b->qlim.rate_interval_ns;
 
 	for (;;)
 	{
-		uint64		new = (old > (uint64) l->rate_interval_ns) ?
-			old - (uint64) l->rate_interval_ns : 0;
+		uint64		new = (old > interval) ? old - interval : 0;
 
 		if (pg_atomic_compare_exchange_u64(&b->rate_tat, &old, new))
 			return;

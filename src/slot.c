@@ -223,7 +223,8 @@ slot_enter(SlotState to, TimestampTz since)
 			/* nothing left for the transaction's end */
 			if (dbgate_nrefs == 0 && refs == inline_refs && !utility_running)
 				dbgate_slot_busy = false;
-			break;
+			dbgate_run_work = dbgate_refs_span_subxacts;
+			return;
 
 		case SLOT_RUNNING:
 			slot_state = to;
@@ -275,7 +276,8 @@ slot_admitted(void)
 							  dbgate_memgrant_slot);
 	slot_state = SLOT_RUNNING;
 	dbgate_slot_busy = true;
-	set_run_work();
+	/* no reference yet, so no subtransaction spans one */
+	dbgate_run_work = dbgate_slot_has_limits;
 }
 
 /*

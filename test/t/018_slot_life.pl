@@ -8,8 +8,9 @@
 #   - a session ended by the budget's idle timeout is counted in
 #     terminated_idle also when the server does not log the FATAL
 #     (log_min_messages = panic);
-#   - where a synchronous standby is configured, a commit returns its slot
-#     when it starts, also when NOTIFY gives it a transaction ID only then.
+#   - where a synchronous standby is configured, a commit that waits for it
+#     holds no slot (one whose transaction ID comes only from NOTIFY at
+#     commit writes no WAL before its commit record and does not wait).
 use strict;
 use warnings FATAL => 'all';
 
@@ -18,10 +19,14 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use DbgateTest;
 
+# A synchronous standby that never comes; only the sessions that ask for
+# it (synchronous_commit = on) wait for it.
 my $node = dbgate_node(
 	'slotlife', conf => q{
 wal_level = replica
 max_wal_senders = 2
+synchronous_standby_names = 'nosuch'
+synchronous_commit = local
 });
 $node->safe_psql(
 	'postgres', q{
@@ -109,22 +114,29 @@ poll_ok($node,
 $node->safe_psql('postgres', 'ALTER ROLE sl_user RESET log_min_messages');
 
 # ---------------------------------------------------------------------------
-# A commit that waits for a synchronous standby holds no slot, also when
-# NOTIFY assigns its transaction ID after the commit started.
-$node->append_conf('postgresql.conf', "synchronous_standby_names = 'nosuch'\n");
-$node->reload;
-$node->safe_psql('postgres',
-	"SELECT dbgate.create_budget('sl_sync', max_active => 1, max_queued => 1, scope => 'transaction')");
+# Where a synchronous standby is configured: a transaction that gets its
+# transaction ID only at commit (from NOTIFY) has written no WAL before its
+# commit record, so PostgreSQL neither flushes it synchronously nor waits
+# for the standby; a transaction that wrote waits, without its slot.
+$node->safe_psql('postgres', q{
+	ALTER ROLE sl_user SET synchronous_commit = on;
+	SELECT dbgate.create_budget('sl_sync', max_active => 1, max_queued => 1,
+	                            scope => 'transaction');
+});
 use_budget('sl_sync');
 my $notifier = DbgateTest::Session->new($node, user => 'sl_user');
 $notifier->query('BEGIN; SELECT 1');
 is($node->safe_psql('postgres',
 		"SELECT active FROM dbgate.status WHERE budget = 'sl_sync'"),
 	'1', 'sync: the read-only transaction keeps its slot (scope transaction)');
-$notifier->send('NOTIFY sl_channel; COMMIT');
+($out, $err, $state) = $notifier->query('NOTIFY sl_channel; COMMIT');
+is($state, '', 'sync: NOTIFY alone: the commit does not wait for the standby');
+counters_are($node, 'sl_sync', { admitted => 1 }, 'sync: NOTIFY alone: the slot is back');
+$notifier->query('BEGIN; INSERT INTO sl_t VALUES (2); NOTIFY sl_channel');
+$notifier->send('COMMIT');
 poll_ok($node,
 	"SELECT wait_event FROM pg_stat_activity WHERE pid = " . $notifier->pid,
-	'SyncRep', 'sync: the commit waits for the standby');
+	'SyncRep', 'sync: a writing transaction\'s commit waits for the standby');
 is($node->safe_psql('postgres',
 		"SELECT active FROM dbgate.status WHERE budget = 'sl_sync'"),
 	'0', 'sync: the waiting commit holds no slot');
@@ -132,7 +144,7 @@ is($node->safe_psql('postgres',
 is($state, '', 'sync: another session of the budget runs meanwhile');
 $node->safe_psql('postgres', "SELECT pg_cancel_backend(" . $notifier->pid . ")");
 $notifier->result;
-counters_are($node, 'sl_sync', { admitted => 2 }, 'sync: every slot back, counters exact');
+counters_are($node, 'sl_sync', { admitted => 3 }, 'sync: every slot back, counters exact');
 
 $notifier->quit;
 $quiet->quit;
