@@ -10,7 +10,7 @@
 #   --duration S       seconds per measured run (default 60)
 #   --rows N           rows of the fact table the report reads (default 1000000)
 #   --work-mem SIZE    the sessions' work_mem (default 512MB: generous)
-#   --max-memory-mb M  the bounded budget's max_memory_mb (default 400)
+#   --max-memory-mb M  the bounded budget's max_memory_mb (default 350)
 #   --workers N        max_parallel_workers_per_gather of the report (default 2)
 #   --only PART        run only 'memory' or only 'cheap'
 #   --out DIR          keep the results in DIR (default: a new mktemp directory)
@@ -52,7 +52,7 @@ PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 DUR=60
 ROWS=1000000
 WORK_MEM=512MB
-MAXMEM=400
+MAXMEM=350
 WORKERS=2
 OUT=
 INSTALL=1
@@ -176,8 +176,8 @@ sql "VACUUM ANALYZE mem_facts" >/dev/null
 sql "GRANT SELECT ON mem_dims, mem_facts TO rpt"
 as_pg "$PGBIN/pgbench" -i -q -s 10 -h "$WORK" -p "$PORT" -U postgres bench >"$RAW/pgbench-init.log" 2>&1
 sql "GRANT SELECT ON pgbench_accounts, pgbench_branches, pgbench_tellers, pgbench_history TO rpt"
-sql "SELECT dbgate.create_budget('rpt_b', 8, 64)"
-sql "SELECT dbgate.assign_role('rpt', 'rpt_b')"
+sql "SELECT dbgate.create_budget('rpt_b', 8, 64)" >/dev/null
+sql "SELECT dbgate.assign_role('rpt', 'rpt_b')" >/dev/null
 sql "ALTER ROLE rpt SET work_mem = '$WORK_MEM'"
 sql "ALTER ROLE rpt SET max_parallel_workers_per_gather = $WORKERS"
 sql "ALTER ROLE rpt SET enable_parallel_hash = off"
