@@ -13,13 +13,13 @@
  * never gated at all.
  *
  * Two places apply it:
- *	  - Planning (planner_hook): while the statement is planned the variable
- *		behind max_parallel_workers_per_gather holds the cap, and the
- *		session's value is put back when planning returns, normally or by
- *		error, without the GUC machinery and keeping what planning itself
- *		does to the setting (gucvar.c, as for the budget's lock_timeout).
- *		So `SHOW max_parallel_workers_per_gather` afterwards shows the
- *		session's own value.
+ *	  - Planning (planner.c's planner hook): while the statement is planned
+ *		the variable behind max_parallel_workers_per_gather holds the cap,
+ *		and the session's value is put back when planning returns, normally
+ *		or by error, without the GUC machinery and keeping what planning
+ *		itself does to the setting (gucvar.c, as for the budget's
+ *		lock_timeout).  So `SHOW max_parallel_workers_per_gather` afterwards
+ *		shows the session's own value.
  *	  - Execution (ExecutorStart): a plan made earlier, before the budget
  *		was changed or the session was classified into it (a prepared
  *		statement, a cached PL/pgSQL plan), may ask for more workers.  Its
@@ -68,33 +68,19 @@
 #include "nodes/parsenodes.h"
 #include "nodes/plannodes.h"
 #include "optimizer/cost.h"
-#include "optimizer/planner.h"
 #include "utils/guc.h"
 #include "utils/guc_tables.h"
 
 #include "compat.h"
 #include "dbgate.h"
 
-static planner_hook_type prev_planner = NULL;
-static struct config_generic *workers_rec = NULL;
 static struct config_generic *maintenance_rec = NULL;
-
-static PlannedStmt *dbgate_planner(Query *parse, const char *query_string,
-								   int cursorOptions,
-								   ParamListInfo boundParams);
-
-void
-dbgate_parallel_init(void)
-{
-	prev_planner = planner_hook;
-	planner_hook = dbgate_planner;
-}
 
 /*
  * The cap for this backend's statements, or -1 for none.
  */
-static inline int
-parallel_cap(void)
+int
+dbgate_parallel_cap(void)
 {
 	const DbgateLookup *lk;
 	const DbgateBudget *b;
@@ -109,60 +95,6 @@ parallel_cap(void)
 	if (!b->conf.enforce)
 		return -1;
 	return b->conf.parallel_workers;
-}
-
-/* ----------
- * Planning
- * ----------
- */
-static inline PlannedStmt *
-next_planner(Query *parse, const char *query_string, int cursorOptions,
-			 ParamListInfo boundParams)
-{
-	if (prev_planner)
-		return prev_planner(parse, query_string, cursorOptions, boundParams);
-	return standard_planner(parse, query_string, cursorOptions, boundParams);
-}
-
-/* Plan with the cap applied, and undo it on every exit. */
-static pg_noinline PlannedStmt *
-planner_capped(Query *parse, const char *query_string, int cursorOptions,
-			   ParamListInfo boundParams, int cap)
-{
-	PlannedStmt *result;
-	DbgateGucOverride o;
-
-	if (workers_rec == NULL)
-		workers_rec = dbgate_find_guc("max_parallel_workers_per_gather");
-	if (workers_rec == NULL)
-		return next_planner(parse, query_string, cursorOptions, boundParams);
-	dbgate_guc_override_apply(&o, workers_rec, &max_parallel_workers_per_gather,
-							  cap);
-	PG_TRY();
-	{
-		result = next_planner(parse, query_string, cursorOptions, boundParams);
-	}
-	PG_CATCH();
-	{
-		dbgate_guc_override_restore(&o);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-	dbgate_guc_override_restore(&o);
-
-	return result;
-}
-
-static PlannedStmt *
-dbgate_planner(Query *parse, const char *query_string, int cursorOptions,
-			   ParamListInfo boundParams)
-{
-	int			cap = parallel_cap();
-
-	if (likely(cap < 0 || cap >= max_parallel_workers_per_gather))
-		return next_planner(parse, query_string, cursorOptions, boundParams);
-	return planner_capped(parse, query_string, cursorOptions, boundParams,
-						  cap);
 }
 
 /* ----------
@@ -272,7 +204,7 @@ dbgate_parallel_executor_start_slow(QueryDesc *queryDesc)
 	PlannedStmt *pstmt = queryDesc->plannedstmt;
 	int			cap;
 
-	cap = parallel_cap();
+	cap = dbgate_parallel_cap();
 	if (cap < 0 || !stmt_over_cap(pstmt, cap, false))
 		return;
 
@@ -354,7 +286,7 @@ dbgate_parallel_utility(ProcessUtility_hook_type next, PlannedStmt *pstmt,
 	int			cap;
 
 	if (likely(!uses_maintenance_workers(pstmt->utilityStmt)) ||
-		(cap = parallel_cap()) < 0 || cap >= max_parallel_maintenance_workers)
+		(cap = dbgate_parallel_cap()) < 0 || cap >= max_parallel_maintenance_workers)
 	{
 		next(pstmt, queryString, readOnlyTree, context, params, queryEnv,
 			 dest, qc);
