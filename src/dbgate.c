@@ -310,9 +310,15 @@ dbgate_ExecutorFinish(QueryDesc *queryDesc)
 	/*
 	 * As ExecutorRun: budget limits apply here too (after triggers run
 	 * here), and a CLOSE of a cursor inside a savepoint runs it in another
-	 * subtransaction than the cursor's.
+	 * subtransaction than the cursor's.  A plain SELECT has nothing left to
+	 * do here (no ModifyTable to finish, no trigger queued by it): its
+	 * limits are not applied again -- that would only arm and disarm the
+	 * timers once more -- unless a subtransaction started under the slot.
 	 */
-	if (likely(dbgate_nrefs == 0) || likely(!dbgate_run_work))
+	if (likely(dbgate_nrefs == 0) || likely(!dbgate_run_work) ||
+		(queryDesc->operation == CMD_SELECT &&
+		 !queryDesc->plannedstmt->hasModifyingCTE &&
+		 !dbgate_refs_span_subxacts))
 	{
 		next_ExecutorFinish(queryDesc);
 		return;
