@@ -44,6 +44,7 @@
 #include "access/xact.h"
 #include "access/xlogdefs.h"
 #include "executor/execdesc.h"
+#include "nodes/plannodes.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
 #include "storage/lwlock.h"
@@ -648,6 +649,36 @@ extern int	dbgate_admission_backends(int idx, DbgateBackendRow *rows,
 									  int maxrows);
 extern uint64 dbgate_admission_oldest_wait(int idx);
 extern int	dbgate_admission_idle_count(int idx);
+
+/*
+ * The child plans of a plan node other than lefttree and righttree (the
+ * members of an Append, MergeAppend, BitmapAnd, BitmapOr or CustomScan);
+ * a SubqueryScan's plan comes back in *subplan.  For the plan walks of
+ * parallel.c and memestimate.c.
+ */
+static inline List *
+dbgate_plan_children(Plan *plan, Plan **subplan)
+{
+	*subplan = NULL;
+	switch (nodeTag(plan))
+	{
+		case T_Append:
+			return ((Append *) plan)->appendplans;
+		case T_MergeAppend:
+			return ((MergeAppend *) plan)->mergeplans;
+		case T_BitmapAnd:
+			return ((BitmapAnd *) plan)->bitmapplans;
+		case T_BitmapOr:
+			return ((BitmapOr *) plan)->bitmapplans;
+		case T_CustomScan:
+			return ((CustomScan *) plan)->custom_plans;
+		case T_SubqueryScan:
+			*subplan = ((SubqueryScan *) plan)->subplan;
+			return NIL;
+		default:
+			return NIL;
+	}
+}
 
 /* parallel.c */
 extern int	dbgate_parallel_cap(void);

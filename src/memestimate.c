@@ -377,7 +377,8 @@ static void
 walk_plan(Walk *w, Plan *plan, double mult)
 {
 	ExprWalk	ew;
-	List	   *children = NIL;
+	List	   *children;
+	Plan	   *subplan;
 	double		child_mult = mult;
 	ListCell   *lc;
 
@@ -456,27 +457,13 @@ walk_plan(Walk *w, Plan *plan, double mult)
 		case T_GatherMerge:
 			child_mult = mult * (1 + Max(((GatherMerge *) plan)->num_workers, 0));
 			break;
-		case T_Append:
-			children = ((Append *) plan)->appendplans;
-			break;
-		case T_MergeAppend:
-			children = ((MergeAppend *) plan)->mergeplans;
-			break;
-		case T_BitmapAnd:
-			children = ((BitmapAnd *) plan)->bitmapplans;
-			break;
-		case T_BitmapOr:
-			children = ((BitmapOr *) plan)->bitmapplans;
-			break;
-		case T_SubqueryScan:
-			walk_plan(w, ((SubqueryScan *) plan)->subplan, mult);
-			break;
-		case T_CustomScan:
-			children = ((CustomScan *) plan)->custom_plans;
-			break;
 		default:
 			break;
 	}
+
+	children = dbgate_plan_children(plan, &subplan);
+	if (subplan != NULL)
+		walk_plan(w, subplan, mult);
 
 	/*
 	 * Children run concurrently or leave their memory in place until the

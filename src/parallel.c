@@ -110,7 +110,8 @@ dbgate_parallel_cap(void)
 static bool
 plan_over_cap(Plan *plan, int cap, bool apply)
 {
-	List	   *children = NIL;
+	List	   *children;
+	Plan	   *subplan;
 	bool		over = false;
 	ListCell   *lc;
 
@@ -144,28 +145,13 @@ plan_over_cap(Plan *plan, int cap, bool apply)
 				}
 			}
 			break;
-		case T_Append:
-			children = ((Append *) plan)->appendplans;
-			break;
-		case T_MergeAppend:
-			children = ((MergeAppend *) plan)->mergeplans;
-			break;
-		case T_BitmapAnd:
-			children = ((BitmapAnd *) plan)->bitmapplans;
-			break;
-		case T_BitmapOr:
-			children = ((BitmapOr *) plan)->bitmapplans;
-			break;
-		case T_SubqueryScan:
-			over = plan_over_cap(((SubqueryScan *) plan)->subplan, cap, apply);
-			break;
-		case T_CustomScan:
-			children = ((CustomScan *) plan)->custom_plans;
-			break;
 		default:
 			break;
 	}
 
+	children = dbgate_plan_children(plan, &subplan);
+	if (subplan != NULL)
+		over |= plan_over_cap(subplan, cap, apply);
 	foreach(lc, children)
 	{
 		if (over && !apply)
