@@ -810,20 +810,45 @@ describe_me(const DbgateLookup *lk, TimestampTz now)
 	my_proc->token_levels = 0;
 }
 
-/* Took slots at once (counted at the leaf). */
+/*
+ * Took the slots of chain a->chain at once: counted at the leaf, and our
+ * entry shows them.  (The fields of an entry that only matter while it is
+ * queued are left from its last wait.)
+ */
+static inline void
+publish_slot(const DbgateLookup *lk, TimestampTz now, DbgateAdmission *a,
+			 bool single)
+{
+	pg_atomic_fetch_add_u64(&budget_entry(lk->budget)->admitted, 1);
+	my_proc->budget = lk->budget;
+	my_proc->incarnation = lk->incarnation;
+	my_proc->roleid = lk->user;
+	my_proc->rule = (uint8) lk->rule;
+	my_proc->via = lk->via;
+	my_proc->state_since = now;
+	if (single)
+	{
+		/* the same as the copy below, in fewer instructions */
+		my_proc->chain.n = 1;
+		my_proc->chain.idx[0] = lk->budget;
+		my_proc->chain.inc[0] = lk->incarnation;
+	}
+	else
+		my_proc->chain = a->chain;
+	pg_write_barrier();
+	my_proc->state = DBGATE_PROC_ACTIVE;
+	a->since = now;
+}
+
+/* Took the slots of cl at once (the slow and the shadow ways). */
 static inline void
 admitted_now(const DbgateLookup *lk, const ChainLimits *cl, TimestampTz now,
 			 DbgateAdmission *a)
 {
-	pg_atomic_fetch_add_u64(&budget_entry(lk->budget)->admitted, 1);
-	describe_me(lk, now);
-	my_proc->chain = cl->c;
-	pg_write_barrier();
-	my_proc->state = DBGATE_PROC_ACTIVE;
 	a->chain = cl->c;
 	if (&a->lim != &cl->lim[0])
 		a->lim = cl->lim[0];
-	a->since = now;
+	publish_slot(lk, now, a, false);
 }
 
 /*
@@ -1169,75 +1194,138 @@ admit_slow(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 }
 
 /*
- * Admission to a budget with a parent or a rate, or in shadow mode: a slot
- * at every level, then a token at every level that has a rate, each
- * without a lock; the slow way when a level has no room.
+ * Admission to a budget in shadow mode: its chain with every level's
+ * limits, then a slot at every level whatever the counts.
  */
 static pg_noinline DbgateAdmit
-admit_chain(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
-			TimestampTz now, DbgateAdmission *a)
+admit_shadow_leaf(const DbgateLookup *lk, TimestampTz now, DbgateAdmission *a)
 {
 	ChainLimits cl;
-	uint32		before[DBGATE_MAX_DEPTH];
-	int64		now_ns = 0;
-	int			i;
 
 	if (!chain_limits(lk->budget, lk->incarnation, &a->lim, &cl))
 		return DBGATE_ADMIT_RETRY;
-	if (!cl.lim[0].enforce)
-		return admit_shadow(lk, &cl, now, a);
+	return admit_shadow(lk, &cl, now, a);
+}
 
-	/* a chain, or a rate: a slot at every level, then the tokens */
-	for (i = 0; i < cl.c.n; i++)
+/*
+ * The rest of a fast admission to an enforcing budget that has a parent or
+ * a rate, its own slot already taken ('before0': its active before): a
+ * slot of every ancestor, bottom-up, then a token at every level that has
+ * a rate, each without a lock.  An ancestor's limits are read as they are
+ * now; one that changed meanwhile shows in its tag when its slot is taken.
+ * Where a level has no room or no token, what was taken goes back and the
+ * statement goes the slow way.
+ */
+static pg_noinline DbgateAdmit
+admit_rest(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
+		   TimestampTz now, DbgateAdmission *a, uint32 before0)
+{
+	DbgateChain *c = &a->chain;
+	DbgateBudget *lv[DBGATE_MAX_DEPTH];
+	uint32		before;
+	uint32		rated = a->lim.rate ? 1 : 0;	/* levels with a rate */
+	uint32		shadow = 0;		/* levels in shadow mode */
+	uint32		full = 0;		/* ... of those, the ones that were full */
+	int32		parent = a->lim.parent;
+	uint32		pinc = a->lim.parent_incarnation;
+	int			n = 1;
+	int			i;
+
+	c->n = 1;
+	c->idx[0] = lk->budget;
+	c->inc[0] = lk->incarnation;
+	lv[0] = budget_entry(lk->budget);
+	if (parent < 0)
 	{
-		int			r = level_take(budget_entry(cl.c.idx[i]),
-								   dbgate_tag_of(cl.c.inc[i]),
-								   cl.lim[i].max_active, cl.lim[i].enforce,
-								   i == 0 && cl.lim[0].fair, &before[i]);
+		/* a rate and no parent: its token, in fewer steps */
+		if (dbgate_token_take(lv[0], dbgate_now_ns(), false) != 0)
+		{
+			return_levels(c, 1);
+			return admit_slow(lk, utility, queryDesc, now, a);
+		}
+		note_peak_active(lv[0], before0 + 1);
+		publish_slot(lk, now, a, true);
+		return DBGATE_ADMIT_SLOT;
+	}
+	note_peak_active(lv[0], before0 + 1);
+	while (parent >= 0)
+	{
+		DbgateLimits pl;
+		int			r = -1;
 
+		if (n < DBGATE_MAX_DEPTH && parent < dbgate_shared->max_budgets)
+		{
+			lv[n] = budget_entry(parent);
+			dbgate_read_limits(lv[n], &pl);
+			if (lv[n]->incarnation == pinc)
+				r = level_take(lv[n], dbgate_tag_of(pinc), pl.max_active,
+							   pl.enforce, false, &before);
+		}
 		if (r != 1)
 		{
-			return_levels(&cl.c, i);
+			/* no room (or the chain changed: classify again) */
+			return_levels(c, n);
 			if (r < 0)
 				return DBGATE_ADMIT_RETRY;
 			return admit_slow(lk, utility, queryDesc, now, a);
 		}
-	}
-	for (i = 0; i < cl.c.n; i++)
-	{
-		DbgateBudget *lb = budget_entry(cl.c.idx[i]);
-
-		if (!cl.lim[i].rate)
-			continue;
-		if (now_ns == 0)
-			now_ns = dbgate_now_ns();
-		if (dbgate_token_take(lb, now_ns, !cl.lim[i].enforce) != 0)
+		/* (its active did reach that, even if the admission fails) */
+		note_peak_active(lv[n], before + 1);
+		c->idx[n] = parent;
+		c->inc[n] = pinc;
+		if (pl.rate)
+			rated |= 1 << n;
+		if (!pl.enforce)
 		{
-			if (!cl.lim[i].enforce)
+			shadow |= 1 << n;
+			if (before >= (uint32) pl.max_active)
+				full |= 1 << n;
+		}
+		parent = pl.parent;
+		pinc = pl.parent_incarnation;
+		n++;
+	}
+	c->n = n;
+
+	if (rated)
+	{
+		int64		now_ns = dbgate_now_ns();
+
+		for (i = 0; i < n; i++)
+		{
+			if (!(rated & (1 << i)))
+				continue;
+			if (dbgate_token_take(lv[i], now_ns, (shadow & (1 << i)) != 0) == 0)
+				continue;
+			if (shadow & (1 << i))
 			{
-				pg_atomic_fetch_add_u64(&lb->would_queue, 1);
+				pg_atomic_fetch_add_u64(&lv[i]->would_queue, 1);
 				continue;
 			}
+			/* no token: give back the tokens and slots just taken */
 			while (--i >= 0)
 			{
-				if (cl.lim[i].rate && cl.lim[i].enforce)
-					dbgate_token_return(budget_entry(cl.c.idx[i]));
+				if (rated & ~shadow & (1 << i))
+					dbgate_token_return(lv[i]);
 			}
-			return_levels(&cl.c, cl.c.n);
+			return_levels(c, n);
 			return admit_slow(lk, utility, queryDesc, now, a);
 		}
 	}
-	for (i = 0; i < cl.c.n; i++)
-		note_peak_active(budget_entry(cl.c.idx[i]), before[i] + 1);
-	count_shadow(&cl, before);
-	admitted_now(lk, &cl, now, a);
+	for (i = 1; unlikely(full != 0) && i < n; i++)
+	{
+		if (full & (1 << i))
+			pg_atomic_fetch_add_u64(&lv[i]->would_queue, 1);
+	}
+	publish_slot(lk, now, a, false);
 	return DBGATE_ADMIT_SLOT;
 }
 
 /*
  * Admit a statement to the budget lk names (the leaf of its chain).  The
  * common case -- a budget without parent and without rate, a free slot
- * and, if it is fair, nobody queued -- is one compare-and-swap.  Returns
+ * and, if it is fair, nobody queued -- is one compare-and-swap; a parent
+ * adds one per ancestor, a rate one per level that has it.  Returns
  * DBGATE_ADMIT_SLOT with *a filled in, DBGATE_ADMIT_NONE (goes on without
  * a slot: the budget stopped gating while it waited, or a utility command
  * of a budget without 'utility'), or DBGATE_ADMIT_RETRY (the budget changed
@@ -1251,47 +1339,34 @@ dbgate_admit(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 	DbgateBudget *b = budget_entry(lk->budget);
 	TimestampTz now = GetCurrentTimestamp();
 	uint32		tag = dbgate_tag_of(lk->incarnation);
+	uint64		old;
 
 	dbgate_read_limits(b, &a->lim);
 	if (utility && !a->lim.utility)
 		return DBGATE_ADMIT_NONE;
+	if (unlikely(!a->lim.enforce))
+		return admit_shadow_leaf(lk, now, a);
 
-	if (likely(a->lim.parent < 0 && !a->lim.rate && a->lim.enforce))
+	old = pg_atomic_read_u64(&b->state);
+	for (;;)
 	{
-		uint64		old = pg_atomic_read_u64(&b->state);
-
-		while (dbgate_st_tag(old) == tag &&
-			   dbgate_st_active(old) < (uint32) a->lim.max_active &&
-			   (!a->lim.fair || dbgate_st_queued(old) == 0))
-		{
-			if (pg_atomic_compare_exchange_u64(&b->state, &old,
-											   old + DBGATE_ST_ONE_ACTIVE))
-			{
-				note_peak_active(b, dbgate_st_active(old) + 1);
-				pg_atomic_fetch_add_u64(&b->admitted, 1);
-				/* (the fields of a queued entry are left from the last wait) */
-				my_proc->budget = lk->budget;
-				my_proc->incarnation = lk->incarnation;
-				my_proc->roleid = lk->user;
-				my_proc->rule = (uint8) lk->rule;
-				my_proc->via = lk->via;
-				my_proc->state_since = now;
-				my_proc->chain.n = 1;
-				my_proc->chain.idx[0] = lk->budget;
-				my_proc->chain.inc[0] = lk->incarnation;
-				pg_write_barrier();
-				my_proc->state = DBGATE_PROC_ACTIVE;
-				a->chain.n = 1;
-				a->chain.idx[0] = lk->budget;
-				a->chain.inc[0] = lk->incarnation;
-				a->since = now;
-				return DBGATE_ADMIT_SLOT;
-			}
-		}
-		return admit_slow(lk, utility, queryDesc, now, a);
+		if (dbgate_st_tag(old) != tag ||
+			dbgate_st_active(old) >= (uint32) a->lim.max_active ||
+			(a->lim.fair && dbgate_st_queued(old) != 0))
+			return admit_slow(lk, utility, queryDesc, now, a);
+		if (pg_atomic_compare_exchange_u64(&b->state, &old,
+										   old + DBGATE_ST_ONE_ACTIVE))
+			break;
 	}
-
-	return admit_chain(lk, utility, queryDesc, now, a);
+	if (unlikely(a->lim.parent >= 0 || a->lim.rate))
+		return admit_rest(lk, utility, queryDesc, now, a,
+						  dbgate_st_active(old));
+	note_peak_active(b, dbgate_st_active(old) + 1);
+	a->chain.n = 1;
+	a->chain.idx[0] = lk->budget;
+	a->chain.inc[0] = lk->incarnation;
+	publish_slot(lk, now, a, true);
+	return DBGATE_ADMIT_SLOT;
 }
 
 /* ----------
@@ -1622,27 +1697,25 @@ dbgate_admission_leave_queue(void)
  */
 
 /*
- * Return a slot at every level of chain c (taken at 'admitted_at', for the
- * budget's active_time_total; 0 for none).  Fast: levels with nobody queued
- * take it back by one compare-and-swap each.  A level with waiters is
- * returned under its tree's lock, and the tree's grant step hands the slot
- * on.
+ * The levels of c from 'from' on, level 'from' having waiters: each level
+ * with nobody queued takes its slot back by one compare-and-swap, the
+ * others are returned under their trees' locks.
  */
-/* The levels of c that have waiters: under their trees' locks. */
 static pg_noinline void
-release_slow(const DbgateChain *c)
+release_slow(const DbgateChain *c, int from)
 {
 	bool		done[DBGATE_MAX_DEPTH];
 	int			i;
 	int			j;
 
-	for (i = 0; i < c->n; i++)
+	done[from] = false;
+	for (i = from + 1; i < c->n; i++)
 	{
 		done[i] = level_return_fast(budget_entry(c->idx[i]),
 									dbgate_tag_of(c->inc[i]));
 	}
 
-	for (i = 0; i < c->n; i++)
+	for (i = from; i < c->n; i++)
 	{
 		Wakeups		w;
 		int			root;
@@ -1667,6 +1740,30 @@ release_slow(const DbgateChain *c)
 	}
 }
 
+/* The levels of c with nobody queued by one compare-and-swap each. */
+static pg_noinline void
+release_chain(const DbgateChain *c)
+{
+	int			i;
+
+	for (i = 0; i < c->n; i++)
+	{
+		if (!level_return_fast(budget_entry(c->idx[i]),
+							   dbgate_tag_of(c->inc[i])))
+		{
+			release_slow(c, i);
+			return;
+		}
+	}
+}
+
+/*
+ * Return a slot at every level of chain c (taken at 'admitted_at', for the
+ * budget's active_time_total; 0 for none).  Fast: levels with nobody queued
+ * take it back by one compare-and-swap each.  A level with waiters is
+ * returned under its tree's lock, and the tree's grant step hands the slot
+ * on.
+ */
 void
 dbgate_admission_release(const DbgateChain *c, TimestampTz admitted_at)
 {
@@ -1685,7 +1782,7 @@ dbgate_admission_release(const DbgateChain *c, TimestampTz admitted_at)
 	if (likely(c->n == 1) &&
 		level_return_fast(budget_entry(c->idx[0]), dbgate_tag_of(c->inc[0])))
 		return;
-	release_slow(c);
+	release_chain(c);
 }
 
 /*
