@@ -73,16 +73,42 @@ my %COMMON = (
 	set_role => 2,
 	copy => 2,
 	hold_cursor => 2);
+# Short statements only, none that keeps a slot while its client thinks
+# (no write transactions, pauses, cursors held open, CREATE TABLE AS,
+# parallel queries): how long a slot is held is bounded by the budget's
+# statement_timeout, which bounds the waits of a 'lifo' budget.
+my %SHORT = (
+	sleep => 25,
+	cpu => 8,
+	error => 7,
+	savepoint => 6,
+	do_block => 7,
+	procedure => 5,
+	prepared => 6,
+	explain => 3,
+	nested => 4,
+	set_role => 2,
+	copy => 3,
+	hold_cursor => 2,
+	amb_timeout => 3,
+	disconnect => 2);
 my %MIX = (
 	a => {%COMMON},
 	b => { %COMMON, amb_timeout => 4, disconnect => 4 },
 	c => { %COMMON, amb_timeout => 4, disconnect => 4 },
 	d => { %COMMON, idle => 12, amb_timeout => 2, disconnect => 3 },
-	free => { %COMMON, amb_timeout => 4, disconnect => 2 });
+	free => { %COMMON, amb_timeout => 4, disconnect => 2 },
+	# 1.2: a 'lifo' budget, a rate-limited one, the children of parents
+	l => {%SHORT},
+	r => { %SHORT, hot => 3, write_txn => 3, amb_timeout => 4 },
+	h => { %COMMON, amb_timeout => 3, disconnect => 2 });
+
+# The longest pg_sleep() of the workload (seconds), per client (see new).
+my $sleep_max = 2.3;
 
 # new(id, role, class, budget, checked, qt_ms, budget_st_ms, session_st_ms,
 #     scope, own_idle_ms, idle_counted, idle_limit_ms, host, port, dir, seed,
-#     superuser)
+#     superuser, sleep_max)
 #   budget_st_ms: the budget's statement_timeout, or the smallest non-zero
 #   one it can have (a lower bound for check_timeout)
 #   scope: the budget's scope ('statement' or 'transaction')
@@ -91,6 +117,7 @@ my %MIX = (
 #   counts in terminated_idle (the budget's timeout is the tighter one)
 #   idle_limit_ms: the longest idle time in a transaction that keeps a slot
 #   that the session can survive (0: no limit); longer pauses must end it
+#   sleep_max: the longest pg_sleep() of the random sleeps (default 2.3 s)
 sub new
 {
 	my ($class, %p) = @_;
@@ -133,6 +160,7 @@ sub run
 {
 	my ($self) = @_;
 	srand($self->{seed});
+	$sleep_max = $self->{sleep_max} if $self->{sleep_max};
 	local $SIG{__WARN__} = sub {
 		my ($w) = @_;
 		if ($w =~ /soak_step/) { $self->{notices}++; }
@@ -605,6 +633,30 @@ sub check_rejection
 			$self->fail("rolled-back limit in effect: $o->{detail}")
 			  if $ma == 9 || $mq == 9;
 		}
+		elsif ($o->{detail} =~
+			/^Its parent budget "(\w+)" has (\d+) of (\d+) statements active, and (\d+) of (\d+) queue places are taken\.$/
+		  )
+		{
+			# (1.2) held back by a parent that was full
+			my ($p, $a, $ma, $q, $mq) = ($1, $2, $3, $4, $5);
+			$self->fail("full although the queue has room: $o->{detail}")
+			  if $q < $mq;
+			$self->fail("a parent that is not full held a statement back: $o->{detail}")
+			  if $a < $ma;
+			$self->fail("a budget without parent was held back by one: $o->{detail}")
+			  unless $self->{may_have_parent};
+		}
+		elsif ($o->{detail} =~
+			/^No admission is due yet under the rate of budget "(\w+)", and (\d+) of (\d+) queue places are taken\.$/
+		  )
+		{
+			# (1.2) no token, and no queue place
+			my ($rb, $q, $mq) = ($1, $2, $3);
+			$self->fail("full although the queue has room: $o->{detail}")
+			  if $q < $mq;
+			$self->fail("held back by the rate of $rb, which has none: $o->{detail}")
+			  unless $self->{rated_by}{$rb};
+		}
 		else
 		{
 			$self->fail("unexpected DETAIL of a full rejection: $o->{detail}");
@@ -727,9 +779,11 @@ sub abort_txn
 sub rand_sleep
 {
 	my $r = rand();
-	return sprintf('%.3f', rand(0.02)) if $r < 0.6;
-	return sprintf('%.3f', 0.02 + rand(0.28)) if $r < 0.9;
-	return sprintf('%.3f', 0.3 + rand(2.0));
+	my $s =
+		$r < 0.6 ? rand(0.02)
+	  : $r < 0.9 ? 0.02 + rand(0.28)
+	  :            0.3 + rand(2.0);
+	return sprintf('%.3f', $s < $sleep_max ? $s : rand($sleep_max));
 }
 
 sub short_sleep { return sprintf('%.3f', rand(0.03)); }
