@@ -61,3 +61,18 @@ tmp_check_dir:
 
 EXTRA_CLEAN = tmp_check results regression.diffs regression.out \
 	test/isolation/results test/isolation/output_iso
+
+# `make dist`: the release archive for PGXN, dbgate-VERSION.zip, made with
+# git archive from the committed tree (HEAD) under a top directory
+# dbgate-VERSION/.  VERSION is the SemVer form of dbgate.control's
+# default_version ('1.2' gives 1.2.0), as in META.json; .gitattributes
+# leaves out what a release does not need (recorded benchmark runs, CI).
+DIST_VERSION = $(shell sed -n "s/^[[:space:]]*default_version[[:space:]]*=[[:space:]]*'\([^']*\)'.*/\1/p" \
+	$(srcdir)/dbgate.control | sed 's/^[0-9]*\.[0-9]*$$/&.0/')
+DIST_ARCHIVE = dbgate-$(DIST_VERSION).zip
+
+.PHONY: dist
+dist:
+	git -C $(srcdir) archive --format=zip --prefix=dbgate-$(DIST_VERSION)/ \
+		-o $(abspath $(DIST_ARCHIVE)) HEAD
+	@echo "$(DIST_ARCHIVE): dbgate $(DIST_VERSION) for PGXN"

@@ -2231,6 +2231,28 @@ dbgate_admission_backends(int idx, DbgateBackendRow *rows, int maxrows)
 	return n;
 }
 
+/* The arrival of the longest waiter of idx's subtree, 0 if none (tree lock). */
+static TimestampTz
+oldest_arrival(int idx, int depth)
+{
+	DbgateBudget *b = budget_entry(idx);
+	TimestampTz oldest = 0;
+	int			c;
+
+	if (b->queue_head >= 0)
+		oldest = proc_entry(b->queue_head)->state_since;
+	if (depth >= DBGATE_MAX_DEPTH)
+		return oldest;
+	for (c = b->first_child; c >= 0; c = budget_entry(c)->next_sibling)
+	{
+		TimestampTz t = oldest_arrival(c, depth + 1);
+
+		if (t != 0 && (oldest == 0 || t < oldest))
+			oldest = t;
+	}
+	return oldest;
+}
+
 /*
  * How long the longest waiter of budget idx's subtree has waited (us), 0
  * if none.  Caller holds config_lock (shared).
@@ -2238,31 +2260,13 @@ dbgate_admission_backends(int idx, DbgateBackendRow *rows, int maxrows)
 uint64
 dbgate_admission_oldest_wait(int idx)
 {
-	DbgateShared *sh = dbgate_shared;
-	TimestampTz now = GetCurrentTimestamp();
-	TimestampTz oldest = 0;
+	TimestampTz oldest;
 	int			root;
-	int			i;
 
 	root = lock_tree(idx);
-	for (i = 0; i < sh->max_budgets; i++)
-	{
-		DbgateBudget *lb = budget_entry(i);
-		int			a;
-		int			d = 0;
-
-		if (!lb->in_use || lb->queue_head < 0 || lb->root != root)
-			continue;
-		/* is idx lb or one of its ancestors? */
-		for (a = i; a >= 0 && a != idx && d < DBGATE_MAX_DEPTH; d++)
-			a = budget_entry(a)->lim.parent;
-		if (a != idx)
-			continue;
-		if (oldest == 0 || proc_entry(lb->queue_head)->state_since < oldest)
-			oldest = proc_entry(lb->queue_head)->state_since;
-	}
+	oldest = oldest_arrival(idx, 0);
 	unlock_tree(root);
-	return oldest == 0 ? 0 : elapsed_us(oldest, now);
+	return oldest == 0 ? 0 : elapsed_us(oldest, GetCurrentTimestamp());
 }
 
 /* A session ended by its budget's idle_in_transaction_timeout. */

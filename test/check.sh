@@ -5,8 +5,8 @@
 #
 # Usage: sudo test/check.sh [--pg VERSION]... [--host] [--no-install] [--keep] [SUITE...]
 #
-#   SUITE         regress, alone, isolation, tap or smoke; default all of
-#                 them (or the list in $CHECK_SUITES)
+#   SUITE         regress, alone, isolation, tap, smoke or package; default
+#                 all of them (or the list in $CHECK_SUITES)
 #   --pg VERSION  PostgreSQL major version to test: 15 (this system's, see
 #                 PG_MAJOR), 17 or 18 (each in a Debian root file system of
 #                 its own, see test/roots.sh); may be given more than once;
@@ -33,11 +33,17 @@
 #   isolation  test/isolation/specs/*.spec             (pg_isolation_regress)
 #   tap        test/t/*.pl                             (prove)
 #   smoke      test/smoke/*.sh: exit 0 passes, 77 skips, anything else fails
+#   package    test/package.sh: the Debian package built from the tree in a
+#              clean root of the version's Debian suite, installed there with
+#              dpkg -i and tested (CREATE EXTENSION, pg_buildext
+#              installcheck), and lintian; as root, outside the version's
+#              test root, so that nothing installed from source meets it
 #
 # pg_regress and pg_isolation_regress start a throwaway instance configured
 # with test/dbgate.conf.  TAP tests create their own clusters.  One result is
 # counted per regression test, per isolation spec, per top-level TAP
-# assertion and per smoke script; the last line of output is
+# assertion, per smoke script and per step of the package suite; the last
+# line of output is
 # "N passed, N failed, N skipped", and the exit status is 0 only if nothing
 # failed.
 #
@@ -58,14 +64,16 @@ set -uo pipefail
 # shellcheck source=test/roots.sh
 . "$(dirname "${BASH_SOURCE[0]}")/roots.sh"
 
-ALL_SUITES=(regress alone isolation tap smoke)
+ALL_SUITES=(regress alone isolation tap smoke package)
 # Build and test tools (make, gcc and libc6-dev for PGXS, libkrb5-dev for
 # the GSSAPI headers that the server headers include, libipc-run-perl for PostgreSQL::Test::Cluster,
-# libdbd-pg-perl for the soak test's client processes); pgbouncer,
-# gnuplot-nox and python3 for the benchmarks and their smoke test.
+# libdbd-pg-perl for the soak and fuzz tests' client processes, sqlsmith
+# for the fuzz test); pgbouncer, gnuplot-nox and python3 for the benchmarks
+# and their smoke test; prometheus-postgres-exporter and curl for the
+# monitoring smoke test, git for the release-archive one.
 PACKAGES=(postgresql-"$PG_MAJOR" postgresql-server-dev-"$PG_MAJOR"
 	make gcc libc6-dev libkrb5-dev perl libipc-run-perl libdbd-pg-perl
-	pgbouncer gnuplot-nox python3)
+	sqlsmith pgbouncer gnuplot-nox python3 prometheus-postgres-exporter curl git)
 CHECK_TIMEOUT=${CHECK_TIMEOUT:-600}
 # A test that waits for something that never happens fails after this
 # many seconds instead of PostgreSQL's default of 180 (TAP's poll_query_until
@@ -82,7 +90,7 @@ do_install=1
 keep=${CHECK_KEEP:-}
 suites=()
 versions=()
-pass_args=() # what a run of one version gets (all but the versions)
+pass_args=() # options a run of one version gets (see matrix_suites)
 while (($# > 0)); do
 	arg=$1
 	shift
@@ -97,7 +105,7 @@ while (($# > 0)); do
 		shift
 		;;
 	-h | --help) usage ;;
-	regress | alone | isolation | tap | smoke) suites+=("$arg") pass_args+=("$arg") ;;
+	regress | alone | isolation | tap | smoke | package) suites+=("$arg") ;;
 	*)
 		echo "unknown argument: $arg" >&2
 		usage
@@ -166,10 +174,24 @@ matrix_child() {
 	v_passed=$p v_failed=$f v_skipped=$s
 }
 
+# matrix_suites [package]: the suites a version's run gets, named
+# explicitly (CHECK_SUITES would otherwise apply inside); without
+# "package", the package suite is left out: it runs outside the root.
+matrix_suites() {
+	local s
+	for s in "${suites[@]}"; do
+		[[ $s == package && ${1:-} != package ]] && continue
+		echo "$s"
+	done
+}
+
 # matrix_root VERSION: run VERSION's suites inside its root file system.
 matrix_root() {
-	local v=$1 t0=$SECONDS root inner
-	v_passed=0 v_failed=1 v_skipped=0
+	local v=$1 t0=$SECONDS root inner inner_suites
+	v_passed=0 v_failed=0 v_skipped=0
+	mapfile -t inner_suites < <(matrix_suites)
+	((${#inner_suites[@]} > 0)) || return 0
+	v_failed=1
 	if [[ $EUID -ne 0 ]]; then
 		echo "*** PG $v: a root file system needs root (sudo $0)"
 		return
@@ -202,9 +224,28 @@ matrix_root() {
 		-u LC_ALL -u LANGUAGE LANG=C.UTF-8 \
 		PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root PG_MAJOR="$v" \
 		chroot "$root" bash "$inner/test/check.sh" --host \
-		${pass_args[@]+"${pass_args[@]}"}
+		${pass_args[@]+"${pass_args[@]}"} "${inner_suites[@]}"
 	[[ -n $keep ]] && echo "(PG $v: paths above are inside $root)"
 	matrix_leave_root
+}
+
+# matrix_package VERSION: the package suite of a version whose other suites
+# run in a root (test/package.sh, outside that root); v_* get its counts.
+matrix_package() {
+	local v=$1
+	v_passed=0 v_failed=0 v_skipped=0
+	[[ " $(matrix_suites package | tr '\n' ' ') " == *" package "* ]] || return 0
+	[[ -z ${CHECK_ONLY:-} || package =~ $CHECK_ONLY ]] || return 0
+	if [[ $EUID -ne 0 ]]; then
+		echo "-- package: skipped (needs root)"
+		v_skipped=1
+		return 0
+	fi
+	local opts=()
+	[[ -z $do_install ]] && opts+=(--no-update)
+	[[ -n $keep ]] && opts+=(--keep)
+	matrix_child "$M_LOGS/package$v.log" bash "$DBGATE_TOP/test/package.sh" \
+		${opts[@]+"${opts[@]}"} "$v"
 }
 
 matrix_leave_root() {
@@ -245,7 +286,7 @@ matrix_finish() {
 }
 
 run_matrix() {
-	local v t0
+	local v t0 p0 f0 s0
 	start=$SECONDS
 	trap matrix_finish EXIT
 	trap 'echo; echo "*** interrupted"; m_failed=$((m_failed + 1)); exit 130' INT TERM HUP
@@ -255,10 +296,15 @@ run_matrix() {
 		heading "PostgreSQL $v"
 		t0=$SECONDS M_VER=$v
 		if [[ $v == "$PG_MAJOR" ]]; then
+			# shellcheck disable=SC2046 # one word per suite
 			matrix_child "$M_LOGS/pg$v.log" bash "${BASH_SOURCE[0]}" --host \
-				${pass_args[@]+"${pass_args[@]}"}
+				${pass_args[@]+"${pass_args[@]}"} $(matrix_suites package)
 		else
 			matrix_root "$v"
+			p0=$v_passed f0=$v_failed s0=$v_skipped
+			matrix_package "$v"
+			v_passed=$((v_passed + p0)) v_failed=$((v_failed + f0))
+			v_skipped=$((v_skipped + s0))
 		fi
 		m_passed=$((m_passed + v_passed)) m_failed=$((m_failed + v_failed))
 		m_skipped=$((m_skipped + v_skipped))
@@ -539,6 +585,38 @@ suite_smoke() {
 		esac
 		rm -rf "$dir"
 	done
+}
+
+# ---------------------------------------------------------------------------
+# The Debian package
+
+# test/package.sh for this version: it builds the package from the caller's
+# checkout in a clean root of the version's Debian suite (never on this
+# system), installs and tests it there.  One result per step.
+suite_package() {
+	local log=$WORK/logs/package.log rc p f s line opts=()
+	wanted package || return 0
+	heading "package: test/package.sh $PG_MAJOR"
+	if [[ $EUID -ne 0 ]]; then
+		echo "-- package: skipped (test/package.sh needs root)"
+		count 0 0 1
+		return 0
+	fi
+	[[ -z $do_install ]] && opts+=(--no-update)
+	[[ -n $keep ]] && opts+=(--keep)
+	# Three times the usual limit: making the root the first time counts too.
+	CHECK_TIMEOUT=$((CHECK_TIMEOUT * 3)) run_logged "$log" \
+		bash "$DBGATE_TOP/test/package.sh" ${opts[@]+"${opts[@]}"} "$PG_MAJOR"
+	rc=$?
+	line=$(tail -n 1 "$log")
+	if [[ $line =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed,\ ([0-9]+)\ skipped$ ]]; then
+		p=${BASH_REMATCH[1]} f=${BASH_REMATCH[2]} s=${BASH_REMATCH[3]}
+		((rc != 0 && f == 0)) && f=1
+	else
+		echo "*** test/package.sh ended (status $rc) without its summary line: counted as one failure"
+		p=0 f=1 s=0
+	fi
+	count "$p" "$f" "$s"
 }
 
 # ---------------------------------------------------------------------------

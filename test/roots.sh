@@ -12,6 +12,15 @@
 #   $DBGATE_ROOTS/pg17    Debian trixie, postgresql-17
 #   $DBGATE_ROOTS/pg18    Debian forky,  postgresql-18
 #
+# With ROOT_KIND=pkg (set by test/package.sh) the same functions keep the
+# roots that Debian packages are built in: one per tested major version,
+# with the version's server, the Debian tool chain and lintian, and never
+# anything built from this tree (each build runs in a throwaway copy):
+#
+#   $DBGATE_ROOTS/pkg15   Debian bookworm, postgresql-15
+#   $DBGATE_ROOTS/pkg17   Debian trixie,   postgresql-17
+#   $DBGATE_ROOTS/pkg18   Debian forky,    postgresql-18
+#
 # A root that exists is checked and brought up to date (apt-get install of
 # the package list) before each use; one that fails the check is made anew.
 # A root is built under a temporary name and renamed when complete, so an
@@ -25,21 +34,42 @@
 # Environment:
 #   DBGATE_ROOTS          where the roots live (default /var/cache/dbgate)
 #   DBGATE_DEBIAN_MIRROR  Debian archive URL (default: from apt's sources)
+#   ROOT_KIND             pg (default: roots that the suites run in) or pkg
 
 DBGATE_ROOTS=${DBGATE_ROOTS:-/var/cache/dbgate}
+ROOT_KIND=${ROOT_KIND:-pg}
 
-# Packages a root needs: the server and its build files, a C tool chain and
-# what the suites use (see PACKAGES in test/check.sh).
+# root_packages VERSION [debootstrap]: packages a root needs.  pg: the
+# server and its build files, a C tool chain and what the suites use (see
+# PACKAGES in test/check.sh).  pkg: the server (the package's dependency),
+# build-essential and dpkg-dev (what every Debian build has) and lintian;
+# the build dependencies named in debian/control are added by
+# test/package.sh.  With "debootstrap", the part that debootstrap installs
+# itself; apt-get installs the rest (root_update): debootstrap's own
+# dependency handling does not configure everything reliably (lintian's
+# Perl modules, curl's and git's libraries).
 root_packages() {
-	local v=$1
-	echo "postgresql-$v postgresql-server-dev-$v make gcc libc6-dev" \
-		"libkrb5-dev perl libipc-run-perl libdbd-pg-perl pgbouncer" \
-		"gnuplot-nox python3"
+	local v=$1 for=${2:-} list
+	if [[ $ROOT_KIND == pkg ]]; then
+		[[ $for == debootstrap ]] || echo "postgresql-$v build-essential dpkg-dev lintian"
+		return
+	fi
+	list="postgresql-$v postgresql-server-dev-$v make gcc libc6-dev"
+	list+=" libkrb5-dev perl libipc-run-perl libdbd-pg-perl sqlsmith pgbouncer"
+	list+=" gnuplot-nox python3"
+	[[ $for == debootstrap ]] || list+=" prometheus-postgres-exporter curl git"
+	echo "$list"
+}
+
+# root_dir VERSION: where the root of the current kind lives.
+root_dir() {
+	echo "$DBGATE_ROOTS/$ROOT_KIND$1"
 }
 
 # root_suite VERSION: the Debian suite that has postgresql-VERSION.
 root_suite() {
 	case $1 in
+	15) echo bookworm ;;
 	17) echo trixie ;;
 	18) echo forky ;;
 	*) return 1 ;;
@@ -197,10 +227,10 @@ root_build() {
 	# sid (unstable) fits every suite that is not released yet.
 	script=/usr/share/debootstrap/scripts/$suite
 	[[ -e $script ]] || script=/usr/share/debootstrap/scripts/sid
-	pkgs=$(root_packages "$v")
+	pkgs=$(root_packages "$v" debootstrap)
 	root_remove "$dir.new" || return 1
 	echo "building root for PostgreSQL $v: debootstrap $suite from $mirror (log: $log)"
-	if ! debootstrap --variant=minbase --include="${pkgs// /,}" \
+	if ! debootstrap --variant=minbase ${pkgs:+--include="${pkgs// /,}"} \
 		"$suite" "$dir.new" "$mirror" "$script" >"$log" 2>&1; then
 		echo "*** debootstrap failed; its log ends:"
 		tail -n 15 "$log"
@@ -217,7 +247,7 @@ root_build() {
 # root's lock (root_lock).
 root_prepare() {
 	local v=$1 logdir=$2 noupdate=${3:-} dir
-	dir=$DBGATE_ROOTS/pg$v
+	dir=$(root_dir "$v")
 	mkdir -p "$DBGATE_ROOTS" || return 1
 	if [[ -d $dir ]]; then
 		if [[ -n $noupdate && -x $dir/usr/lib/postgresql/$v/bin/pg_config ]]; then
@@ -244,10 +274,12 @@ root_prepare() {
 
 # root_lock VERSION: take the root's lock on file descriptor 9 (waits).
 root_lock() {
+	local dir
+	dir=$(root_dir "$1")
 	mkdir -p "$DBGATE_ROOTS" || return 1
-	exec 9>"$DBGATE_ROOTS/pg$1.lock" || return 1
+	exec 9>"$dir.lock" || return 1
 	if ! flock -n 9; then
-		echo "waiting for another run that uses $DBGATE_ROOTS/pg$1"
+		echo "waiting for another run that uses $dir"
 		flock 9 || return 1
 	fi
 }

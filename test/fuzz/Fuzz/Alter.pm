@@ -1,0 +1,359 @@
+# Fuzz::Alter - the fuzz test's session that keeps changing the budgets.
+#
+# Table-driven: @FIELDS lists every field of dbgate.alter_budget() that the
+# session may change, the values it takes (and a few invalid ones, which
+# must fail with 22023 and change nothing), and which budgets it applies
+# to.  A field that the server's alter_budget() does not have (the fields of
+# 1.2 on an older server) is left out, and so is a field whose budgets do
+# not exist.  To fuzz a new field, add a line.
+#
+# The session keeps a model of the committed configuration, read from
+# dbgate.budgets at the start.  Each change is one call of alter_budget()
+# with one to three fields of one budget; one in ten runs in a transaction
+# that is rolled back.  The model says whether the call must succeed or
+# fail with 22023 (an invalid value; a 'lifo' budget without an overtake
+# limit and without a queue timeout; a parent that would make a cycle, a
+# chain of more than four budgets, or a parent with assignments); every
+# other outcome is a problem.  After every tenth change, and at the end,
+# dbgate.budgets must show the model.
+#
+# Budget classes (the test says which budget is which):
+#   leaf    budgets with roles, always enforcing
+#   shadow  a budget with roles that goes in and out of shadow mode
+#   pool    budgets without roles that others may take as parent (1.2)
+#
+# Stats file alter.stats, one "key TAB ..." a line:
+#   tried FIELD N, ok FIELD N, refused FIELD N (expected 22023),
+#   rolled_back N, calls N,
+#   max BUDGET FIELD VALUE (the highest value of max_active and max_queued
+#   ever committed, the initial one included),
+#   enforce_off BUDGET 1 (the budget was in shadow mode at some time),
+#   problem TEXT
+package Fuzz::Alter;
+
+use strict;
+use warnings;
+
+use DBI;
+use Time::HiRes qw(time sleep);
+
+use Soak::Common qw(flag_set);
+use Fuzz::Common qw(dsn pick);
+
+# type: how a value is written in SQL and read back from dbgate.budgets
+#   int, float, bool (0/1), text, ms (an interval in milliseconds)
+# values: valid values; bad: invalid ones (22023 expected)
+# on: the budget classes it applies to (default all)
+our @FIELDS = (
+	{ field => 'max_active', type => 'int', values => [ 1, 2, 3, 4 ], bad => [0] },
+	{ field => 'max_queued', type => 'int', values => [ 0, 1, 2, 4, 6 ], bad => [-1] },
+	{ field => 'queue_timeout', type => 'ms', values => [ 0, 20, 100, 300, 800 ], bad => [-10] },
+	{ field => 'statement_timeout', type => 'ms', values => [ 0, 50, 200, 700, 1500 ], bad => [-1] },
+	{ field => 'lock_timeout', type => 'ms', values => [ 0, 5, 50, 300 ] },
+	{ field => 'fair', type => 'bool', values => [ 0, 1 ] },
+	{ field => 'scope', type => 'text', values => [ 'statement', 'transaction' ], bad => ['session'] },
+	{ field => 'idle_in_transaction_timeout', type => 'ms', values => [ 0, 150, 500, 1500 ] },
+	{ field => 'parallel_workers', type => 'int', values => [ -1, 0, 1, 2 ], bad => [ -2, 1025 ] },
+	{ field => 'utility', type => 'bool', values => [ 0, 1 ] },
+	{ field => 'enforce', type => 'bool', values => [ 0, 1 ], on => [qw(shadow pool)] },
+	# 1.2
+	{ field => 'queue_order', type => 'text', values => [ 'fifo', 'lifo' ], bad => ['lilo'] },
+	{ field => 'overtake_limit', type => 'ms', values => [ 0, 10, 50, 200 ], bad => [-1] },
+	{ field => 'parent', type => 'text', values => [ '', 'fz_pool', 'fz_pool2' ] },
+	{ field => 'weight', type => 'int', values => [ 1, 2, 5, 100 ], bad => [ 0, 10001 ] },
+	{ field => 'max_rate', type => 'float', values => [ 0, 5, 50, 500 ], bad => [ 0.001, -1 ] },
+	{ field => 'rate_burst', type => 'int', values => [ 1, 2, 10 ], bad => [0] },
+	{ field => 'max_memory_mb', type => 'int', values => [ 0, 1, 4, 64 ], bad => [-1] },
+	{ field => 'min_cost', type => 'float', values => [ 0, 1, 10, 1000 ], bad => [-1] },
+);
+
+use constant MAX_CHAIN => 4;
+
+# new(host, port, superuser, dir, seed, budgets => { name => class },
+#     assigned => { name => 1 } (budgets with roles or databases))
+sub new
+{
+	my ($class, %p) = @_;
+	my $self = bless {%p}, $class;
+	$self->{stats} = {};
+	$self->{problems} = [];
+	return $self;
+}
+
+# fields(DBH) -> the entries of @FIELDS that this server's alter_budget()
+# and dbgate.budgets both have
+sub fields
+{
+	my ($dbh) = @_;
+	my ($args) = $dbh->selectrow_array(
+		q{SELECT array_to_string(proargnames, ',') FROM pg_proc
+		  WHERE proname = 'alter_budget' AND pronamespace = 'dbgate'::regnamespace
+		  ORDER BY pronargs DESC LIMIT 1});
+	my $cols = $dbh->selectcol_arrayref(
+		q{SELECT attname FROM pg_attribute
+		  WHERE attrelid = 'dbgate.budgets'::regclass AND attnum > 0 AND NOT attisdropped});
+	my %have = map { $_ => 1 } split /,/, $args // '';
+	my %col = map { $_ => 1 } @{ $cols // [] };
+	return grep { $have{ $_->{field} } && $col{ $_->{field} } } @FIELDS;
+}
+
+sub readback_expr
+{
+	my ($f) = @_;
+	my $c = $f->{field};
+	return {
+		int => $c,
+		float => "${c}::float8",
+		bool => "${c}::int",
+		text => "coalesce($c, '')",
+		ms => "round(extract(epoch FROM $c) * 1000)::bigint",
+	}->{ $f->{type} };
+}
+
+sub literal
+{
+	my ($f, $v) = @_;
+	my $t = $f->{type};
+	return $v ? 'true' : 'false' if $t eq 'bool';
+	return "'$v'" if $t eq 'text';
+	return "'${v}ms'" if $t eq 'ms';
+	return "$v";
+}
+
+# read_config(DBH, FIELDS) -> { budget => { field => value } } or undef
+sub read_config
+{
+	my ($dbh, @fields) = @_;
+	my $sql = 'SELECT budget, '
+	  . join(', ', map { readback_expr($_) . " AS $_->{field}" } @fields)
+	  . ' FROM dbgate.budgets';
+	return $dbh->selectall_hashref($sql, 'budget');
+}
+
+sub same
+{
+	my ($f, $a, $b) = @_;
+	return 0 if !defined $a || !defined $b;
+	return $a eq $b if $f->{type} eq 'text';
+	return abs($a - $b) <= 1e-9 * (abs($a) + abs($b) + 1);
+}
+
+# The SQLSTATE that alter_budget must fail with when BUDGET's fields become
+# those of NEW (a hash of the changed fields), or undef for success.
+sub expected_error
+{
+	my ($self, $budget, $new, $bad) = @_;
+	return '22023' if $bad;
+	my $m = $self->{model};
+	my %c = (%{ $m->{$budget} }, %$new);
+	if (exists $c{queue_order})
+	{
+		return '22023'
+		  if $c{queue_order} eq 'lifo'
+		  && ($c{overtake_limit} // 1) == 0
+		  && ($c{queue_timeout} // 0) == 0;
+	}
+	if (exists $new->{parent} && $new->{parent} ne '')
+	{
+		my $p = $new->{parent};
+		return '42704' unless $m->{$p};
+		return '22023' if $self->{assigned}{$p};
+		# a cycle: the new parent is the budget or one of its descendants
+		my %parent = map { $_ => $m->{$_}{parent} // '' } keys %$m;
+		$parent{$budget} = $p;
+		my %seen;
+		for (my $b = $budget; $b ne ''; $b = $parent{$b} // '')
+		{
+			return '22023' if $seen{$b}++;
+		}
+		# the longest chain through the budget
+		my $longest = 0;
+		for my $leaf (keys %parent)
+		{
+			my $n = 0;
+			for (my $b = $leaf; $b ne ''; $b = $parent{$b} // '') { $n++; }
+			$longest = $n if $n > $longest;
+		}
+		return '22023' if $longest > MAX_CHAIN;
+	}
+	return undef;
+}
+
+sub bump
+{
+	my ($self, @k) = @_;
+	$self->{stats}{ join("\t", @k) }++;
+	return;
+}
+
+sub problem
+{
+	my ($self, $text) = @_;
+	push @{ $self->{problems} }, $text;
+	return;
+}
+
+sub note_committed
+{
+	my ($self, $budget) = @_;
+	my $m = $self->{model}{$budget};
+	for my $f (qw(max_active max_queued))
+	{
+		next unless defined $m->{$f};
+		my $k = "max\t$budget\t$f";
+		$self->{max}{$k} = $m->{$f} if !defined $self->{max}{$k} || $m->{$f} > $self->{max}{$k};
+	}
+	$self->{enforce_off}{$budget} = 1 if defined $m->{enforce} && !$m->{enforce};
+	return;
+}
+
+sub check_config
+{
+	my ($self, $when) = @_;
+	my $cfg = read_config($self->{dbh}, @{ $self->{fields} });
+	if (!$cfg)
+	{
+		$self->problem("$when: cannot read dbgate.budgets: " . ($self->{dbh}->errstr // ''));
+		return;
+	}
+	for my $b (sort keys %{ $self->{model} })
+	{
+		for my $f (@{ $self->{fields} })
+		{
+			my $want = $self->{model}{$b}{ $f->{field} };
+			my $have = $cfg->{$b}{ $f->{field} };
+			$self->problem(sprintf('%s: dbgate.budgets shows %s.%s = %s, committed %s',
+					$when, $b, $f->{field}, $have // 'nothing', $want // 'nothing'))
+			  unless same($f, $want, $have);
+		}
+	}
+	return;
+}
+
+# one random change
+sub change
+{
+	my ($self) = @_;
+	my $budget = pick(sort keys %{ $self->{budgets} });
+	my $class = $self->{budgets}{$budget};
+	my @fs = grep {
+		my $on = $_->{on};
+		!$on || grep { $_ eq $class } @$on
+	} @{ $self->{fields} };
+	return unless @fs;
+	my $n = 1 + int(rand(3));
+	my (%new, @args, $bad);
+	for (1 .. $n)
+	{
+		my $f = pick(@fs);
+		next if exists $new{ $f->{field} };
+		my $v;
+		if ($f->{bad} && rand() < 0.05)
+		{
+			$v = pick(@{ $f->{bad} });
+			$bad = 1;
+		}
+		else
+		{
+			$v = pick(@{ $f->{values} });
+		}
+		$new{ $f->{field} } = $v;
+		push @args, "$f->{field} => " . literal($f, $v);
+		$self->bump('tried', $f->{field});
+	}
+	my $want = $self->expected_error($budget, \%new, $bad);
+	my $rollback = rand() < 0.1;
+	my $dbh = $self->{dbh};
+	my $sql = "SELECT dbgate.alter_budget('$budget', " . join(', ', @args) . ')';
+	$self->{calls}++;
+	$dbh->do('BEGIN') if $rollback;
+	my $ok = defined $dbh->do($sql);
+	my $state = $ok ? undef : $dbh->state;
+	my $err = $ok ? '' : ($dbh->errstr // '');
+	$dbh->do('ROLLBACK') if $rollback;
+	# the lock table may be full for a moment (a generated statement that
+	# locks many rows): nothing was changed; not a finding of dbgate
+	if (!$ok && $state eq '53200')
+	{
+		$self->bump('lock_table_full');
+		return;
+	}
+	if (($state // '') ne ($want // ''))
+	{
+		$self->problem(sprintf('%s: %s, expected %s', $sql,
+				$ok ? 'succeeded' : "failed with $state ($err)",
+				defined $want ? "SQLSTATE $want" : 'success'));
+		# learn what the server has now
+		my $cfg = read_config($dbh, @{ $self->{fields} });
+		$self->{model}{$budget} = $cfg->{$budget} if $cfg && $cfg->{$budget};
+		$self->note_committed($budget);
+		return;
+	}
+	if ($rollback)
+	{
+		$self->{rolled_back}++;
+		return;
+	}
+	if ($ok)
+	{
+		$self->bump('ok', $_) for keys %new;
+		$self->{model}{$budget}{$_} = $new{$_} for keys %new;
+		$self->note_committed($budget);
+	}
+	else
+	{
+		$self->bump('refused', $_) for keys %new;
+	}
+	return;
+}
+
+sub run
+{
+	my ($self) = @_;
+	srand($self->{seed});
+	$self->{dbh} = DBI->connect(dsn($self->{host}, $self->{port}, $self->{dbname}),
+		$self->{superuser}, '',
+		{ AutoCommit => 1, RaiseError => 0, PrintError => 0, PrintWarn => 0 })
+	  or die "alter: cannot connect: $DBI::errstr";
+	$self->{fields} = [ fields($self->{dbh}) ];
+	$self->{fields} = [ grep { $_->{field} ne 'parent' || $self->{budgets}{fz_pool} }
+		  @{ $self->{fields} } ];
+	my $cfg = read_config($self->{dbh}, @{ $self->{fields} }) or die 'alter: no dbgate.budgets';
+	$self->{model} = { map { $_ => { %{ $cfg->{$_} } } } keys %{ $self->{budgets} } };
+	delete $_->{budget} for values %{ $self->{model} };
+	$self->note_committed($_) for keys %{ $self->{model} };
+	my $k = 0;
+	while (!flag_set($self->{dir}, 'stop'))
+	{
+		$self->change;
+		$self->check_config('after change ' . $self->{calls}) if ++$k % 10 == 0;
+		sleep(0.1 + rand(0.3));
+	}
+	$self->check_config('at the end');
+	$self->write_stats;
+	$self->{dbh}->disconnect;
+	return;
+}
+
+sub write_stats
+{
+	my ($self) = @_;
+	my $f = "$self->{dir}/alter.stats";
+	open(my $fh, '>', "$f.tmp") or die "$f.tmp: $!";
+	print $fh "fields\t", join(',', map { $_->{field} } @{ $self->{fields} }), "\n";
+	print $fh "calls\t", $self->{calls} // 0, "\n";
+	print $fh "rolled_back\t", $self->{rolled_back} // 0, "\n";
+	print $fh "$_\t$self->{stats}{$_}\n" for sort keys %{ $self->{stats} };
+	print $fh "$_\t$self->{max}{$_}\n" for sort keys %{ $self->{max} };
+	print $fh "enforce_off\t$_\t1\n" for sort keys %{ $self->{enforce_off} // {} };
+	for my $p (@{ $self->{problems} })
+	{
+		(my $one = $p) =~ s/\n/ /g;
+		print $fh "problem\t$one\n";
+	}
+	close $fh or die "$f.tmp: $!";
+	rename("$f.tmp", $f) or die "$f: $!";
+	return;
+}
+
+1;
