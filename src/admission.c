@@ -624,13 +624,13 @@ mark_granted(DbgateProc *p, TimestampTz now)
 
 /*
  * Give the queued procno a slot at every level of its chain, and a token
- * where a level has a rate; 'beyond' (lock holders) ignores every limit and
- * takes no token.  Caller holds the tree lock.  Returns false when a level
+ * where a level has a rate (as of token_ns); 'beyond' (lock holders)
+ * ignores every limit and takes no token.  Caller holds the tree lock.  Returns false when a level
  * had no room or no token after all (a newcomer took it without the lock,
  * or a budget changed): nothing is then changed.
  */
 static bool
-promote(int procno, bool beyond, int64 now_ns)
+promote(int procno, bool beyond, int64 token_ns)
 {
 	DbgateProc *p = proc_entry(procno);
 	DbgateLimits lim[DBGATE_MAX_DEPTH];
@@ -681,7 +681,7 @@ promote(int procno, bool beyond, int64 now_ns)
 
 			if (!lim[t].rate || before[t] == UINT32_MAX)
 				continue;
-			if (dbgate_token_take(b, now_ns, !lim[t].enforce) != 0)
+			if (dbgate_token_take(b, token_ns, !lim[t].enforce) != 0)
 			{
 				if (!lim[t].enforce)
 					pg_atomic_fetch_add_u64(&b->would_queue, 1);
@@ -764,7 +764,16 @@ grant_tree(int root, TimestampTz now, Wakeups *w)
 			wake_later(w, pick.procno);
 			return;
 		}
-		if (!promote(pick.procno, false, now_ns))
+		/*
+		 * The tree's token waiter takes its token as of the time it was
+		 * due, however late it woke: it was waiting all along, so the time
+		 * its wake-up took is no idle time of the bucket.  Otherwise every
+		 * wake-up's delay would be lost, and a busy budget would fall short
+		 * of its rate (the more, the higher the rate).
+		 */
+		if (!promote(pick.procno, false,
+					 (pick.procno == r->token_waiter && r->token_due_ns != 0 &&
+					  r->token_due_ns < now_ns) ? r->token_due_ns : now_ns))
 		{
 			/* taken meanwhile: choose again (bounded by the newcomers) */
 			if (++races > 1000)

@@ -14,6 +14,11 @@
  * and from then on one every T.  Without a token the next one is due at
  * max(tat, t) - tau.
  *
+ * A waiter that waited for its token takes it as of the time it was due,
+ * not of the moment it woke (admission.c's grant step): with a queue
+ * behind the bucket there is no idle time to lose, and a rate of
+ * thousands per second would otherwise fall short by the wake-up delays.
+ *
  * The word is the budget entry's rate_tat (nanoseconds of the monotonic
  * clock, CLOCK_MONOTONIC, which is the same in every process of the
  * machine and never goes back); 0 is a full bucket.  Taking a token is one

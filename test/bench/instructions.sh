@@ -18,28 +18,42 @@
 # role has no assignment of its own; a group it is a member of, two
 # membership steps away, is in the budget; in every mode the role is a
 # member of the same roles) and database (the role has no
-# assignment; the database is in the budget).  member and database are also
-# compared with budget: classification is cached per backend, so the
-# statement path should cost the same whichever rule found the budget.
+# assignment; the database is in the budget).  1.2: parent (the budget has
+# a parent that never fills: a two-level chain), rate (the budget has a
+# max_rate and rate_burst that never limit), lifo (queue_order 'lifo'),
+# memory (max_memory_mb) and mincost (min_cost below the statement's cost,
+# so it is still gated); memory and mincost are skipped, with a line that
+# says so, when the installed dbgate shows no effect of them (a probe: a
+# statement's memory grant in dbgate.backends, a cheap statement counted in
+# bypassed).  Every mode after budget is also compared with budget:
+# classification is cached per backend, so the statement path should cost
+# the same whichever rule found the budget, and the 1.2 fields show what
+# they add to it.
 #
 # Usage (as root, or as a user that can run PostgreSQL):
 #     test/bench/instructions.sh [N] [mode ...]      (default 1000, all modes)
 #     PROTOCOL=prepared test/bench/instructions.sh  (pgbench -M; default simple)
+#     test/bench/instructions.sh 1000 budget parent rate lifo memory mincost
 #
 set -euo pipefail
 
 N=${1:-1000}
 shift || true
 MODES=("$@")
-[ ${#MODES[@]} -gt 0 ] || MODES=(notloaded unassigned budget limits member database)
+[ ${#MODES[@]} -gt 0 ] || MODES=(notloaded unassigned budget limits member database parent rate lifo memory mincost)
+for m in "${MODES[@]}"; do
+	case $m in notloaded|unassigned|budget|limits|member|database|parent|rate|lifo|memory|mincost) ;;
+	*) echo "unknown mode: $m" >&2; exit 2 ;; esac
+done
 
 PG_CONFIG=${PG_CONFIG:-pg_config}
 PROTOCOL=${PROTOCOL:-simple}
 case $PROTOCOL in simple|extended|prepared) ;; *) echo "PROTOCOL must be simple, extended or prepared" >&2; exit 2 ;; esac
 BINDIR=$("$PG_CONFIG" --bindir)
+PG_MAJOR=$("$PG_CONFIG" --version | sed -n 's/^PostgreSQL \([0-9][0-9]*\).*/\1/p')
 
 if [ "$(id -u)" = 0 ]; then
-	for p in valgrind postgresql-15; do
+	for p in valgrind "postgresql-$PG_MAJOR"; do
 		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
 			{ apt-get update -q && apt-get install -y -q "$p"; }
 	done
@@ -61,7 +75,7 @@ cleanup() {
 trap cleanup EXIT
 
 as_pg() { "${RUNAS[@]}" "$@"; }
-psql_su() { as_pg "$BINDIR/psql" -h "$WORK" -p "$PORT" -d postgres -qX -v ON_ERROR_STOP=1 "$@"; }
+psql_su() { as_pg env PGOPTIONS="-c client_min_messages=warning" "$BINDIR/psql" -h "$WORK" -p "$PORT" -d postgres -qX -v ON_ERROR_STOP=1 "$@"; }
 
 as_pg "$BINDIR/initdb" -D "$WORK/data" -A trust >/dev/null
 cat >> "$WORK/data/postgresql.conf" <<EOF
@@ -117,6 +131,17 @@ EOS
 				-c "SELECT dbgate.assign_role('bench_group', 'instr')" >/dev/null ;;
 		database) psql_su -c "SELECT dbgate.create_budget('instr', 100, 0)" \
 				-c "SELECT dbgate.assign_database('postgres', 'instr')" >/dev/null ;;
+		parent) psql_su -c "SELECT dbgate.create_budget('instr_top', 100, 0)" \
+				-c "SELECT dbgate.create_budget('instr', 100, 0, parent => 'instr_top')" \
+				-c "SELECT dbgate.assign_role('bench_instr', 'instr')" >/dev/null ;;
+		rate) psql_su -c "SELECT dbgate.create_budget('instr', 100, 0, max_rate => 1000000, rate_burst => 1000000)" \
+				-c "SELECT dbgate.assign_role('bench_instr', 'instr')" >/dev/null ;;
+		lifo) psql_su -c "SELECT dbgate.create_budget('instr', 100, 0, queue_order => 'lifo')" \
+				-c "SELECT dbgate.assign_role('bench_instr', 'instr')" >/dev/null ;;
+		memory) psql_su -c "SELECT dbgate.create_budget('instr', 100, 0, max_memory_mb => 1024)" \
+				-c "SELECT dbgate.assign_role('bench_instr', 'instr')" >/dev/null ;;
+		mincost) psql_su -c "SELECT dbgate.create_budget('instr', 100, 0, min_cost => 1)" \
+				-c "SELECT dbgate.assign_role('bench_instr', 'instr')" >/dev/null ;;
 		esac
 	fi
 	as_pg "$BINDIR/pg_ctl" -D "$WORK/data" stop -m fast -w >/dev/null
@@ -161,11 +186,48 @@ hook_cost() { # statements
 		END { printf "%d", t / n }'
 }
 
+# Does the installed dbgate act on max_memory_mb / min_cost?  On a server
+# started without valgrind, as a role of its own in a budget of its own:
+# memory: the statement's own grant shows in dbgate.backends (its plan has
+# a Sort, the view's ORDER BY); mincost: a statement below min_cost is
+# counted in bypassed.  Prints yes or no.
+probe() { # memory | mincost
+	local r
+	sed -i '/^shared_preload_libraries/d' "$WORK/data/postgresql.conf"
+	echo "shared_preload_libraries = 'dbgate'" >> "$WORK/data/postgresql.conf"
+	as_pg "$BINDIR/pg_ctl" -D "$WORK/data" -l "$WORK/setup.log" -w start >/dev/null
+	psql_su -c "CREATE EXTENSION IF NOT EXISTS dbgate" \
+		-c "DROP ROLE IF EXISTS bench_probe" -c "CREATE ROLE bench_probe LOGIN IN ROLE pg_monitor" \
+		-c "SELECT dbgate.drop_budget(budget, true) FROM dbgate.budgets" >/dev/null
+	case $1 in
+	memory)
+		psql_su -c "SELECT dbgate.create_budget('probe', 100, 0, max_memory_mb => 1024)" \
+			-c "SELECT dbgate.assign_role('bench_probe', 'probe')" >/dev/null
+		r=$(psql_su -U bench_probe -At -c "SELECT coalesce(max(memory_mb), 0) > 0 FROM dbgate.backends WHERE pid = pg_backend_pid()") ;;
+	mincost)
+		psql_su -c "SELECT dbgate.create_budget('probe', 100, 0, min_cost => 1000000000)" \
+			-c "SELECT dbgate.assign_role('bench_probe', 'probe')" >/dev/null
+		psql_su -U bench_probe -At -c "SELECT 1" >/dev/null
+		r=$(psql_su -At -c "SELECT bypassed > 0 FROM dbgate.status WHERE budget = 'probe'") ;;
+	esac
+	psql_su -c "SELECT dbgate.drop_budget('probe', true)" -c "DROP ROLE bench_probe" >/dev/null
+	as_pg "$BINDIR/pg_ctl" -D "$WORK/data" stop -m fast -w >/dev/null
+	[ "$r" = t ] && echo yes || echo no
+}
+
 echo "protocol: $PROTOCOL, $N and $((3 * N)) statements per mode"
 printf '%-11s %14s %10s %9s %9s\n' mode instr/stmt added added% in-hooks
 base=
 declare -A HOOKS
+pct() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (a - b) * 100 / b }'; }
 for mode in "${MODES[@]}"; do
+	if [ "$mode" = memory ] || [ "$mode" = mincost ]; then
+		if [ "$(probe "$mode")" != yes ]; then
+			printf '%-11s skipped: the installed dbgate shows no effect of %s\n' "$mode" \
+				"$([ "$mode" = memory ] && echo max_memory_mb || echo min_cost)"
+			continue
+		fi
+	fi
 	a=$(run_mode "$mode" "$N")
 	b=$(run_mode "$mode" $((3 * N)))
 	per=$(( (b - a) / (2 * N) ))
@@ -174,16 +236,17 @@ for mode in "${MODES[@]}"; do
 	if [ -z "$base" ] && [ "$mode" = notloaded ]; then base=$per; fi
 	if [ -n "$base" ]; then
 		printf '%-11s %14d %10d %8.2f%% %9s\n' "$mode" "$per" $((per - base)) \
-			"$(echo "scale=4; ($per - $base) * 100 / $base" | bc)" "$hooks"
+			"$(pct "$per" "$base")" "$hooks"
 	else
 		printf '%-11s %14d %10s %9s %9s\n' "$mode" "$per" - - "$hooks"
 	fi
 done
-# classification by another rule against the role's own assignment (the
-# one-time walk of the first statement included, spread over the run)
-for mode in member database; do
+# every mode that has a budget against the plain budget: classification by
+# another rule (the one-time walk of the first statement included, spread
+# over the run) and the 1.2 fields
+for mode in limits member database parent rate lifo memory mincost; do
 	[ -n "${HOOKS[budget]:-}" ] && [ -n "${HOOKS[$mode]:-}" ] || continue
-	printf '%-11s in hooks %+d instructions per statement against budget (%+.1f%%)\n' "$mode" \
-		$((HOOKS[$mode] - HOOKS[budget])) \
-		"$(echo "scale=4; (${HOOKS[$mode]} - ${HOOKS[budget]}) * 100 / ${HOOKS[budget]}" | bc)"
+	printf '%-11s in hooks %d against budget %d: %+d instructions per statement (%+.1f%%)\n' "$mode" \
+		"${HOOKS[$mode]}" "${HOOKS[budget]}" $((HOOKS[$mode] - HOOKS[budget])) \
+		"$(pct "${HOOKS[$mode]}" "${HOOKS[budget]}")"
 done

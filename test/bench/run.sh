@@ -3,7 +3,7 @@
 # side with an ungated server and PgBouncer, in one run.
 #
 # Usage (as root, from anywhere; as another user only with --no-install):
-#   test/bench/run.sh                      # all scenarios, ~12 s per point, 3 reps (~35 min)
+#   test/bench/run.sh                      # all scenarios, ~12 s per point, 3 reps (~42 min)
 #   test/bench/run.sh --quick              # 3 s per point, 1 rep (smoke)
 #   test/bench/run.sh --scenario bulkhead,handoff --reps 5 --out /tmp/res
 #
@@ -17,6 +17,8 @@
 #   --max-active LIST saturation: budget max_active / PgBouncer pool sizes
 #                     (default 1,2,4,8,16)
 #   --clients N       saturation: clients (default 64)
+#   --loads LIST      saturation: S (pgbench -S), 1ms (the ~1 ms range query)
+#                     or both (default S,1ms)
 #   --range-width N   width of the ~1 ms range query; default: calibrated so that
 #                     one ungated client sees ~1 ms
 #   --heavy-rows N    flood query: SELECT count(*) FROM generate_series(1, N)
@@ -29,7 +31,8 @@
 #   -h, --help
 #
 # What it does: installs missing Debian packages (postgresql-15,
-# postgresql-server-dev-15, pgbouncer, gnuplot-nox, build tools, python3),
+# postgresql-server-dev-15 or those of the major version of $PG_CONFIG,
+# pgbouncer, gnuplot-nox, build tools, python3),
 # builds and installs the extension, then creates in a mktemp directory two
 # identical throwaway PostgreSQL clusters owned by postgres (unix sockets only):
 # "plain" without shared_preload_libraries and "gate" with
@@ -49,9 +52,11 @@
 # See test/bench/README.md for what each scenario measures and the caveats.
 set -euo pipefail
 
-HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-REPO=$(cd "$HERE/../.." && pwd)
-PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+BENCH_NAME=run.sh
+BENCH_ROLES="interactive reporting"
+BOUNCER_USERS="reporting interactive postgres"
+# shellcheck source=test/bench/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 SCENARIOS=overhead,bulkhead,saturation,handoff
 DUR=12
@@ -59,6 +64,7 @@ REPS=3
 CAL_DUR=4
 SCALE=10
 MAX_ACTIVE=1,2,4,8,16
+LOADS=S,1ms
 SAT_CLIENTS=64
 RANGE_WIDTH=
 HEAVY_ROWS=300000
@@ -67,9 +73,6 @@ INSTALL=1
 BUILD=1
 DBGATE=1
 MODE=default
-
-usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
-die() { echo "run.sh: $*" >&2; exit 2; }
 
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -80,6 +83,7 @@ while [ $# -gt 0 ]; do
 	--scale) SCALE=$2; shift ;;
 	--max-active) MAX_ACTIVE=$2; shift ;;
 	--clients) SAT_CLIENTS=$2; shift ;;
+	--loads) LOADS=$2; shift ;;
 	--range-width) RANGE_WIDTH=$2; shift ;;
 	--heavy-rows) HEAVY_ROWS=$2; shift ;;
 	--out) OUT=$2; shift ;;
@@ -97,121 +101,31 @@ for s in ${SCENARIOS//,/ }; do
 	*) die "unknown scenario '$s'" ;; esac
 done
 want() { case ",$SCENARIOS," in *",$1,"*) return 0 ;; esac; return 1; }
-for v in "$DUR" "$REPS" "$SCALE" "$SAT_CLIENTS" "$HEAVY_ROWS" ${RANGE_WIDTH:+"$RANGE_WIDTH"} ${MAX_ACTIVE//,/ }; do
-	[[ "$v" =~ ^[1-9][0-9]*$ ]] || die "not a positive integer: '$v'"
+for s in ${LOADS//,/ }; do
+	case "$s" in S|1ms) ;; *) die "unknown saturation load '$s' (S or 1ms)" ;; esac
 done
-if [ "$(id -u)" != 0 ] && [ "$INSTALL" = 1 ]; then
-	die "must be run as root (it installs packages and runs the servers as user postgres), or with --no-install"
-fi
-
-log() { printf '%s %s\n' "$(date +%H:%M:%S)" "$*"; }
+need_ints "$DUR" "$REPS" "$SCALE" "$SAT_CLIENTS" "$HEAVY_ROWS" ${RANGE_WIDTH:+"$RANGE_WIDTH"} ${MAX_ACTIVE//,/ }
+need_root
 
 # ---------------------------------------------------------------------------
-# packages, build
+# packages, build, directories
 
-if [ "$INSTALL" = 1 ]; then
-	missing=()
-	for p in postgresql-15 postgresql-server-dev-15 pgbouncer gnuplot-nox make gcc libc6-dev libkrb5-dev python3; do
-		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
-	done
-	if [ ${#missing[@]} -gt 0 ]; then
-		log "installing ${missing[*]}"
-		apt-get update -qq
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-	fi
-fi
-[ -x "$PG_CONFIG" ] || die "$PG_CONFIG not found (install postgresql-server-dev-15 or set PG_CONFIG)"
-PGBIN=$("$PG_CONFIG" --bindir)
-for t in "$PGBIN/pgbench" "$PGBIN/initdb" "$PGBIN/pg_ctl" "$PGBIN/psql"; do
-	[ -x "$t" ] || die "$t not found (install postgresql-15)"
-done
-command -v python3 >/dev/null || die "python3 not found"
-BOUNCER=$(command -v pgbouncer || echo /usr/sbin/pgbouncer)
+bench_install pgbouncer gnuplot-nox
+BENCH_DBGATE=$DBGATE
+bench_build
+bench_tools
 [ -x "$BOUNCER" ] || die "pgbouncer not found (apt-get install pgbouncer)"
-GNUPLOT=$(command -v gnuplot || true)
-
-if [ "$DBGATE" = 1 ] && [ "$BUILD" = 1 ]; then
-	log "building and installing dbgate ($REPO)"
-	buildlog=$(mktemp -t dbgate-bench-build.XXXXXX)
-	if ! { make -C "$REPO" PG_CONFIG="$PG_CONFIG" && make -C "$REPO" PG_CONFIG="$PG_CONFIG" install; } >"$buildlog" 2>&1; then
-		tail -n 30 "$buildlog" >&2
-		rm -f "$buildlog"
-		die "build failed (use --no-dbgate to measure only the other contenders)"
-	fi
-	rm -f "$buildlog"
-fi
-if [ "$DBGATE" = 1 ]; then
-	[ -f "$("$PG_CONFIG" --pkglibdir)/dbgate.so" ] && [ -f "$("$PG_CONFIG" --sharedir)/extension/dbgate.control" ] ||
-		die "dbgate is not installed (drop --no-build/--no-install, or use --no-dbgate)"
-fi
-
-# ---------------------------------------------------------------------------
-# work and result directories, clean-up
-
-# As root the servers and PgBouncer run as postgres (PostgreSQL refuses root);
-# otherwise (--no-install) as the calling user.
-if [ "$(id -u)" = 0 ]; then
-	as_pg() { runuser -u postgres -- "$@"; }
-	give_pg() { chown -R postgres: "$@"; }
-else
-	as_pg() { "$@"; }
-	give_pg() { :; }
-fi
-
-WORK=$(mktemp -d -t dbgate-bench.XXXXXX)
-chmod 755 "$WORK"
-give_pg "$WORK"
-if [ -n "$OUT" ]; then
-	mkdir -p "$OUT"
-	OUT=$(cd "$OUT" && pwd)
-else
-	OUT=$(mktemp -d -t dbgate-bench-results.XXXXXX)
-fi
-RAW=$OUT/raw
-TXLOG=$WORK/txlog
-rm -rf "$RAW"
-mkdir -p "$RAW" "$TXLOG"
+bench_dirs
 rm -f "$OUT/runs.csv" "$OUT/summary.md" "$OUT/summary.csv" "$OUT"/*.dat "$OUT"/*.png
 
 PORT_PLAIN=5441
 PORT_GATE=5442
-PORT_BOUNCER=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-CLUSTERS=()
-BOUNCER_PID=
-BOUNCER_TICKS=0
-BG_PIDS=()
-
-cleanup() {
-	local rc=$?
-	set +e
-	trap - EXIT INT TERM
-	for p in "${BG_PIDS[@]}"; do kill "$p" 2>/dev/null; done
-	bouncer_stop
-	for c in "${CLUSTERS[@]}"; do
-		as_pg "$PGBIN/pg_ctl" -D "$WORK/$c" -m immediate -w stop >/dev/null 2>&1
-		cp "$WORK/$c.log" "$RAW/server-$c.log" 2>/dev/null
-	done
-	rm -rf "$WORK"
-	[ $rc -ne 0 ] && [ $rc -ne 3 ] && echo "run.sh: stopped (status $rc); partial results in $OUT" >&2
-	exit $rc
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
 # ---------------------------------------------------------------------------
 # clusters
 
-psql_at() { # port user sql...
-	local port=$1 user=$2; shift 2
-	"$PGBIN/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$WORK" -p "$port" -U "$user" -d bench "$@"
-}
 sql_plain() { psql_at "$PORT_PLAIN" postgres -c "$1"; }
 sql_gate() { psql_at "$PORT_GATE" postgres -c "$1"; }
-
-start_cluster() { # name
-	as_pg "$PGBIN/pg_ctl" -D "$WORK/$1" -l "$WORK/$1.log" -w -t 60 start >/dev/null
-	CLUSTERS+=("$1")
-}
 
 setup_clusters() {
 	log "creating clusters in $WORK (scale $SCALE)"
@@ -231,7 +145,7 @@ setup_clusters() {
 		jit = off
 		max_parallel_workers_per_gather = 0
 	EOF
-	start_cluster plain
+	cluster_start plain
 	as_pg "$PGBIN/createdb" -h "$WORK" -p "$PORT_PLAIN" bench
 	"$PGBIN/pgbench" -i -q -s "$SCALE" -h "$WORK" -p "$PORT_PLAIN" -U postgres bench >"$RAW/pgbench-init.log" 2>&1
 	sql_plain "CREATE ROLE interactive LOGIN; CREATE ROLE reporting LOGIN;
@@ -249,10 +163,10 @@ setup_clusters() {
 			shared_preload_libraries = 'dbgate'
 		EOF
 	fi
-	start_cluster plain
+	cluster_start plain
 	prewarm "$PORT_PLAIN"
 	if [ "$DBGATE" = 1 ]; then
-		start_cluster gate
+		cluster_start gate
 		prewarm "$PORT_GATE"
 		sql_gate "CREATE EXTENSION dbgate"
 		sql_gate "SELECT dbgate.create_budget('reporting', 1, 64, '0', '0', '0', true)" >/dev/null
@@ -273,110 +187,6 @@ gate_assign() { # role budget
 	else
 		sql_gate "SELECT dbgate.assign_role('$1', '$2')" >/dev/null
 	fi
-}
-
-# ---------------------------------------------------------------------------
-# PgBouncer
-
-bouncer_start() { # pool size
-	mkdir -p "$WORK/bouncer"
-	printf '"interactive" ""\n"reporting" ""\n"postgres" ""\n' >"$WORK/bouncer/users.txt"
-	cat >"$WORK/bouncer/pgbouncer.ini" <<-EOF
-		[databases]
-		bench = host=$WORK port=$PORT_PLAIN dbname=bench
-		[pgbouncer]
-		listen_addr = 127.0.0.1
-		listen_port = $PORT_BOUNCER
-		unix_socket_dir = $WORK
-		auth_type = trust
-		auth_file = $WORK/bouncer/users.txt
-		pool_mode = transaction
-		default_pool_size = $1
-		min_pool_size = 0
-		reserve_pool_size = 0
-		max_client_conn = 1000
-		log_connections = 0
-		log_disconnections = 0
-		logfile = $WORK/bouncer/pgbouncer.log
-		pidfile = $WORK/bouncer/pgbouncer.pid
-	EOF
-	give_pg "$WORK/bouncer"
-	as_pg "$BOUNCER" -d -q "$WORK/bouncer/pgbouncer.ini"
-	local i
-	for i in $(seq 50); do
-		if psql_at "$PORT_BOUNCER" reporting -c 'SELECT 1' >/dev/null 2>&1; then
-			BOUNCER_PID=$(cat "$WORK/bouncer/pgbouncer.pid")
-			return 0
-		fi
-		sleep 0.1
-	done
-	cat "$WORK/bouncer/pgbouncer.log" >&2
-	die "pgbouncer did not start"
-}
-
-bouncer_stop() {
-	[ -n "$BOUNCER_PID" ] || return 0
-	BOUNCER_TICKS=$((BOUNCER_TICKS + $(python3 "$HERE/stats.py" ticks "$BOUNCER_PID")))
-	kill -INT "$BOUNCER_PID" 2>/dev/null || true
-	local i
-	for i in $(seq 100); do
-		kill -0 "$BOUNCER_PID" 2>/dev/null || break
-		sleep 0.1
-	done
-	cat "$WORK/bouncer/pgbouncer.log" >>"$RAW/pgbouncer.log" 2>/dev/null || true
-	rm -f "$WORK/bouncer/pgbouncer.log"
-	BOUNCER_PID=
-}
-
-# ---------------------------------------------------------------------------
-# one pgbench run
-
-# run_pgbench TAG PORT USER CLIENTS DURATION LOG(0|1) ARGS...
-# Sets R_STATUS (ok|error|timeout), R_NOTE, R_TPS, R_PROC and, with LOG=1,
-# R_N R_P50 R_P99 R_MEAN (microseconds).
-run_pgbench() {
-	local tag=$1 port=$2 user=$3 clients=$4 dur=$5 logit=$6; shift 6
-	local j=$((clients < NPROC ? clients : NPROC)) out="$RAW/$tag.txt" rc=0 la=()
-	[ "$logit" = 1 ] && la=(-l "--log-prefix=$TXLOG/$tag")
-	timeout -k 5 $((dur + 60)) "$PGBIN/pgbench" -n -h "$WORK" -p "$port" -U "$user" \
-		-c "$clients" -j "$j" -T "$dur" "${la[@]}" "$@" bench >"$out" 2>&1 || rc=$?
-	R_TPS=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$out" | head -n 1)
-	R_PROC=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$out" | head -n 1)
-	local failed
-	failed=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' "$out" | head -n 1)
-	R_STATUS=ok R_NOTE=
-	if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
-		R_STATUS=timeout R_NOTE="pgbench still running $((dur + 60)) s after start; killed"
-	elif [ $rc -ne 0 ]; then
-		R_STATUS=error R_NOTE="pgbench exit $rc: $(grep -m 1 -iE 'error|abort|fatal' "$out" | tr ',\n' '; ')"
-	elif [ -n "$failed" ] && [ "$failed" != 0 ]; then
-		R_STATUS=error R_NOTE="$failed failed transactions"
-	elif [ -z "$R_TPS" ]; then
-		R_STATUS=error R_NOTE="no tps in pgbench output"
-	fi
-	R_N= R_P50= R_P99= R_MEAN=
-	if [ "$logit" = 1 ]; then
-		local files=("$TXLOG/$tag".*)
-		if [ -e "${files[0]}" ]; then
-			read -r R_N R_P50 R_P99 R_MEAN _ < <(python3 "$HERE/stats.py" lat "${files[@]}")
-			rm -f "${files[@]}"
-		fi
-	fi
-}
-
-# Wait until no benchmark role has a backend left on the server behind PORT;
-# terminate stragglers after 15 s (noted as an anomaly).
-wait_idle() { # port
-	local i n
-	for i in $(seq 150); do
-		n=$(psql_at "$1" postgres -c "SELECT count(*) FROM pg_stat_activity
-			WHERE usename IN ('interactive', 'reporting')")
-		[ "$n" = 0 ] && return 0
-		sleep 0.1
-	done
-	psql_at "$1" postgres -c "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-		WHERE usename IN ('interactive', 'reporting')" >/dev/null
-	return 1
 }
 
 # Counters of one budget after a run: G_* variables; appends to R_NOTE when
@@ -407,25 +217,6 @@ gate_stats() { # budget
 	fi
 }
 
-# CPU used by other processes while a point ran, in % of the machine: all
-# CPU time spent (/proc/stat) minus that of the benchmark's own processes
-# (this shell's children, both postmasters with their backends, PgBouncer).
-cpu_probe() {
-	local pidfiles=() c
-	for c in "${CLUSTERS[@]}"; do pidfiles+=("$WORK/$c/postmaster.pid"); done
-	python3 "$HERE/stats.py" cpu $$ "$BOUNCER_TICKS" "${pidfiles[@]}"
-}
-cpu_begin() {
-	read -r CPU_BUSY0 CPU_OURS0 < <(cpu_probe)
-	CPU_T0=$(date +%s%N)
-}
-cpu_end() {
-	local busy ours t1
-	read -r busy ours < <(cpu_probe)
-	t1=$(date +%s%N)
-	R_OTHER=$(awk -v b=$((busy - CPU_BUSY0)) -v o=$((ours - CPU_OURS0)) -v ns=$((t1 - CPU_T0)) \
-		-v hz="$CLK_TCK" -v n="$NPROC" 'BEGIN { v = 100 * (b - o) / (ns / 1e9 * hz * n); if (v < 0) v = 0; printf "%.0f", v }')
-}
 
 CSV_HEADER="scenario,group,contender,n,rep,clients,tps,processed,p50_us,p99_us,mean_us,aux_tps,admitted,admitted_after_wait,wait_time_total_ms,wait_time_max_ms,peak_active,peak_queued,rejected_full,rejected_timeout,other_cpu_pct,status,note"
 record() { # scenario group contender n rep clients
@@ -469,40 +260,16 @@ write_scripts() {
 	# a scan that the planner runs in parallel with the default settings
 	echo "SELECT sum(abalance) FROM pgbench_accounts;" >"$WORK/heavy-par.sql"
 }
-write_range() { # width
-	cat >"$WORK/range.sql" <<-EOF
-		\\set a random(1, $((100000 * SCALE - $1)))
-		SELECT sum(abalance) FROM pgbench_accounts WHERE aid BETWEEN :a AND :a + $1;
-	EOF
-}
-
 # one ungated client on "plain": median latency in microseconds
 single_p50() { # tag pgbench-args...
-	local tag=$1; shift
-	run_pgbench "cal-$tag" "$PORT_PLAIN" reporting 1 "$CAL_DUR" 1 "$@"
-	[ "$R_STATUS" = ok ] || die "calibration run $tag failed: $R_NOTE"
-	wait_idle "$PORT_PLAIN" || true
-	echo "$R_P50"
+	one_client_p50 "$PORT_PLAIN" reporting "$@"
 }
 
 calibrate() {
 	write_scripts
-	local w=${RANGE_WIDTH:-2000} p i
-	write_range "$w"
-	if want saturation; then
-		if [ -z "$RANGE_WIDTH" ]; then
-			for i in 1 2 3; do
-				p=$(single_p50 "range$i" -f "$WORK/range.sql")
-				log "calibration: range width $w -> p50 ${p} us (one ungated client)"
-				# aim at 1000 us; stop once within 15 %
-				[ "$p" -ge 850 ] && [ "$p" -le 1150 ] && break
-				[ "$i" = 3 ] && break
-				w=$(python3 -c "import sys; w=int(int(sys.argv[1])*1000/max(1,int(sys.argv[2]))); print(max(100, min(w, 100000*int(sys.argv[3])//2)))" "$w" "$p" "$SCALE")
-				write_range "$w"
-			done
-		fi
-		RANGE_WIDTH=$w
-		LAT_RANGE=$(single_p50 range -f "$WORK/range.sql")
+	write_range "${RANGE_WIDTH:-2000}"
+	if want saturation && case ",$LOADS," in *,1ms,*) true ;; *) false ;; esac; then
+		calibrate_range "$PORT_PLAIN" reporting
 	fi
 	LAT_S=$(single_p50 select-only -S)
 	LAT_ONE=$(single_p50 select1 -f "$WORK/select1.sql")
@@ -511,26 +278,15 @@ calibrate() {
 }
 
 # ---------------------------------------------------------------------------
-# scenarios
 #
-# Each scenario is a list of points ("contenders"), run REPS times.  Odd
-# repetitions run the list forwards, even ones backwards (A B C, C B A, ...):
-# a slow drift of the machine's background load then favours no contender.
+# Each scenario is a list of points ("contenders"), run REPS times by
+# repeat_points (lib.sh): forwards in odd and backwards in even repetitions.
 
-repeat_points() { # point-function point...
-	local fn=$1 rep i
-	shift
-	local pts=("$@")
-	for rep in $(seq "$REPS"); do
-		if [ $((rep % 2)) = 1 ]; then
-			for ((i = 0; i < ${#pts[@]}; i++)); do "$fn" "${pts[i]}" "$rep"; done
-		else
-			for ((i = ${#pts[@]} - 1; i >= 0; i--)); do "$fn" "${pts[i]}" "$rep"; done
-		fi
-	done
-}
-
-fair_bool() { [ "$1" = fair ] && echo true || echo false; }
+# fair and lifo budgets are fair (a newcomer queues while anyone waits);
+# lifo hands a released slot to the newest waiter unless someone has waited
+# overtake_limit (default 100 ms).
+fair_bool() { [ "$1" = nonfair ] && echo false || echo true; }
+queue_order() { [ "$1" = lifo ] && echo lifo || echo fifo; }
 
 # overhead point: PROTOCOL:CONTENDER
 overhead_point() {
@@ -623,7 +379,7 @@ scenario_bulkhead() {
 	if [ "$DBGATE" = 1 ]; then
 		gate_assign interactive ""
 		gate_assign reporting reporting
-		sql_gate "SELECT dbgate.alter_budget('reporting', max_active => 1, max_queued => 64, fair => true)" >/dev/null
+		sql_gate "SELECT dbgate.alter_budget('reporting', max_active => 1, max_queued => 64, fair => true, queue_order => 'fifo')" >/dev/null
 		pts+=(flood-gated)
 	fi
 	repeat_points bulkhead_point "${pts[@]}"
@@ -647,12 +403,13 @@ saturation_point() {
 	if [ "$grp" = S ]; then args=(-S); else args=(-f "$WORK/range.sql"); fi
 	case "$con" in
 	ungated) measure saturation "$grp" ungated "" "$rep" plain reporting "$SAT_CLIENTS" 1 "" -- "${args[@]}" ;;
-	fair | nonfair)
+	fair | nonfair | lifo)
 		sql_gate "SELECT dbgate.alter_budget('reporting', max_active => $n,
-			max_queued => $SAT_CLIENTS, fair => $(fair_bool "$con"))" >/dev/null
+			max_queued => $SAT_CLIENTS, fair => $(fair_bool "$con"),
+			queue_order => '$(queue_order "$con")')" >/dev/null
 		measure saturation "$grp" "$con" "$n" "$rep" gate reporting "$SAT_CLIENTS" 1 reporting -- "${args[@]}" ;;
 	pgbouncer)
-		bouncer_start "$n"
+		bouncer_start "$n" "$PORT_PLAIN"
 		measure saturation "$grp" pgbouncer "$n" "$rep" bouncer reporting "$SAT_CLIENTS" 1 "" -- "${args[@]}" ;;
 	esac
 }
@@ -661,9 +418,9 @@ scenario_saturation() {
 	log "scenario 3: saturation ($SAT_CLIENTS clients; max_active / pool sizes $MAX_ACTIVE)"
 	local pts=() grp con n
 	if [ "$DBGATE" = 1 ]; then gate_assign reporting reporting; fi
-	for grp in S 1ms; do
+	for grp in ${LOADS//,/ }; do
 		pts+=("$grp:ungated")
-		for con in fair nonfair pgbouncer; do
+		for con in fair nonfair lifo pgbouncer; do
 			[ "$DBGATE" = 1 ] || [ "$con" = pgbouncer ] || continue
 			for n in ${MAX_ACTIVE//,/ }; do pts+=("$grp:$con:$n"); done
 		done
@@ -671,18 +428,18 @@ scenario_saturation() {
 	repeat_points saturation_point "${pts[@]}"
 }
 
-# hand-off point: ungated-1client | ungated | fair | nonfair | pgbouncer
+# hand-off point: ungated-1client | ungated | fair | nonfair | lifo | pgbouncer
 handoff_point() {
 	local con=$1 rep=$2 s=(-f "$WORK/select1.sql")
 	case "$con" in
 	ungated-1client) measure handoff "" "$con" "" "$rep" plain reporting 1 1 "" -- "${s[@]}" ;;
 	ungated) measure handoff "" "$con" "" "$rep" plain reporting 16 1 "" -- "${s[@]}" ;;
-	fair | nonfair)
+	fair | nonfair | lifo)
 		sql_gate "SELECT dbgate.alter_budget('reporting', max_active => 1, max_queued => 64,
-			fair => $(fair_bool "$con"))" >/dev/null
+			fair => $(fair_bool "$con"), queue_order => '$(queue_order "$con")')" >/dev/null
 		measure handoff "" "$con" 1 "$rep" gate reporting 16 1 reporting -- "${s[@]}" ;;
 	pgbouncer)
-		bouncer_start 1
+		bouncer_start 1 "$PORT_PLAIN"
 		measure handoff "" "$con" 1 "$rep" bouncer reporting 16 1 "" -- "${s[@]}" ;;
 	esac
 }
@@ -692,7 +449,7 @@ scenario_handoff() {
 	local pts=(ungated-1client ungated)
 	if [ "$DBGATE" = 1 ]; then
 		gate_assign reporting reporting
-		pts+=(fair nonfair)
+		pts+=(fair nonfair lifo)
 	fi
 	pts+=(pgbouncer)
 	repeat_points handoff_point "${pts[@]}"
@@ -701,8 +458,6 @@ scenario_handoff() {
 # ---------------------------------------------------------------------------
 # main
 
-NPROC=$(nproc)
-CLK_TCK=$(getconf CLK_TCK)
 START=$(date +%s)
 setup_clusters
 calibrate
@@ -714,7 +469,7 @@ PGVER=$(psql_at "$PORT_PLAIN" postgres -c 'SHOW server_version')
 	echo "machine=$NPROC cores (nproc), $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1), $(uname -sr)"
 	echo "PostgreSQL=$PGVER"
 	echo "PgBouncer=$("$BOUNCER" --version | head -n 1 | sed 's/^PgBouncer //')"
-	echo "dbgate=$([ "$DBGATE" = 1 ] && (git -C "$REPO" describe --always --dirty 2>/dev/null || echo 'built from a tree without git metadata') || echo 'not measured (--no-dbgate)')"
+	echo "dbgate=$([ "$DBGATE" = 1 ] && (git -c safe.directory='*' -C "$REPO" describe --always --dirty 2>/dev/null || echo 'built from a tree without git metadata') || echo 'not measured (--no-dbgate)')"
 	echo "load average at start=$(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine shows here)"
 	echo "mode=$MODE: $DUR s per point, $REPS repetition(s), pgbench scale $SCALE, threads per pgbench = min(clients, $NPROC)"
 	echo "statements=pgbench -S (p50 ${LAT_S} us with one ungated client); SELECT 1 (${LAT_ONE} us)${LAT_RANGE:+; ~1 ms query: SELECT sum(abalance) FROM pgbench_accounts WHERE aid BETWEEN :a AND :a + $RANGE_WIDTH (${LAT_RANGE} us)}${LAT_HEAVY:+; flood: SELECT count(*) FROM generate_series(1, $HEAVY_ROWS) (${LAT_HEAVY} us); parallel flood: SELECT sum(abalance) FROM pgbench_accounts}"
@@ -734,7 +489,7 @@ if [ -n "$GNUPLOT" ]; then
 		"$GNUPLOT" -e "dir='$OUT'" "$HERE/bulkhead.gp" 2>>"$RAW/gnuplot.log" || echo "run.sh: bulkhead plot failed (see raw/gnuplot.log)" >&2
 	fi
 	if ls "$OUT"/saturation_*.dat >/dev/null 2>&1; then
-		"$GNUPLOT" -e "dir='$OUT'; clients=$SAT_CLIENTS" "$HERE/saturation.gp" 2>>"$RAW/gnuplot.log" || echo "run.sh: saturation plot failed (see raw/gnuplot.log)" >&2
+		"$GNUPLOT" -e "dir='$OUT'; clients=$SAT_CLIENTS; loads='${LOADS//,/ }'" "$HERE/saturation.gp" 2>>"$RAW/gnuplot.log" || echo "run.sh: saturation plot failed (see raw/gnuplot.log)" >&2
 	fi
 fi
 ls "$OUT"

@@ -7,6 +7,8 @@
                               "busy_ticks our_ticks": CPU time of the whole machine
                               and of the benchmark's own processes
   stats.py ticks PID          utime + stime of one process
+  stats.py server PIDFILE     CPU ticks of a cluster so far: its postmaster, the
+                              children it has reaped and its live children
   stats.py summary OUTDIR     OUTDIR/runs.csv + OUTDIR/meta.txt -> summary.md,
                               summary.csv and the gnuplot data files; prints the
                               markdown to stdout
@@ -111,6 +113,18 @@ def cmd_cpu(args):
 
 def cmd_ticks(args):
     print(proc_ticks(args[0])[0])
+
+
+def cmd_server(args):
+    with open(args[0]) as f:
+        pm = int(f.readline().strip())
+    total = proc_ticks(pm, True)[0]
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            t, ppid = proc_ticks(d)
+            if ppid == pm:
+                total += t
+    print(total)
 
 
 # ----------------------------------------------------------------------------
@@ -402,10 +416,12 @@ def summarize(outdir):
                 wait = waited_mean_us(runs, "saturation", grp, con, n)
                 wfrac = waited_fraction(runs, "saturation", grp, con, n)
                 peak = max_of(runs, "saturation", grp, con, n, "peak_active")
+                wmax = max_of(runs, "saturation", grp, con, n, "wait_time_max_ms")
                 other = runs.median("saturation", grp, con, "other_cpu_pct", n)
                 rows.append([con, n or "-", fmt(tps), fmt(rt, 2), fmt(ms(p50), 2),
                              fmt(ms(p99), 2), fmt(rp, 2), fmt(wfrac, 2), fmt(wait),
-                             fmt(peak), fmt(other), str(runs.reps("saturation", grp, con, n))])
+                             fmt(wmax, 1), fmt(peak), fmt(other),
+                             str(runs.reps("saturation", grp, con, n))])
                 for col, v in (("tps", tps), ("p50_us", p50), ("p99_us", p99),
                                ("tps_ratio", rt), ("p99_ratio", rp),
                                ("mean_wait_us", wait)):
@@ -417,10 +433,10 @@ def summarize(outdir):
                         best[kind] = (n, tps, p99, rt, rp, wfrac)
             md += table(["contender", "max_active / pool", "TPS", "TPS vs ungated",
                          "p50 ms", "p99 ms", "p99 vs ungated", "gate: waited fraction",
-                         "gate: mean wait us", "gate: peak_active", "other CPU %",
-                         "reps"], rows)
+                         "gate: mean wait us", "gate: max wait ms", "gate: peak_active",
+                         "other CPU %", "reps"], rows)
             md.append("")
-            for kind in ("fair", "nonfair", "pgbouncer"):
+            for kind in ("fair", "nonfair", "lifo", "pgbouncer"):
                 if kind in best:
                     n, tps, p99, rt, rp, wfrac = best[kind]
                     idle = ("; fewer than 0.5 %% of the statements waited for a slot "
@@ -431,18 +447,21 @@ def summarize(outdir):
                             else "")
                     md.append("- best %s: %s at %s (TPS x%s, p99 x%s vs ungated%s)"
                               % (kind, fmt(tps), n, fmt(rt, 2), fmt(rp, 2), idle))
-                    if kind != "pgbouncer":
+                    if kind in ("fair", "nonfair"):
                         ok = (rt is not None and rp is not None and rt >= 1.0 and rp < 1.0)
                         targets.append(("saturation %s, best %s (max_active %s): "
                                         "TPS >= 1.0 x ungated and lower p99" % (grp, kind, n),
                                         "TPS x%s, p99 x%s%s" % (fmt(rt, 2), fmt(rp, 2),
                                                                " (gate hardly queued)" if idle else ""),
                                         verdict(rt, ok)))
+            if "lifo" in best:
+                md += lifo_lines(runs, grp, best, targets)
             md.append("")
             sizes = sorted({n for s in series.values() for n in s})
             with open(os.path.join(outdir, "saturation_%s.dat" % grp), "w") as f:
                 f.write("# n fair_tps nonfair_tps pgbouncer_tps ungated_tps "
-                        "fair_p99_ms nonfair_p99_ms pgbouncer_p99_ms ungated_p99_ms\n")
+                        "fair_p99_ms nonfair_p99_ms pgbouncer_p99_ms ungated_p99_ms "
+                        "lifo_tps lifo_p99_ms\n")
                 for n in sizes:
                     cols = [str(n)]
                     for kind in ("fair", "nonfair", "pgbouncer"):
@@ -453,6 +472,9 @@ def summarize(outdir):
                         v = series.get(kind, {}).get(n, (None, None))[1]
                         cols.append(fmt(ms(v), 3) if v is not None else "NaN")
                     cols.append(fmt(ms(ung_p99), 3) if ung_p99 is not None else "NaN")
+                    v = series.get("lifo", {}).get(n, (None, None))
+                    cols.append(fmt(v[0], 1) if v[0] is not None else "NaN")
+                    cols.append(fmt(ms(v[1]), 3) if v[1] is not None else "NaN")
                     f.write(" ".join(cols) + "\n")
 
     # -- 4. hand-off ----------------------------------------------------------
@@ -480,7 +502,7 @@ def summarize(outdir):
                            ("gate_waited_fraction", wfrac), ("est_wait_p50_us", d50),
                            ("est_wait_p99_us", d99)):
                 flat_row("handoff", grp, con, n, col, v)
-            if con in ("fair", "nonfair"):
+            if con in ("fair", "nonfair", "lifo"):
                 targets.append(("hand-off %s: TPS >= 0.7 x one ungated client" % con,
                                 fmt(frac, 2),
                                 verdict(frac, frac is not None and frac >= 0.7)))
@@ -489,6 +511,16 @@ def summarize(outdir):
                      "gate: waited fraction", "est. wait p50 us", "est. wait p99 us",
                      "other CPU %", "reps"], rows)
         md.append("")
+        if runs.select("handoff", "", "lifo", "1") and runs.select("handoff", "", "fair", "1"):
+            rt = runs.ratio("handoff", "", "lifo", "tps", "fair", "1", "1")
+            rp = runs.ratio("handoff", "", "lifo", "p99_us", "fair", "1", "1")
+            wm = max_of(runs, "handoff", "", "lifo", "1", "wait_time_max_ms")
+            md.append("- 'lifo' against 'fifo' (fair), B = 1: TPS x%s, p99 x%s; longest "
+                      "'lifo' wait %s ms (overtake_limit 100 ms)"
+                      % (fmt(rt, 2), fmt(rp, 2), fmt(wm, 1)))
+            md.append("")
+            flat_row("handoff", "", "lifo", "1", "tps_vs_fifo", rt)
+            flat_row("handoff", "", "lifo", "1", "p99_vs_fifo", rp)
         md.append("Wait-to-run: 'gate: mean wait' is exact and server-side "
                   "(dbgate.status wait_time_total / admitted_after_wait, counters reset "
                   "before each run; it averages only the statements that waited, "
@@ -529,6 +561,31 @@ def summarize(outdir):
     return 1 if anomalies else 0
 
 
+def lifo_lines(runs, grp, best, targets):
+    """'lifo' at B = 2 and at its best B against ungated and the best pool."""
+    out = []
+    if runs.select("saturation", grp, "lifo", "2"):
+        rt = runs.ratio("saturation", grp, "lifo", "tps", "ungated", "2")
+        rp = runs.ratio("saturation", grp, "lifo", "p99_us", "ungated", "2")
+        out.append("- lifo at max_active 2: TPS x%s, p99 x%s vs ungated"
+                   % (fmt(rt, 2), fmt(rp, 2)))
+        targets.append(("saturation %s, lifo max_active 2: TPS vs ungated" % grp,
+                        "TPS x%s, p99 x%s" % (fmt(rt, 2), fmt(rp, 2)), "-"))
+    n = best["lifo"][0]
+    rt, rp = best["lifo"][3], best["lifo"][4]
+    line = "- best lifo (max_active %s): TPS x%s, p99 x%s vs ungated" % (n, fmt(rt, 2), fmt(rp, 2))
+    measured = "TPS x%s, p99 x%s vs ungated" % (fmt(rt, 2), fmt(rp, 2))
+    if "pgbouncer" in best:
+        pn = best["pgbouncer"][0]
+        rb = runs.ratio("saturation", grp, "lifo", "tps", "pgbouncer", n, pn)
+        rbp = runs.ratio("saturation", grp, "lifo", "p99_us", "pgbouncer", n, pn)
+        line += "; TPS x%s, p99 x%s vs the best PgBouncer pool (%s)" % (fmt(rb, 2), fmt(rbp, 2), pn)
+        measured += "; TPS x%s vs pool %s" % (fmt(rb, 2), pn)
+    out.append(line)
+    targets.append(("saturation %s, best lifo (max_active %s)" % (grp, n), measured, "-"))
+    return out
+
+
 def waited_mean_us(runs, scn, grp, con, n):
     """Mean wait of the statements that waited (0 when none did)."""
     vals = []
@@ -565,6 +622,9 @@ def main(argv):
         return 0
     if len(argv) == 3 and argv[1] == "ticks":
         cmd_ticks(argv[2:])
+        return 0
+    if len(argv) == 3 and argv[1] == "server":
+        cmd_server(argv[2:])
         return 0
     if len(argv) == 3 and argv[1] == "summary":
         return summarize(argv[2])

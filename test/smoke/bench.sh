@@ -35,13 +35,14 @@ fail() { echo "bench smoke FAILED: $*"; exit 1; }
 [ $rc -eq 0 ] || fail "run.sh exited with status $rc"
 
 # One row per point: overhead 6, bulkhead 3 + 4 (parallel variant),
-# saturation 2 x (1 + 2 + 1), handoff 5.
+# saturation 2 x (1 + 3 + 1) (ungated; fair, non-fair, lifo; PgBouncer),
+# handoff 6.
 rows=$(tail -n +2 "$out/runs.csv" | wc -l)
 okrows=$(tail -n +2 "$out/runs.csv" | awk -F, '$22 == "ok" && $7 + 0 > 0' | wc -l)
-[ "$rows" = 26 ] || fail "runs.csv has $rows rows, expected 26"
-[ "$okrows" = 26 ] || fail "only $okrows of 26 runs completed with a throughput"
+[ "$rows" = 29 ] || fail "runs.csv has $rows rows, expected 29"
+[ "$okrows" = 29 ] || fail "only $okrows of 29 runs completed with a throughput"
 latrows=$(tail -n +2 "$out/runs.csv" | awk -F, '$1 != "overhead" && $10 + 0 > 0' | wc -l)
-[ "$latrows" = 20 ] || fail "only $latrows of 20 runs have latency percentiles"
+[ "$latrows" = 23 ] || fail "only $latrows of 23 runs have latency percentiles"
 for section in "1. Idle overhead" "2. Bulkhead" "2b. Bulkhead with parallel" "3. Saturation" "4. Hand-off" "Targets"; do
 	grep -qE "^##+ $section" "$out/summary.md" || fail "summary.md lacks section '$section'"
 done
