@@ -98,8 +98,11 @@
 #   admissions of soak_r (admitted - admitted_lock_holder) at most
 #     rate x time + burst summed over the stretches between its changes
 #     of max_rate or rate_burst since the epoch began, plus one per client
-#     session (an admission counted late); over any window of samples the
-#     same for soak_r, soak_h2 and soak_q's subtree (Soak::Check12);
+#     session (an admission counted late) and rate x 250 ms (a token
+#     waiter takes its token as of the time it was due, so one that woke
+#     late may be followed at once by the tokens its delay would have
+#     lost); over any window of samples the same for soak_r, soak_h2 and
+#     soak_q's subtree (Soak::Check12);
 #   would_queue and would_reject: 0 everywhere (no budget is in shadow
 #     mode);
 #   wait_histogram: cumulative, its last bucket equal to admitted, its
@@ -242,6 +245,9 @@ my %SENTINEL = (
 # ending statement takes), plus one statement more for each lowering of
 # max_active meanwhile (two are allowed for), plus scheduling.
 my $L_WAIT_MAX = 0.25 + (4 + 2) * 0.4 + 0.35;
+# the longest a woken token waiter may take to run (s): it takes its
+# token as of the time it was due (see Soak::Check12)
+my $TOKEN_LATE = 0.25;
 # which budgets' rates a client's statements may meet
 my %RATED_BY = (soak_r => ['soak_r'], soak_h2 => ['soak_h2'],
 	soak_h3 => ['soak_q'], soak_h4 => ['soak_q']);
@@ -1422,7 +1428,9 @@ sub bucket_over
 
 # the tokens a bucket could give between FROM and TO: its burst at FROM,
 # its rate over the time, and a full bucket at each change (committed
-# somewhere in [t0, t1]: the higher rate there)
+# somewhere in [t0, t1]: the higher rate there); and the tokens of a token
+# waiter that woke up to $TOKEN_LATE s after its token was due, as it
+# takes the token as of then (the first of these may be due before FROM)
 sub rate_allowance
 {
 	my ($budget, $from, $to) = @_;
@@ -1438,7 +1446,7 @@ sub rate_allowance
 		if ($e->[1] < $from) { $cur{ $e->[3] } = $e->[2]; }
 		else { push @later, $e; }
 	}
-	my $tokens = $cur{rate_burst};
+	my $tokens = $cur{rate_burst} + $cur{max_rate} * $TOKEN_LATE;
 	my $t = $from;
 	for my $e (@later)
 	{
@@ -1609,6 +1617,7 @@ my $check12 = Soak::Check12->new(
 	persist => 1.0,
 	starve_limit => 2,
 	tol => 0.005,
+	late => $TOKEN_LATE,
 	live => { map { $_ => 1 } 'soak_r', @CHILDREN },
 	queued_age => \%queued_age,
 	max_age => 30);

@@ -46,8 +46,8 @@
 #   are held to the same bound by Soak::Check).
 #
 #   Counters that must stay 0: rate_limited of a budget that never had a
-#   rate; admitted_overdue of a budget that was never 'lifo' with a
-#   non-zero overtake_limit; would_queue and would_reject everywhere (no
+#   rate; admitted_overdue of a budget that was never 'lifo';
+#   would_queue and would_reject everywhere (no
 #   budget is in shadow mode).  admitted_overdue <= admitted_after_wait
 #   and rate_limited <= admitted_after_wait at a leaf (the same reading
 #   counts a waiter's admission first).
@@ -70,13 +70,16 @@
 #   stretch of samples with one rate r, burst b and set of members: the
 #   admissions A (the members' admitted minus admitted_lock_holder, which
 #   take no token) between any two samples i < j satisfy
-#       A_j - A_i <= b + r * (t_end_j - t_i) + inflight
+#       A_j - A_i <= b + r * (t_end_j - t_i + late) + inflight
 #   (a token bucket of b tokens filled at r per second; inflight, the
 #   number of client sessions of the members, covers admissions whose
 #   token was taken before t_i but counted after it, as a waiter counts
-#   its own admission when it runs again).  A stretch ends at every
-#   uncertain sample, change of the rate or of the members, crash
-#   restart (stats_reset) and dbgate.enabled window.
+#   its own admission when it runs again; late covers the token waiter,
+#   which takes its token as of the time it was due however late it woke:
+#   the tokens its wake-up delay would have lost may go at once after
+#   it).  A stretch ends at every uncertain sample, change of the rate or
+#   of the members, crash restart (stats_reset) and dbgate.enabled
+#   window.
 package Soak::Check12;
 
 use strict;
@@ -89,11 +92,11 @@ my %B = %Soak::Monitor::B;
 
 # new(timeline => {...}, parents => [P...], leaves => [budgets with
 #   statements], children => [budgets that may have a parent],
-#   clients => { budget => sessions }, lifo_budgets => [...],
-#   rated => { entity => 1 } (budgets whose rate is checked; a parent's
-#   covers its children), lowerings => { budget => { max_active =>
-#   [[t0, t1], ...] } }, gate_windows => [[off, on], ...],
+#   clients => { budget => sessions }, rated => { entity => 1 } (budgets
+#   whose rate is checked; a parent's covers its children),
+#   gate_windows => [[off, on], ...] (dbgate.enabled off and on),
 #   lh_window => s, persist => s, starve_limit => s, tol => s,
+#   late => s (the longest a woken token waiter may take to run),
 #   live => { budget => 1 } (liveness checked here),
 #   queued_age => { budget => s }, max_age => s (the longest waits))
 sub new
@@ -115,6 +118,7 @@ sub new
 	}, $class;
 	$self->{persist} //= 1.0;
 	$self->{tol} //= 0.005;
+	$self->{late} //= 0.25;
 	return $self;
 }
 
@@ -513,11 +517,13 @@ sub check_rates
 			$fig->{windows}++;
 			$fig->{worst} = $excess if !defined $fig->{worst} || $excess > $fig->{worst};
 			$fig->{span} = $t - $cur->{first_t} if $t - $cur->{first_t} > $fig->{span};
+			my $allowed = $burst + $cur->{inflight} + $rate * $self->{late};
 			$viol->($t,
 				sprintf('%s: %.1f admissions beyond %s per second in a window of this stretch '
-					  . '(burst %d, %d client sessions may have been counted late)',
-					$e, $excess, $rate, $burst, $cur->{inflight}))
-			  if $excess > $burst + $cur->{inflight} && !$cur->{reported}++;
+					  . '(burst %d, %d client sessions may have been counted late, '
+					  . '%.1f tokens of a late token waiter)',
+					$e, $excess, $rate, $burst, $cur->{inflight}, $rate * $self->{late}))
+			  if $excess > $allowed && !$cur->{reported}++;
 		}
 		my $m = $a - $rate * $t;
 		$cur->{min} = $m if !defined $cur->{min} || $m < $cur->{min};
