@@ -19,7 +19,11 @@ OBJS = \
 	src/status.o \
 	src/parallel.o \
 	src/utility.o \
-	src/waitsnap.o
+	src/waitsnap.o \
+	src/memestimate.o \
+	src/memgrant.o \
+	src/mincost.o \
+	src/planner.o
 
 EXTENSION = dbgate
 DATA = sql/dbgate--1.0.sql sql/dbgate--1.0--1.1.sql sql/dbgate--1.1--1.2.sql
@@ -53,7 +57,7 @@ PG_CFLAGS = -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-$(OBJS): src/dbgate.h src/compat.h src/fields.h
+$(OBJS): src/dbgate.h src/compat.h src/fields.h src/memgrant.h
 
 .PHONY: tmp_check_dir
 tmp_check_dir:

@@ -1979,6 +1979,8 @@ dbgate_admission_budget_created(DbgateBudget *b)
 	b->token_waiter = -1;
 	b->token_due_ns = 0;
 	pg_atomic_write_u64(&b->lock_check_due, 0);
+	/* grants of a dropped budget that used the entry are not released here */
+	pg_atomic_write_u64(&b->memory_kb_active, 0);
 	dbgate_token_fill(b);
 }
 

@@ -331,7 +331,7 @@ dbgate_classify_slow(void)
 	DbgateLookupCache *c = &dbgate_lookup_cache;
 	Oid			user = GetSessionUserId();
 	uint64		generation = pg_atomic_read_u64(&dbgate_shared->generation);
-	DbgateLookup result = {-1, 0, DBGATE_BY_ROLE, InvalidOid, InvalidOid};
+	DbgateLookup result = {-1, 0, DBGATE_BY_ROLE, InvalidOid, InvalidOid, false};
 	uint32		invals = lookup_invals;
 
 	if (!lookup_callbacks_registered)
@@ -345,6 +345,10 @@ dbgate_classify_slow(void)
 	/* superusers are the administrator's reserve: never gated */
 	if (!superuser_arg(user))
 		classify_user(user, &result);
+	/* mincost.c: the statement path tests this, not the budget */
+	if (result.budget >= 0)
+		result.min_cost =
+			(dbgate_shared->budgets[result.budget].d.conf.min_cost != 0);
 
 	/*
 	 * Valid only if no invalidation arrived while the catalogs were read

@@ -145,4 +145,63 @@ dbgate_find_guc(const char *name)
 #endif
 }
 
+/* All GUC records, and how many (get_guc_variables() counts them in 16+). */
+static inline struct config_generic **
+dbgate_guc_variables(int *n)
+{
+#if PG_VERSION_NUM >= 160000
+	return get_guc_variables(n);
+#else
+	*n = GetNumConfigOptions();
+	return get_guc_variables();
+#endif
+}
+
+/*
+ * Change the source of a GUC record between PGC_S_DEFAULT and another
+ * source without the GUC machinery (gucvar.c: a value that parallel
+ * workers must get).  SerializeGUCState() skips a record whose source is
+ * PGC_S_DEFAULT; from 16 on it also walks only guc.c's list of records
+ * whose source is not PGC_S_DEFAULT (guc_nondef_list, static in guc.c,
+ * linked through nondef_link), which the GUC machinery keeps in step with
+ * the source, so the record joins or leaves that list here too: next to
+ * 'anchor', a record whose source is not PGC_S_DEFAULT and so is on the
+ * list already.  Returns false (and changes nothing) when a record would
+ * have to join the list and there is no anchor.
+ */
+static inline bool
+dbgate_guc_set_source(struct config_generic *rec, GucSource source,
+					  struct config_generic *anchor)
+{
+#if PG_VERSION_NUM >= 160000
+	if (rec->source == PGC_S_DEFAULT && source != PGC_S_DEFAULT)
+	{
+		if (anchor == NULL || anchor == rec || anchor->source == PGC_S_DEFAULT)
+			return false;
+		dlist_insert_after(&anchor->nondef_link, &rec->nondef_link);
+	}
+	else if (rec->source != PGC_S_DEFAULT && source == PGC_S_DEFAULT)
+		dlist_delete(&rec->nondef_link);
+#endif
+	rec->source = source;
+	return true;
+}
+
+/*
+ * An aggregate with ORDER BY or DISTINCT whose input the planner already
+ * sorts (16+) needs no sort of its own in the Agg node.
+ */
+#if PG_VERSION_NUM >= 160000
+#define DBGATE_AGGREF_PRESORTED(aggref)		((aggref)->aggpresorted)
+#else
+#define DBGATE_AGGREF_PRESORTED(aggref)		false
+#endif
+
+/* MERGE's per-relation join conditions are expressions of ModifyTable (17+). */
+#if PG_VERSION_NUM >= 170000
+#define DBGATE_MERGE_JOIN_CONDITIONS(mt)	((mt)->mergeJoinConditions)
+#else
+#define DBGATE_MERGE_JOIN_CONDITIONS(mt)	NIL
+#endif
+
 #endif							/* DBGATE_COMPAT_H */

@@ -27,6 +27,7 @@
 
 #include "compat.h"
 #include "dbgate.h"
+#include "memgrant.h"
 
 DBGATE_MODULE_MAGIC("dbgate", "1.2");
 
@@ -155,8 +156,8 @@ _PG_init(void)
 	ExecutorEnd_hook = dbgate_ExecutorEnd;
 	prev_ProcessUtility = ProcessUtility_hook;
 	ProcessUtility_hook = dbgate_ProcessUtility;
-	/* planner_hook: parallel.c */
-	dbgate_parallel_init();
+	/* planner_hook: planner.c */
+	dbgate_planner_init();
 
 	/* configuration changes travel with the WAL */
 	dbgate_wal_init();
@@ -201,16 +202,48 @@ dbgate_shmem_startup_hook(void)
  * Executor hooks
  * ----------
  */
+static inline void
+next_ExecutorStart(QueryDesc *queryDesc, int eflags)
+{
+	if (prev_ExecutorStart)
+		prev_ExecutorStart(queryDesc, eflags);
+	else
+		standard_ExecutorStart(queryDesc, eflags);
+}
+
+/* memgrant.c: the plan is initialised at the run's granted work_mem */
+static pg_noinline void
+granted_ExecutorStart(QueryDesc *queryDesc, int eflags)
+{
+	DbgateMemStretch st;
+
+	dbgate_memgrant_start(queryDesc, &st);
+	PG_TRY();
+	{
+		next_ExecutorStart(queryDesc, eflags);
+	}
+	PG_CATCH();
+	{
+		dbgate_memgrant_leave(queryDesc, &st, true);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	dbgate_memgrant_leave(queryDesc, &st, false);
+}
+
 static void
 dbgate_ExecutorStart(QueryDesc *queryDesc, int eflags)
 {
 	dbgate_slot_executor_start(queryDesc, eflags);
 	dbgate_parallel_executor_start(queryDesc);
 
-	if (prev_ExecutorStart)
-		prev_ExecutorStart(queryDesc, eflags);
-	else
-		standard_ExecutorStart(queryDesc, eflags);
+	/* memgrant.c: a run under a slot with max_memory_mb gets a grant */
+	if (unlikely(dbgate_memgrant_slot) && !(eflags & EXEC_FLAG_EXPLAIN_ONLY))
+	{
+		granted_ExecutorStart(queryDesc, eflags);
+		return;
+	}
+	next_ExecutorStart(queryDesc, eflags);
 }
 
 /* the next hook in the chain, or the standard executor */
@@ -277,9 +310,15 @@ dbgate_ExecutorFinish(QueryDesc *queryDesc)
 	/*
 	 * As ExecutorRun: budget limits apply here too (after triggers run
 	 * here), and a CLOSE of a cursor inside a savepoint runs it in another
-	 * subtransaction than the cursor's.
+	 * subtransaction than the cursor's.  A plain SELECT has nothing left to
+	 * do here (no ModifyTable to finish, no trigger queued by it): its
+	 * limits are not applied again -- that would only arm and disarm the
+	 * timers once more -- unless a subtransaction started under the slot.
 	 */
-	if (likely(dbgate_nrefs == 0) || likely(!dbgate_run_work))
+	if (likely(dbgate_nrefs == 0) || likely(!dbgate_run_work) ||
+		(queryDesc->operation == CMD_SELECT &&
+		 !queryDesc->plannedstmt->hasModifyingCTE &&
+		 !dbgate_refs_span_subxacts))
 	{
 		next_ExecutorFinish(queryDesc);
 		return;
@@ -314,7 +353,12 @@ dbgate_ExecutorEnd(QueryDesc *queryDesc)
 		standard_ExecutorEnd(queryDesc);
 
 	if (dbgate_nrefs > 0)
+	{
+		/* memgrant.c: the run's grant goes back */
+		if (unlikely(dbgate_memgrant_nrecs > 0))
+			dbgate_memgrant_end(queryDesc);
 		dbgate_slot_executor_end(queryDesc);
+	}
 }
 
 /* the next hook in the chain, or the standard function */
@@ -357,6 +401,46 @@ gated_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 	dbgate_utility_end();
 }
 
+/* a gated command, or the next hook */
+static void
+gate_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
+					bool readOnlyTree, ProcessUtilityContext context,
+					ParamListInfo params, QueryEnvironment *queryEnv,
+					DestReceiver *dest, QueryCompletion *qc)
+{
+	if (dbgate_shared != NULL && dbgate_utility_takes_slot(pstmt, context) &&
+		dbgate_utility_begin())
+		gated_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+							 params, queryEnv, dest, qc);
+	else
+		next_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+							params, queryEnv, dest, qc);
+}
+
+/*
+ * mincost.c: the query of CREATE TABLE AS, SELECT INTO, CREATE
+ * MATERIALIZED VIEW and REFRESH MATERIALIZED VIEW writes a table: it is
+ * never let through as a cheap read.
+ */
+static pg_noinline void
+writer_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
+					  bool readOnlyTree, ProcessUtilityContext context,
+					  ParamListInfo params, QueryEnvironment *queryEnv,
+					  DestReceiver *dest, QueryCompletion *qc)
+{
+	dbgate_mincost_writer_depth++;
+	PG_TRY();
+	{
+		gate_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+							params, queryEnv, dest, qc);
+	}
+	PG_FINALLY();
+	{
+		dbgate_mincost_writer_depth--;
+	}
+	PG_END_TRY();
+}
+
 /*
  * ProcessUtility: DROP ROLE and DROP DATABASE also remove the dropped
  * objects' assignments, in the same transaction.  Heavy utility commands
@@ -397,12 +481,11 @@ dbgate_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 
 	if (dbgate_shared != NULL)
 		dbgate_slot_utility_start();
-	if (dbgate_shared != NULL && dbgate_utility_takes_slot(pstmt, context) &&
-		dbgate_utility_begin())
-		gated_ProcessUtility(pstmt, queryString, readOnlyTree, context,
-							 params, queryEnv, dest, qc);
+	if (dbgate_shared != NULL && dbgate_mincost_writer_command(parsetree))
+		writer_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+							  params, queryEnv, dest, qc);
 	else
-		next_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+		gate_ProcessUtility(pstmt, queryString, readOnlyTree, context,
 							params, queryEnv, dest, qc);
 	if (dbgate_shared != NULL)
 		dbgate_slot_utility_done(pstmt, context == PROCESS_UTILITY_TOPLEVEL);

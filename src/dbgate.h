@@ -23,10 +23,16 @@
  *	  wal.c			WAL records of configuration changes and their redo
  *	  sqlfuncs.c	SQL-callable configuration functions, dbgate.budgets
  *	  status.c		the live views dbgate.status and dbgate.backends
- *	  parallel.c	a budget's parallel_workers: planner, plan and maintenance
+ *	  parallel.c	a budget's parallel_workers: the cap, plan and maintenance
  *					capping
  *	  utility.c		which utility commands take a slot
  *	  waitsnap.c	a queued statement holds no snapshot while it waits
+ *	  memestimate.c	the working memory a plan may use (memgrant.h)
+ *	  memgrant.c	memory grants: a statement's work_mem (memgrant.h)
+ *	  mincost.c		cheap read-only statements that are not gated
+ *					(memgrant.h)
+ *	  planner.c		the planner hook: the parallel cap, plans that fit a
+ *					slot's memory (memgrant.h)
  *
  *-------------------------------------------------------------------------
  */
@@ -38,6 +44,7 @@
 #include "access/xact.h"
 #include "access/xlogdefs.h"
 #include "executor/execdesc.h"
+#include "nodes/plannodes.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
 #include "storage/lwlock.h"
@@ -452,6 +459,9 @@ typedef struct DbgateLookup
 	DbgateRule	rule;
 	Oid			via;			/* DBGATE_BY_MEMBER: the assigned group */
 	Oid			user;			/* the session user it was made for */
+	bool		min_cost;		/* the budget had a min_cost (mincost.c):
+								 * every configuration change makes the
+								 * backend classify again */
 } DbgateLookup;
 
 /*
@@ -533,7 +543,8 @@ typedef enum DbgateAdmit
 
 /* slot.c: the life of this backend's slot */
 extern int	dbgate_nrefs;		/* references keeping this backend's slot */
-extern bool dbgate_slot_has_limits; /* the slot's budget has timeouts */
+extern bool dbgate_slot_has_limits; /* the slot's budget has timeouts or
+									 * max_memory_mb */
 extern bool dbgate_refs_span_subxacts;
 extern bool dbgate_run_work;	/* ExecutorRun/Finish have work to do */
 extern bool dbgate_slot_busy;	/* the transaction's end has work to do */
@@ -639,8 +650,38 @@ extern int	dbgate_admission_backends(int idx, DbgateBackendRow *rows,
 extern uint64 dbgate_admission_oldest_wait(int idx);
 extern int	dbgate_admission_idle_count(int idx);
 
+/*
+ * The child plans of a plan node other than lefttree and righttree (the
+ * members of an Append, MergeAppend, BitmapAnd, BitmapOr or CustomScan);
+ * a SubqueryScan's plan comes back in *subplan.  For the plan walks of
+ * parallel.c and memestimate.c.
+ */
+static inline List *
+dbgate_plan_children(Plan *plan, Plan **subplan)
+{
+	*subplan = NULL;
+	switch (nodeTag(plan))
+	{
+		case T_Append:
+			return ((Append *) plan)->appendplans;
+		case T_MergeAppend:
+			return ((MergeAppend *) plan)->mergeplans;
+		case T_BitmapAnd:
+			return ((BitmapAnd *) plan)->bitmapplans;
+		case T_BitmapOr:
+			return ((BitmapOr *) plan)->bitmapplans;
+		case T_CustomScan:
+			return ((CustomScan *) plan)->custom_plans;
+		case T_SubqueryScan:
+			*subplan = ((SubqueryScan *) plan)->subplan;
+			return NIL;
+		default:
+			return NIL;
+	}
+}
+
 /* parallel.c */
-extern void dbgate_parallel_init(void);
+extern int	dbgate_parallel_cap(void);
 extern void dbgate_parallel_executor_start_slow(QueryDesc *queryDesc);
 extern void dbgate_parallel_utility(ProcessUtility_hook_type next,
 									PlannedStmt *pstmt,
@@ -680,6 +721,9 @@ typedef struct DbgateGucOverride
 	int			value;			/* the value set */
 	int			session;		/* the session's value before */
 	Oid			session_srole;	/* and the role that set it */
+	int			session_source; /* and its GucSource */
+	bool		moved_source;	/* the record's source was moved from
+								 * PGC_S_DEFAULT (for parallel workers) */
 	struct guc_stack *stack;	/* top of its GUC stack then */
 	int			stack_state;	/* that entry's state, or -1 */
 } DbgateGucOverride;
@@ -687,7 +731,20 @@ typedef struct DbgateGucOverride
 extern void dbgate_guc_override_apply(DbgateGucOverride *o,
 									  struct config_generic *rec,
 									  int *variable, int value);
+extern void dbgate_guc_override_apply_to_workers(DbgateGucOverride *o,
+												 struct config_generic *rec,
+												 int *variable, int value);
 extern void dbgate_guc_override_restore(DbgateGucOverride *o);
+
+/*
+ * memgrant.c: a stretch of work (ExecutorStart, ExecutorRun, ExecutorFinish)
+ * of a run with a memory grant.
+ */
+typedef struct DbgateMemStretch
+{
+	bool		entered;		/* counted in the stretch depth */
+	DbgateGucOverride wm;		/* work_mem lowered for the stretch */
+} DbgateMemStretch;
 
 typedef struct DbgateLimitState
 {
@@ -698,6 +755,7 @@ typedef struct DbgateLimitState
 	TimestampTz stmt_session_fin;	/* its finish time */
 	TimestampTz stmt_our_fin;	/* the finish time we set */
 	DbgateGucOverride lock;		/* lock_timeout */
+	DbgateMemStretch mem;		/* memgrant.c: the run's work_mem */
 } DbgateLimitState;
 
 extern void dbgate_limits_apply(DbgateLimitState *st, TimestampTz start,

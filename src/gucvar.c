@@ -38,6 +38,14 @@
  *	  - The current value is put back only if it is still the override's
  *		(the record still carries the mark); a value the statement set
  *		stays.
+ *	  - Parallel workers get the leader's settings from SerializeGUCState(),
+ *		which skips a setting whose source is PGC_S_DEFAULT.  An override
+ *		that must reach the workers (a budget's lowered work_mem, see
+ *		memgrant.c) therefore also marks a default-sourced record as set by
+ *		the session for the stretch (on PostgreSQL 16 and later this puts it
+ *		on guc.c's list of non-default settings, see compat.h), and every
+ *		place that gets the session's value back gets its source back too.
+ *		The worker sets the value with the leader's source and srole.
  *
  *-------------------------------------------------------------------------
  */
@@ -65,10 +73,54 @@ dbgate_guc_override_apply(DbgateGucOverride *o, struct config_generic *rec,
 	o->value = value;
 	o->session = *o->variable;
 	o->session_srole = rec->srole;
+	o->session_source = (int) rec->source;
+	o->moved_source = false;
 	o->stack = rec->stack;
 	o->stack_state = rec->stack ? (int) rec->stack->state : -1;
 	*o->variable = value;
 	rec->srole = OVERRIDE_SROLE;
+}
+
+/*
+ * A record whose source is not PGC_S_DEFAULT, other than rec: one already
+ * on guc.c's list of non-default settings (compat.h).  data_directory is
+ * set by the postmaster of every server; any other will do as well.
+ */
+static struct config_generic *
+nondefault_anchor(struct config_generic *rec)
+{
+	static struct config_generic *anchor = NULL;
+	struct config_generic **vars;
+	int			n;
+	int			i;
+
+	if (anchor != NULL && anchor != rec && anchor->source != PGC_S_DEFAULT)
+		return anchor;
+	anchor = dbgate_find_guc("data_directory");
+	if (anchor != NULL && anchor != rec && anchor->source != PGC_S_DEFAULT)
+		return anchor;
+	vars = dbgate_guc_variables(&n);
+	for (i = 0; i < n; i++)
+	{
+		if (vars[i] != rec && vars[i]->source != PGC_S_DEFAULT)
+			return anchor = vars[i];
+	}
+	return anchor = NULL;
+}
+
+/*
+ * As dbgate_guc_override_apply(), and the value also goes to the parallel
+ * workers launched while the override is in place (see the file header).
+ */
+void
+dbgate_guc_override_apply_to_workers(DbgateGucOverride *o,
+									 struct config_generic *rec,
+									 int *variable, int value)
+{
+	dbgate_guc_override_apply(o, rec, variable, value);
+	if (rec->source == PGC_S_DEFAULT &&
+		dbgate_guc_set_source(rec, PGC_S_SESSION, nondefault_anchor(rec)))
+		o->moved_source = true;
 }
 
 /* Does a saved GUC value hold the override's value? */
@@ -101,6 +153,8 @@ dbgate_guc_override_restore(DbgateGucOverride *o)
 		{
 			e->prior.val.intval = o->session;
 			e->srole = o->session_srole;
+			if (o->moved_source)
+				e->source = (GucSource) o->session_source;
 		}
 		if (e->state == GUC_SET_LOCAL &&
 			is_override(o, e->masked.val.intval, e->masked_srole))
@@ -129,6 +183,10 @@ dbgate_guc_override_restore(DbgateGucOverride *o)
 	{
 		*o->variable = o->session;
 		rec->srole = o->session_srole;
+		if (o->moved_source && rec->source == PGC_S_SESSION)
+			(void) dbgate_guc_set_source(rec, (GucSource) o->session_source,
+										 NULL);
 	}
 	o->applied = false;
+	o->moved_source = false;
 }

@@ -13,13 +13,13 @@
  * never gated at all.
  *
  * Two places apply it:
- *	  - Planning (planner_hook): while the statement is planned the variable
- *		behind max_parallel_workers_per_gather holds the cap, and the
- *		session's value is put back when planning returns, normally or by
- *		error, without the GUC machinery and keeping what planning itself
- *		does to the setting (gucvar.c, as for the budget's lock_timeout).
- *		So `SHOW max_parallel_workers_per_gather` afterwards shows the
- *		session's own value.
+ *	  - Planning (planner.c's planner hook): while the statement is planned
+ *		the variable behind max_parallel_workers_per_gather holds the cap,
+ *		and the session's value is put back when planning returns, normally
+ *		or by error, without the GUC machinery and keeping what planning
+ *		itself does to the setting (gucvar.c, as for the budget's
+ *		lock_timeout).  So `SHOW max_parallel_workers_per_gather` afterwards
+ *		shows the session's own value.
  *	  - Execution (ExecutorStart): a plan made earlier, before the budget
  *		was changed or the session was classified into it (a prepared
  *		statement, a cached PL/pgSQL plan), may ask for more workers.  Its
@@ -68,33 +68,19 @@
 #include "nodes/parsenodes.h"
 #include "nodes/plannodes.h"
 #include "optimizer/cost.h"
-#include "optimizer/planner.h"
 #include "utils/guc.h"
 #include "utils/guc_tables.h"
 
 #include "compat.h"
 #include "dbgate.h"
 
-static planner_hook_type prev_planner = NULL;
-static struct config_generic *workers_rec = NULL;
 static struct config_generic *maintenance_rec = NULL;
-
-static PlannedStmt *dbgate_planner(Query *parse, const char *query_string,
-								   int cursorOptions,
-								   ParamListInfo boundParams);
-
-void
-dbgate_parallel_init(void)
-{
-	prev_planner = planner_hook;
-	planner_hook = dbgate_planner;
-}
 
 /*
  * The cap for this backend's statements, or -1 for none.
  */
-static inline int
-parallel_cap(void)
+int
+dbgate_parallel_cap(void)
 {
 	const DbgateLookup *lk;
 	const DbgateBudget *b;
@@ -112,60 +98,6 @@ parallel_cap(void)
 }
 
 /* ----------
- * Planning
- * ----------
- */
-static inline PlannedStmt *
-next_planner(Query *parse, const char *query_string, int cursorOptions,
-			 ParamListInfo boundParams)
-{
-	if (prev_planner)
-		return prev_planner(parse, query_string, cursorOptions, boundParams);
-	return standard_planner(parse, query_string, cursorOptions, boundParams);
-}
-
-/* Plan with the cap applied, and undo it on every exit. */
-static pg_noinline PlannedStmt *
-planner_capped(Query *parse, const char *query_string, int cursorOptions,
-			   ParamListInfo boundParams, int cap)
-{
-	PlannedStmt *result;
-	DbgateGucOverride o;
-
-	if (workers_rec == NULL)
-		workers_rec = dbgate_find_guc("max_parallel_workers_per_gather");
-	if (workers_rec == NULL)
-		return next_planner(parse, query_string, cursorOptions, boundParams);
-	dbgate_guc_override_apply(&o, workers_rec, &max_parallel_workers_per_gather,
-							  cap);
-	PG_TRY();
-	{
-		result = next_planner(parse, query_string, cursorOptions, boundParams);
-	}
-	PG_CATCH();
-	{
-		dbgate_guc_override_restore(&o);
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-	dbgate_guc_override_restore(&o);
-
-	return result;
-}
-
-static PlannedStmt *
-dbgate_planner(Query *parse, const char *query_string, int cursorOptions,
-			   ParamListInfo boundParams)
-{
-	int			cap = parallel_cap();
-
-	if (likely(cap < 0 || cap >= max_parallel_workers_per_gather))
-		return next_planner(parse, query_string, cursorOptions, boundParams);
-	return planner_capped(parse, query_string, cursorOptions, boundParams,
-						  cap);
-}
-
-/* ----------
  * Execution
  * ----------
  */
@@ -178,7 +110,8 @@ dbgate_planner(Query *parse, const char *query_string, int cursorOptions,
 static bool
 plan_over_cap(Plan *plan, int cap, bool apply)
 {
-	List	   *children = NIL;
+	List	   *children;
+	Plan	   *subplan;
 	bool		over = false;
 	ListCell   *lc;
 
@@ -212,28 +145,13 @@ plan_over_cap(Plan *plan, int cap, bool apply)
 				}
 			}
 			break;
-		case T_Append:
-			children = ((Append *) plan)->appendplans;
-			break;
-		case T_MergeAppend:
-			children = ((MergeAppend *) plan)->mergeplans;
-			break;
-		case T_BitmapAnd:
-			children = ((BitmapAnd *) plan)->bitmapplans;
-			break;
-		case T_BitmapOr:
-			children = ((BitmapOr *) plan)->bitmapplans;
-			break;
-		case T_SubqueryScan:
-			over = plan_over_cap(((SubqueryScan *) plan)->subplan, cap, apply);
-			break;
-		case T_CustomScan:
-			children = ((CustomScan *) plan)->custom_plans;
-			break;
 		default:
 			break;
 	}
 
+	children = dbgate_plan_children(plan, &subplan);
+	if (subplan != NULL)
+		over |= plan_over_cap(subplan, cap, apply);
 	foreach(lc, children)
 	{
 		if (over && !apply)
@@ -272,7 +190,7 @@ dbgate_parallel_executor_start_slow(QueryDesc *queryDesc)
 	PlannedStmt *pstmt = queryDesc->plannedstmt;
 	int			cap;
 
-	cap = parallel_cap();
+	cap = dbgate_parallel_cap();
 	if (cap < 0 || !stmt_over_cap(pstmt, cap, false))
 		return;
 
@@ -354,7 +272,7 @@ dbgate_parallel_utility(ProcessUtility_hook_type next, PlannedStmt *pstmt,
 	int			cap;
 
 	if (likely(!uses_maintenance_workers(pstmt->utilityStmt)) ||
-		(cap = parallel_cap()) < 0 || cap >= max_parallel_maintenance_workers)
+		(cap = dbgate_parallel_cap()) < 0 || cap >= max_parallel_maintenance_workers)
 	{
 		next(pstmt, queryString, readOnlyTree, context, params, queryEnv,
 			 dest, qc);

@@ -95,6 +95,7 @@
 
 #include "compat.h"
 #include "dbgate.h"
+#include "memgrant.h"
 
 typedef enum SlotState
 {
@@ -215,6 +216,9 @@ slot_enter(SlotState to, TimestampTz since)
 			 */
 			if (unlikely(proc_exit_inprogress) && dbgate_idle_timeout_fired())
 				dbgate_admission_count_terminated_idle(&slot_chain);
+			/* memgrant.c: the slot's memory grants go with it */
+			if (unlikely(dbgate_memgrant_slot))
+				dbgate_memgrant_slot_released();
 			dbgate_admission_return(&slot_chain, slot_admitted_at);
 			/* nothing left for the transaction's end */
 			if (dbgate_nrefs == 0 && refs == inline_refs && !utility_running)
@@ -249,6 +253,15 @@ slot_enter(SlotState to, TimestampTz since)
 static void
 slot_admitted(void)
 {
+	/*
+	 * memgrant.c: what the slot's memory grants need (in shadow mode they
+	 * are counted, and lower nothing); ExecutorRun and ExecutorFinish then
+	 * have work to do (dbgate_run_begin()).
+	 */
+	if (unlikely(slot_limits.max_memory_mb > 0))
+		dbgate_memgrant_slot_taken(&slot_chain, slot_limits.max_active,
+								   slot_limits.max_memory_mb,
+								   slot_limits.enforce);
 	if (!slot_limits.enforce)
 	{
 		/* shadow mode applies no limit */
@@ -259,7 +272,8 @@ slot_admitted(void)
 	}
 	dbgate_slot_has_limits = (slot_limits.statement_timeout_ms > 0 ||
 							  slot_limits.lock_timeout_ms > 0 ||
-							  slot_limits.idle_timeout_ms > 0);
+							  slot_limits.idle_timeout_ms > 0 ||
+							  dbgate_memgrant_slot);
 	slot_state = SLOT_RUNNING;
 	dbgate_slot_busy = true;
 	/* no reference yet, so no subtransaction spans one */
@@ -531,6 +545,9 @@ dbgate_slot_executor_start(QueryDesc *queryDesc, int eflags)
 		lk = dbgate_classify();
 		if (lk->budget < 0)
 			return;
+		/* mincost.c: a read cheaper than the budget's min_cost is not gated */
+		if (dbgate_mincost_bypass(lk, queryDesc))
+			return;
 		if (!gate(lk, false, queryDesc))
 			return;
 		add_ref(queryDesc, REF_RUN, queryDesc->plannedstmt);
@@ -549,10 +566,11 @@ dbgate_slot_executor_start(QueryDesc *queryDesc, int eflags)
 
 /*
  * ExecutorRun/ExecutorFinish begin.  Returns true when budget limits were
- * applied; the caller must then call dbgate_run_end() on every exit,
- * including errors.  Without limits dbgate_run_end() is still needed on
- * normal exit to mark the run finished (on error the mark stays, which is
- * how a subtransaction abort recognises a run that died in it).
+ * applied (or a memory grant's work_mem, memgrant.c); the caller must then
+ * call dbgate_run_end() on every exit, including errors.  Without limits
+ * dbgate_run_end() is still needed on normal exit to mark the run finished
+ * (on error the mark stays, which is how a subtransaction abort recognises
+ * a run that died in it).
  */
 bool
 dbgate_run_begin(QueryDesc *queryDesc, DbgateLimitState *st)
@@ -610,6 +628,22 @@ dbgate_run_begin(QueryDesc *queryDesc, DbgateLimitState *st)
 		dbgate_limits_apply(st, base, slot_limits.statement_timeout_ms,
 							slot_limits.lock_timeout_ms);
 	}
+
+	/*
+	 * memgrant.c: a run with a memory grant runs at its work_mem (a slot
+	 * of a budget with max_memory_mb counts as one with limits).
+	 */
+	st->mem.entered = false;
+	if (unlikely(dbgate_memgrant_nrecs > 0))
+	{
+		if (!st->applied)
+		{
+			st->stmt_armed = false;
+			st->lock.applied = false;
+		}
+		dbgate_memgrant_enter(queryDesc, &st->mem);
+		st->applied |= st->mem.entered;
+	}
 	return st->applied;
 }
 
@@ -617,7 +651,12 @@ void
 dbgate_run_end(QueryDesc *queryDesc, DbgateLimitState *st, bool is_error)
 {
 	if (st->applied)
+	{
 		dbgate_limits_restore(st, is_error);
+		/* memgrant.c */
+		if (st->mem.entered)
+			dbgate_memgrant_leave(queryDesc, &st->mem, is_error);
+	}
 	if (st->tracked && !is_error)
 	{
 		int			i = find_ref(queryDesc);
@@ -685,6 +724,10 @@ void
 dbgate_slot_subxact_abort(SubTransactionId mySubid)
 {
 	int			i;
+
+	/* memgrant.c: the grants of the runs that died in it go back */
+	if (unlikely(dbgate_memgrant_nrecs > 0))
+		dbgate_memgrant_subxact_abort(mySubid);
 
 	if (dbgate_nrefs == 0)
 	{

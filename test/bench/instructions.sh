@@ -21,8 +21,10 @@
 # assignment; the database is in the budget).  1.2: parent (the budget has
 # a parent that never fills: a two-level chain), rate (the budget has a
 # max_rate and rate_burst that never limit), lifo (queue_order 'lifo'),
-# memory (max_memory_mb) and mincost (min_cost below the statement's cost,
-# so it is still gated); memory and mincost are skipped, with a line that
+# memory (max_memory_mb: every statement gets a grant, of nothing for this
+# query), mincost (min_cost below the statement's cost, so it is still
+# gated) and bypass (min_cost above it: the statement passes without a
+# slot); memory and mincost are skipped, with a line that
 # says so, when the installed dbgate shows no effect of them (a probe: a
 # statement's memory grant in dbgate.backends, a cheap statement counted in
 # bypassed).  Every mode after budget is also compared with budget:
@@ -40,9 +42,9 @@ set -euo pipefail
 N=${1:-1000}
 shift || true
 MODES=("$@")
-[ ${#MODES[@]} -gt 0 ] || MODES=(notloaded unassigned budget limits member database parent rate lifo memory mincost)
+[ ${#MODES[@]} -gt 0 ] || MODES=(notloaded unassigned budget limits member database parent rate lifo memory mincost bypass)
 for m in "${MODES[@]}"; do
-	case $m in notloaded|unassigned|budget|limits|member|database|parent|rate|lifo|memory|mincost) ;;
+	case $m in notloaded|unassigned|budget|limits|member|database|parent|rate|lifo|memory|mincost|bypass) ;;
 	*) echo "unknown mode: $m" >&2; exit 2 ;; esac
 done
 
@@ -142,6 +144,8 @@ EOS
 				-c "SELECT dbgate.assign_role('bench_instr', 'instr')" >/dev/null ;;
 		mincost) psql_su -c "SELECT dbgate.create_budget('instr', 100, 0, min_cost => 1)" \
 				-c "SELECT dbgate.assign_role('bench_instr', 'instr')" >/dev/null ;;
+		bypass) psql_su -c "SELECT dbgate.create_budget('instr', 100, 0, min_cost => 100)" \
+				-c "SELECT dbgate.assign_role('bench_instr', 'instr')" >/dev/null ;;
 		esac
 	fi
 	as_pg "$BINDIR/pg_ctl" -D "$WORK/data" stop -m fast -w >/dev/null
@@ -221,8 +225,8 @@ base=
 declare -A HOOKS
 pct() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (a - b) * 100 / b }'; }
 for mode in "${MODES[@]}"; do
-	if [ "$mode" = memory ] || [ "$mode" = mincost ]; then
-		if [ "$(probe "$mode")" != yes ]; then
+	if [ "$mode" = memory ] || [ "$mode" = mincost ] || [ "$mode" = bypass ]; then
+		if [ "$(probe "${mode/bypass/mincost}")" != yes ]; then
 			printf '%-11s skipped: the installed dbgate shows no effect of %s\n' "$mode" \
 				"$([ "$mode" = memory ] && echo max_memory_mb || echo min_cost)"
 			continue

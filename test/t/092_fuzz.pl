@@ -558,7 +558,7 @@ for my $b (sort grep { $leaf{$_} } keys %BUDGETS)
 }
 # 1.2: the wait histogram is cumulative and ends with every admission
 my $hist = $admin->selectall_arrayref(
-	q{SELECT budget, le_ms::text, count FROM dbgate.wait_histogram ORDER BY budget, le_ms})
+	q{SELECT budget, le_ms::text AS le, count FROM dbgate.wait_histogram h ORDER BY budget, h.le_ms})
   if $admin->selectrow_array(q{SELECT to_regclass('dbgate.wait_histogram') IS NOT NULL});
 if ($hist)
 {
