@@ -6,9 +6,10 @@
 # counters: a rate-limited budget makes the second of two statements of a
 # standby session wait for its token, a parent's max_active holds back a
 # statement of another child on the standby (it waits in its own budget's
-# queue, and is refused with the parent's DETAIL when that is full); the
-# primary's counters see none of it.  A promoted standby keeps the
-# configuration and goes on enforcing it.
+# queue, and is refused with the parent's DETAIL when that is full), a
+# child's memory grant counts at both levels, a statement below min_cost
+# passes ungated; the primary's counters see none of it.  A promoted
+# standby keeps the configuration and goes on enforcing it.
 use strict;
 use warnings FATAL => 'all';
 
@@ -27,6 +28,7 @@ $primary->safe_psql(
 	'postgres', q{
 	CREATE EXTENSION dbgate;
 	CREATE ROLE c12_rate LOGIN;
+	CREATE ROLE c12_cheap LOGIN;
 	CREATE ROLE c12_one LOGIN;
 	CREATE ROLE c12_two LOGIN;
 	SELECT dbgate.create_budget('c12_before', 2, parent => NULL);
@@ -77,8 +79,9 @@ $primary->safe_psql(
 	                            min_cost => 0);
 	SELECT dbgate.create_budget('c12_two', 2, 1, parent => 'c12_parent', weight => 1,
 	                            queue_timeout => '1min', fair => false);
-	SELECT dbgate.create_budget('c12_rate', 4, 4, max_rate => 2, rate_burst => 1,
-	                            min_cost => 0.5);
+	SELECT dbgate.create_budget('c12_rate', 4, 4, max_rate => 2, rate_burst => 1);
+	SELECT dbgate.create_budget('c12_cheap', 1, 0, min_cost => 1000.5);
+	SELECT dbgate.assign_role('c12_cheap', 'c12_cheap');
 	SELECT dbgate.assign_role('c12_one', 'c12_one');
 	SELECT dbgate.assign_role('c12_two', 'c12_two');
 	SELECT dbgate.assign_role('c12_rate', 'c12_rate');
@@ -90,8 +93,10 @@ like($conf,
 	'the child has its queue order, overtake_limit, parent, weight and memory');
 like($conf, qr/^\(c12_parent,1,0,.*,fifo,00:00:00\.1,,7,1000,20,0,0\)$/m,
 	'the parent has its weight and rate');
-like($conf, qr/^\(c12_rate,4,4,.*,,1,2,1,0,0\.5\)$/m,
-	'the rate-limited budget has its rate, burst and min_cost');
+like($conf, qr/^\(c12_rate,4,4,.*,,1,2,1,0,0\)$/m,
+	'the rate-limited budget has its rate and burst');
+like($conf, qr/^\(c12_cheap,1,0,.*,,1,0,1,0,1000\.5\)$/m,
+	'the budget of cheap reads has its min_cost');
 
 # ---------------------------------------------------------------------------
 # 2. the standby enforces the rate for its own sessions: at 2 per second
@@ -125,9 +130,20 @@ sub hierarchy_ok
 {
 	my ($node, $what) = @_;
 	my $holder = DbgateTest::Session->new($node, user => 'c12_one');
-	$holder->send('SELECT pg_sleep(600)');
+	# a Sort and a Function Scan: twice work_mem (4 MB), within the
+	# slot's 32 MB of c12_one's 64
+	$holder->send('SELECT pg_sleep(600) FROM (SELECT g FROM generate_series(1, 10) g '
+		  . 'ORDER BY g) s LIMIT 1');
 	poll_ok($node, q{SELECT active FROM dbgate.status WHERE budget = 'c12_parent'},
 		'1', "$what: a statement of one child holds the parent's slot");
+	is($node->safe_psql('postgres',
+			q{SELECT string_agg(budget || ':' || memory_mb_active, ' ' ORDER BY budget)
+			    FROM dbgate.status WHERE budget LIKE 'c12_%'}),
+		'c12_before:0 c12_cheap:0 c12_one:8 c12_parent:8 c12_rate:0 c12_two:0',
+		"$what: its grant of 8 MB counts at the child and at the parent");
+	is($node->safe_psql('postgres',
+			'SELECT memory_mb FROM dbgate.backends WHERE pid = ' . $holder->pid),
+		'8', "$what: and in dbgate.backends");
 	my $waiter = DbgateTest::Session->new($node, user => 'c12_two');
 	$waiter->send('SELECT 42');
 	poll_ok($node, 'SELECT state FROM dbgate.backends WHERE pid = ' . $waiter->pid,
@@ -152,8 +168,27 @@ sub hierarchy_ok
 }
 
 hierarchy_ok($standby, 'hierarchy on the standby');
+
+# a statement below min_cost passes the standby's gate; a costly one not
+sub cheap_ok
+{
+	my ($node, $what) = @_;
+	my ($st, $out) = run_sql($node, 'SELECT 42', user => 'c12_cheap');
+	is($out, '42', "$what: a cheap read runs");
+	($st, $out) = run_sql($node, 'SELECT count(*) FROM generate_series(1, 1000000)',
+		user => 'c12_cheap');
+	is($out, '1000000', "$what: a costly one runs");
+	is($node->safe_psql('postgres',
+			q{SELECT admitted || ':' || bypassed FROM dbgate.status WHERE budget = 'c12_cheap'}),
+		'1:1', "$what: the cheap one passed ungated (bypassed), the costly one was admitted");
+	return;
+}
+cheap_ok($standby, 'min_cost on the standby');
 is(counts($primary, 'c12_two') . ' ' . counts($primary, 'c12_parent'),
 	'0:0:0:0:0:0 0:0:0:0:0:0', 'hierarchy on the standby: the primary counted nothing');
+is($primary->safe_psql('postgres',
+		q{SELECT admitted || ':' || bypassed FROM dbgate.status WHERE budget = 'c12_cheap'}),
+	'0:0', 'min_cost on the standby: the primary counted nothing');
 
 # the standby's counters are its own to reset
 $standby->safe_psql('postgres', 'SELECT dbgate.reset_stats()');
@@ -206,6 +241,7 @@ is(counts($standby, 'c12_rate'), '0:0:2:1:1:0',
 	'rate after promotion: one admission waited for a token');
 $r->quit;
 hierarchy_ok($standby, 'hierarchy after promotion');
+cheap_ok($standby, 'min_cost after promotion');
 
 # a change on the promoted server is enforced like one replayed
 my ($pst) = run_sql($standby,

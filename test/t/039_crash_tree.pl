@@ -9,8 +9,9 @@
 # killed with SIGKILL and started again.  After each:
 #  - every level's active and queued are 0, and so is every counter
 #    (also those of 1.2: oldest_wait, admitted_overdue, rate_limited,
-#    would_queue) and every bucket of dbgate.wait_histogram;
-#    dbgate.backends is empty;
+#    would_queue, memory_mb_active: the holders' sorts had memory grants
+#    counted at all three levels) and every bucket of
+#    dbgate.wait_histogram; dbgate.backends is empty;
 #  - the configuration, with every 1.2 field, is as committed;
 #  - new statements are gated at every level, each level seen holding a
 #    statement back by the DETAIL of its 53300: the leaf's own limit, the
@@ -44,7 +45,8 @@ $node->safe_psql(
 	SELECT dbgate.create_budget('ct_leaf', 2, 1, queue_timeout => '10min',
 	                            parent => 'ct_mid', weight => 3,
 	                            queue_order => 'lifo', overtake_limit => '50ms',
-	                            max_rate => 500, rate_burst => 50);
+	                            max_rate => 500, rate_burst => 50,
+	                            max_memory_mb => 64);
 	SELECT dbgate.create_budget('ct_leaf2', 2, 0, parent => 'ct_mid');
 	SELECT dbgate.create_budget('ct_side', 2, 0, parent => 'ct_root', weight => 5);
 	SELECT dbgate.assign_role('ct_user', 'ct_leaf');
@@ -54,7 +56,7 @@ $node->safe_psql(
 
 my $config_sql = q{SELECT string_agg(b::text, E'\n' ORDER BY budget) FROM dbgate.budgets b};
 my $config = $node->safe_psql('postgres', $config_sql);
-like($config, qr/^\(ct_leaf,2,1,00:10:00,.*,lifo,00:00:00\.05,ct_mid,3,500,50,0,0\)$/m,
+like($config, qr/^\(ct_leaf,2,1,00:10:00,.*,lifo,00:00:00\.05,ct_mid,3,500,50,64,0\)$/m,
 	'the leaf has its 1.2 fields');
 
 my @LEVELS = qw(ct_root ct_mid ct_leaf ct_leaf2 ct_side);
@@ -77,15 +79,22 @@ sub load
 {
 	my ($what) = @_;
 	my @s;
-	# two holders in the leaf: ct_leaf 2, ct_mid 2, ct_root 2
+	# two holders in the leaf: ct_leaf 2, ct_mid 2, ct_root 2; each with a
+	# Sort and a Function Scan, a grant of twice work_mem (4 MB)
 	for (1 .. 2)
 	{
 		my $h = DbgateTest::Session->new($node, user => 'ct_user');
-		$h->send('SELECT pg_sleep(600)');
+		$h->send('SELECT pg_sleep(600) FROM (SELECT g FROM generate_series(1, 10) g '
+			  . 'ORDER BY g) s LIMIT 1');
 		push @s, $h;
 	}
 	poll_ok($node, q{SELECT active FROM dbgate.status WHERE budget = 'ct_leaf'},
 		'2', "$what: two statements hold slots of the leaf");
+	poll_ok($node,
+		q{SELECT string_agg(budget || ':' || memory_mb_active, ' ' ORDER BY budget)
+		    FROM dbgate.status},
+		'ct_leaf:16 ct_leaf2:0 ct_mid:16 ct_root:16 ct_side:0',
+		"$what: their memory grants count at all three levels");
 	# one in the side budget: ct_root 3
 	my $side = DbgateTest::Session->new($node, user => 'ct_other');
 	$side->send('SELECT pg_sleep(600)');
