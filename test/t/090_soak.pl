@@ -1,7 +1,7 @@
 # Soak test with fault injection.
 #
-# 51 client sessions in fifteen roles and ten budgets with statements (plus
-# an ungated role; two more budgets are parents)
+# 54 client sessions in sixteen roles and eleven budgets with statements
+# (plus an ungated role; two more budgets are parents)
 # run a random mix of short and long statements, errors, savepoints,
 # cursors (also WITH HOLD), DO blocks and procedures that commit, prepared
 # statements and the extended protocol, COPY, parallel queries, triggers,
@@ -55,6 +55,9 @@
 #              soak_p, soak_q and top-level                role soak_h3u
 #     soak_h4  B = 2, Q = 2, weight 1, top-level while soak_q is gone
 #                                                          role soak_h4u
+#     soak_m   B = 1 to 3, Q = 3, weight 2, max_memory_mb 4, 8 or 16,
+#              min_cost 100: cheap reads pass, sorts and hashes get
+#              memory grants                               role soak_m1
 #   (children: queue_timeout 800 ms; weights change under load)
 #
 # Checks: the invariants of every sample (Soak::Check, and Soak::Check12
@@ -105,6 +108,14 @@
 #     soak_q's subtree (Soak::Check12);
 #   would_queue and would_reject: 0 everywhere (no budget is in shadow
 #     mode);
+#   bypassed: in soak_m (min_cost 100) between the reads below it that its
+#     clients saw run (their costs are about 1; its sorts and hashes cost
+#     300 and more) and those plus the ones canceled, timed out or lost;
+#     0 in every other budget; no read below min_cost is ever queued or
+#     rejected (the clients check);
+#   memory_mb_active: 0 everywhere after the drain; in every sample at
+#     most max_memory_mb, each slot's grant at most max_memory_mb /
+#     max_active, a parent's the sum of its children's (Soak::Check12);
 #   wait_histogram: cumulative, its last bucket equal to admitted, its
 #     first at least the admissions that did not wait, and every
 #     admission of a budget with a queue_timeout within queue_timeout +
@@ -176,7 +187,7 @@ log_statement = none
 $node->start;
 
 my @PARENTS = qw(soak_p soak_q);
-my @CHILDREN = qw(soak_h1 soak_h2 soak_h3 soak_h4);
+my @CHILDREN = qw(soak_h1 soak_h2 soak_h3 soak_h4 soak_m);
 my @BUDGETS = (qw(soak_a soak_b soak_c soak_d soak_l soak_r), @PARENTS, @CHILDREN);
 # counters compared with the clients'
 my @CHECKED = (qw(soak_a soak_b soak_d soak_l soak_r), @CHILDREN);
@@ -188,6 +199,7 @@ my %ROLE_BUDGET = (
 	soak_h2u => 'soak_h2',
 	soak_h3u => 'soak_h3',
 	soak_h4u => 'soak_h4',
+	soak_m1 => 'soak_m',
 	soak_a1 => 'soak_a',
 	soak_a2 => 'soak_a',
 	soak_b1 => 'soak_b',
@@ -214,7 +226,8 @@ my @SESSIONS = (
 	[ soak_h1u => 'h', 3, [0] ],
 	[ soak_h2u => 'h', 3, [0] ],
 	[ soak_h3u => 'h', 2, [0] ],
-	[ soak_h4u => 'h', 2, [0] ]);
+	[ soak_h4u => 'h', 2, [0] ],
+	[ soak_m1 => 'm', 3, [0] ]);
 my %QT_MS = (
 	soak_a => 400,
 	soak_b => 0,
@@ -225,10 +238,11 @@ my %QT_MS = (
 # soak_c's statement_timeout is 0 or 2 s (see create_c_sql)
 my %BUDGET_ST_MS = (soak_a => 0, soak_b => 1500, soak_c => 2000, soak_d => 0, soak_l => 300);
 my %SESSION_ST_MS = (a => 2000, b => 0, c => 3000, d => 3000, free => 3000,
-	l => 6000, r => 3000, h => 3000);
+	l => 6000, r => 3000, h => 3000, m => 3000);
 my %SCOPE = (soak_a => 'statement', soak_b => 'statement', soak_d => 'transaction',
 	soak_l => 'statement', soak_r => 'statement', soak_h1 => 'statement',
-	soak_h2 => 'statement', soak_h3 => 'transaction', soak_h4 => 'statement');
+	soak_h2 => 'statement', soak_h3 => 'transaction', soak_h4 => 'statement',
+	soak_m => 'statement');
 # the longest pg_sleep() of the clients of a budget (default 2.3 s)
 my %SLEEP_MAX = (soak_l => 0.25, soak_r => 0.3);
 # the values soak_d's idle_in_transaction_timeout takes
@@ -274,7 +288,15 @@ my %cfg = (
 	soak_h1 => { max_active => 3, max_queued => 3, parent => 'soak_p', weight => 3 },
 	soak_h2 => { max_active => 2, max_queued => 3, parent => 'soak_p', weight => 1 },
 	soak_h3 => { max_active => 2, max_queued => 2, parent => 'soak_q', weight => 2 },
-	soak_h4 => { max_active => 2, max_queued => 2, parent => 'soak_q', weight => 1 });
+	soak_h4 => { max_active => 2, max_queued => 2, parent => 'soak_q', weight => 1 },
+	soak_m => {
+		max_active => 2,
+		max_queued => 3,
+		parent => 'soak_p',
+		weight => 2,
+		max_memory_mb => 8,
+		min_cost => 100
+	});
 my %c_roles = (soak_c1 => 1, soak_c2 => 1);    # assigned to soak_c
 my $c_exists = 1;
 my $q_exists = 1;
@@ -286,7 +308,9 @@ my %DEFAULT12 = (
 	queue_order => 'fifo',
 	overtake_limit => 100,
 	max_rate => 0,
-	rate_burst => 1);
+	rate_burst => 1,
+	max_memory_mb => 0,
+	min_cost => 0);
 
 # The timeline of the configuration for Soak::Check12: budget -> field ->
 # { init => value, ev => [[t0, t1, value], ...] } (committed between t0
@@ -295,7 +319,9 @@ my %timeline;
 for my $b (@BUDGETS)
 {
 	next unless $cfg{$b};
-	for my $f (qw(parent weight queue_order overtake_limit max_rate rate_burst max_active))
+	for my $f (
+		qw(parent weight queue_order overtake_limit max_rate rate_burst max_active
+		max_memory_mb))
 	{
 		next unless defined $cfg{$b}{$f};
 		$timeline{$b}{$f} = { init => $cfg{$b}{$f}, ev => [] };
@@ -377,6 +403,9 @@ SELECT dbgate.create_budget('soak_h3', 2, 2, queue_timeout => '800ms',
                             scope => 'transaction');
 SELECT dbgate.create_budget('soak_h4', 2, 2, queue_timeout => '800ms',
                             parent => 'soak_q', weight => 1);
+SELECT dbgate.create_budget('soak_m', 2, 3, queue_timeout => '800ms',
+                            parent => 'soak_p', weight => 2,
+                            max_memory_mb => 8, min_cost => 100);
 };
 $setup .= "CREATE ROLE $_->[0] LOGIN;\n" for @SESSIONS;
 $setup .= "SELECT dbgate.assign_role('$_', '$ROLE_BUDGET{$_}');\n"
@@ -587,7 +616,7 @@ sub config_problems
 		  . 'extract(epoch FROM idle_in_transaction_timeout) * 1000 AS it, '
 		  . 'coalesce(parent, \'\') AS parent, weight, queue_order, '
 		  . 'extract(epoch FROM overtake_limit) * 1000 AS overtake_limit, '
-		  . 'max_rate, rate_burst '
+		  . 'max_rate, rate_burst, max_memory_mb, min_cost '
 		  . 'FROM dbgate.budgets', 'budget');
 	return ('cannot read dbgate.budgets: ' . ($admin->errstr // '')) unless $rows;
 	my %want = %cfg;
@@ -905,6 +934,16 @@ sub alter_r
 	elsif ($r < 0.6) { alter12('soak_r', [ rate_burst => other($c->{rate_burst}, 1, 3, 6) ]); }
 	elsif ($r < 0.8) { alter('soak_r', 'max_active', other($c->{max_active}, 2 .. 4)); }
 	else { alter('soak_r', 'max_queued', other($c->{max_queued}, 2 .. 5)); }
+	return;
+}
+
+# soak_m: its memory and its limit (its min_cost stays: the clients know
+# which of their statements pass)
+sub alter_m
+{
+	my $c = $cfg{soak_m};
+	if (rand() < 0.5) { alter12('soak_m', [ max_memory_mb => other($c->{max_memory_mb}, 4, 8, 16) ]); }
+	else { alter('soak_m', 'max_active', other($c->{max_active}, 1 .. 3)); }
 	return;
 }
 
@@ -1237,7 +1276,8 @@ while (time < $t_end)
 	elsif ($r < 0.66) { alter_l(); }
 	elsif ($r < 0.71) { alter_r(); }
 	elsif ($r < 0.83) { churn_tree(); }
-	if ($r >= 0.38 && $r < 0.83 && ($r < 0.59 || $r >= 0.61) && rand() < 0.2)
+	elsif ($r < 0.87) { alter_m(); }
+	if ($r >= 0.38 && $r < 0.87 && ($r < 0.59 || $r >= 0.61) && rand() < 0.2)
 	{
 		push @admin_fails, config_problems();
 	}
@@ -1503,6 +1543,22 @@ for my $b (sort keys %$final)
 	{
 		push @p, "$c = $s->{$c}, but no budget is in shadow mode" if $s->{$c} != 0;
 	}
+	push @p, "memory_mb_active = $s->{memory_mb_active} after the drain"
+	  if $s->{memory_mb_active} != 0;
+	if ($b eq 'soak_m')
+	{
+		my $c = $acct{$epoch}{$b} // {};
+		my ($lo, $amb) = ($c->{bypass} // 0, $c->{bypass_amb} // 0);
+		push @p, "bypassed $s->{bypassed}, the clients ran $lo reads below min_cost "
+		  . "(and up to $amb more were canceled or lost)"
+		  if $s->{bypassed} < $lo || $s->{bypassed} > $lo + $amb;
+		push @p, 'bypassed is 0: no read passed' if $s->{bypassed} == 0;
+		note "soak_m: bypassed $s->{bypassed} (clients: $lo certain + up to $amb)";
+	}
+	elsif ($s->{bypassed} != 0)
+	{
+		push @p, "bypassed = $s->{bypassed}, but it has no min_cost";
+	}
 	push @p, "rate_limited = $s->{rate_limited}, but it never had a rate"
 	  if $s->{rate_limited} != 0
 	  && !grep { $_ > 0 } map { $_->[2] } @{ $timeline{$b}{max_rate}{ev} // [] },
@@ -1663,7 +1719,7 @@ push @fig, sprintf('seed %d; %.0f s of load, %d clients, %d epoch(s); drained in
 	$seed, $load_seconds, $nclients, $epoch + 1, $drained{seconds} // -1);
 push @fig, sprintf('statements %d (%s); operations: %s',
 	$tot{all}{statements} // 0,
-	join(', ', map { "$_ " . ($tot{$_}{statements} // 0) } qw(a b c d l r h free)),
+	join(', ', map { "$_ " . ($tot{$_}{statements} // 0) } qw(a b c d l r h m free)),
 	join(', ', map { "$_ $ops{$_}" } sort keys %ops));
 push @fig, 'outcomes: ' . join(', ',
 	map { my $k = $_; (my $n = $k) =~ s/^outcome_//; "$n $tot{all}{$k}" }

@@ -28,7 +28,7 @@
 #     began before the sample time, which is taken before pg_stat_activity
 #     is read;
 #   - counters never decrease while stats_reset stays the same (also the
-#     1.2 counters admitted_overdue and rate_limited, and would_queue and
+#     1.2 counters admitted_overdue, rate_limited and bypassed, and would_queue and
 #     would_reject, which no budget of the soak may count: none is in
 #     shadow mode);
 #   - limits never show a value that was only set in a rolled-back
@@ -68,7 +68,7 @@ my %S = %Soak::Monitor::S;
 my %B = %Soak::Monitor::B;
 my @COUNTERS = qw(admitted admitted_after_wait rejected_full rejected_timeout
   canceled_waiting admitted_lock_holder terminated_idle admitted_overdue
-  rate_limited would_queue would_reject);
+  rate_limited would_queue would_reject bypassed);
 
 # check_samples(file => F, lowerings => { budget => { max_active => [[t0, t1],
 #   ...], max_queued => [...] } }, changes => { budget => { max_active =>

@@ -41,6 +41,15 @@
 #   mismatches that did not last are counted.  After the drain every
 #   level is 0 exactly (the test checks that).
 #
+#   Memory.  A budget with max_memory_mb M: memory_mb_active <= M, and
+#   each of its dbgate.backends rows at most M / max_active (a slot's
+#   share), except for slots that may date from before a lowering of M or
+#   a raise of max_active and after recent lock-holder admissions; queued
+#   rows have 0; rows of budgets without M have NULL.  A parent's
+#   memory_mb_active is its children's (a grant counts at every level of
+#   the slot's chain; not one reading: only a lasting mismatch fails, as
+#   for active).
+#
 #   oldest_wait: at most the longest a statement of the budget (for a
 #   parent: of its children) may wait, queued_age (dbgate.backends rows
 #   are held to the same bound by Soak::Check).
@@ -129,7 +138,8 @@ my %DEFAULT = (
 	overtake_limit => 100,
 	weight => 1,
 	max_rate => 0,
-	rate_burst => 1);
+	rate_burst => 1,
+	max_memory_mb => 0);
 
 # value_at(BUDGET, FIELD, T, T_END) -> (value, certain)
 sub value_at
@@ -182,6 +192,7 @@ sub sample
 	my ($self, %s) = @_;
 	$self->check_trees(%s);
 	$self->check_zeros(%s);
+	$self->check_memory(%s);
 	$self->check_order(%s);
 	$self->check_liveness(%s);
 	$self->check_rates(%s);
@@ -196,17 +207,20 @@ sub check_trees
 	my ($self, %s) = @_;
 	my ($t, $te, $st, $viol) = @s{qw(t t_end status viol)};
 
-	# lock-holder admissions of the last lh_window seconds in the trees
+	# lock-holder admissions of the last lh_window seconds, per budget and
+	# in the trees
 	my $lh = 0;
-	for my $b (@{ $self->{children} })
+	for my $b (@{ $self->{leaves} })
 	{
 		my $v = $st->{$b} or next;
 		my $h = $self->{lh_hist}{"$b\@$v->{stats_reset}"} //= [];
 		push @$h, [ $t, $v->{admitted_lock_holder} ];
 		shift @$h while @$h > 1 && $h->[1][0] < $t - $self->{lh_window};
-		$lh += $h->[0][0] >= $t - $self->{lh_window}
+		my $n = $h->[0][0] >= $t - $self->{lh_window}
 		  ? $v->{admitted_lock_holder}
 		  : $v->{admitted_lock_holder} - $h->[0][1];
+		$self->{lh_recent}{$b} = $n;
+		$lh += $n if grep { $_ eq $b } @{ $self->{children} };
 	}
 
 	# the rows of each child that may hold a slot taken under its former
@@ -255,7 +269,7 @@ sub check_trees
 			next;
 		}
 		$self->{judged}{$p}++;
-		my ($sum_a, $sum_q, $lo_less, $hi_more) = (0, 0, 0, 0);
+		my ($sum_a, $sum_q, $sum_m, $lo_less, $hi_more) = (0, 0, 0, 0, 0);
 		my @kids = grep { ($parent{$_} // '') eq $p } @{ $self->{children} };
 		for my $c (@{ $self->{children} })
 		{
@@ -264,6 +278,7 @@ sub check_trees
 			{
 				$sum_a += $cv->{active};
 				$sum_q += $cv->{queued};
+				$sum_m += $cv->{memory_mb_active};
 				$lo_less += $u{$c};
 			}
 			else
@@ -272,8 +287,11 @@ sub check_trees
 			}
 		}
 		my $ok_q = $pv->{queued} == $sum_q;
+		# (grants of children that moved count at their former parent:
+		# only children that never move have grants here)
+		my $ok_m = abs($pv->{memory_mb_active} - $sum_m) < 0.001;
 		my $ok_a = $pv->{active} >= $sum_a - $lo_less && $pv->{active} <= $sum_a + $hi_more;
-		if ($ok_q && $ok_a)
+		if ($ok_q && $ok_a && $ok_m)
 		{
 			delete $self->{streak}{$p};
 		}
@@ -281,9 +299,10 @@ sub check_trees
 		{
 			my $what = sprintf(
 				'%s: active %d, its children (%s) %d (%d to %d allowed for slots taken '
-				  . 'before a change of parent); queued %d, its children %d',
+				  . 'before a change of parent); queued %d, its children %d; '
+				  . 'memory_mb_active %.3f, its children %.3f',
 				$p, $pv->{active}, join(' ', @kids), $sum_a, $sum_a - $lo_less,
-				$sum_a + $hi_more, $pv->{queued}, $sum_q);
+				$sum_a + $hi_more, $pv->{queued}, $sum_q, $pv->{memory_mb_active}, $sum_m);
 			my $k = $self->{streak}{$p} //= [ $t, 0, $what ];
 			$k->[1]++;
 			if ($k->[1] == 1)
@@ -361,6 +380,79 @@ sub check_zeros
 		}
 	}
 	return;
+}
+
+# ---------------------------------------------------------------------
+# Memory
+
+sub check_memory
+{
+	my ($self, %s) = @_;
+	my ($t, $te, $st, $rows, $viol) = @s{qw(t t_end status rows viol)};
+	for my $bud (@{ $self->{leaves} })
+	{
+		my ($m, $c1) = $self->value_at($bud, 'max_memory_mb', $t, $te);
+		my ($n, $c2) = $self->value_at($bud, 'max_active', $t, $te);
+		next unless $c1 && $c2;
+		my @active = @{ $rows->{$bud}{active} // [] };
+		for my $r (@{ $rows->{$bud}{queued} // [] }, @active)
+		{
+			my $mb = $r->[ $B{memory_mb} ];
+			if (!$m)
+			{
+				$viol->($t, "$bud has no max_memory_mb, but backend $r->[$B{pid}] has memory_mb $mb")
+				  if defined $mb;
+				next;
+			}
+			if (!defined $mb)
+			{
+				$viol->($t, "$bud has max_memory_mb $m, but backend $r->[$B{pid}] has memory_mb NULL");
+				next;
+			}
+			$viol->($t, "queued backend $r->[$B{pid}] of $bud has memory_mb $mb")
+			  if $r->[ $B{state} ] eq 'queued' && $mb != 0;
+		}
+		next unless $m;
+		# slots that may predate a change of the share
+		my @changes = (@{ $self->windows($bud, 'max_memory_mb', 1) },
+			grep { 1 } @{ $self->raises($bud, 'max_active') });
+		my $old = @changes
+		  ? Soak::Check::grandfathered([ sort { $a->[1] <=> $b->[1] } @changes ], $t,
+			[ @active, @{ $s{prev_rows}{$bud}{active} // [] } ])
+		  : 0;
+		next if $old;
+		my $share = $m / $n;
+		for my $r (@active)
+		{
+			my $mb = $r->[ $B{memory_mb} ] // 0;
+			$viol->($t,
+				sprintf('backend %d of %s has memory_mb %.3f, over a slot\'s share %.3f '
+					  . '(max_memory_mb %d, max_active %d)', $r->[ $B{pid} ], $bud, $mb, $share,
+					$m, $n))
+			  if $mb > $share + 0.001;
+		}
+		my $v = $st->{$bud} or next;
+		my $lh = $self->{lh_recent}{$bud} // 0;
+		$viol->($t,
+			sprintf('%s: memory_mb_active %.3f > max_memory_mb %d', $bud, $v->{memory_mb_active}, $m))
+		  if $v->{memory_mb_active} > $m + $lh * $share + 0.001;
+	}
+	return;
+}
+
+# the windows of the raises of FIELD of BUDGET, as [[t0, t1], ...]
+sub raises
+{
+	my ($self, $b, $f) = @_;
+	my $tl = $self->{timeline}{$b}{$f} or return [];
+	my @w;
+	my $prev = $tl->{init};
+	for my $e (@{ $tl->{ev} })
+	{
+		push @w, [ $e->[0], $e->[1] ] if $e->[2] > $prev;
+		$prev = $e->[2];
+	}
+	return \@w;
 }
 
 # ---------------------------------------------------------------------

@@ -45,7 +45,8 @@ SELECT extract(epoch FROM clock_timestamp()),
                  coalesce(extract(epoch FROM stats_reset)::text, ''),
                  idle_in_transaction, terminated_idle,
                  oldest_wait, admitted_overdue, rate_limited,
-                 would_queue, would_reject, wait_time_max), ';'), '')
+                 would_queue, would_reject, wait_time_max, bypassed,
+                 memory_mb_active), ';'), '')
           FROM dbgate.status),
        (SELECT coalesce(string_agg(concat_ws(',',
                  b.pid, b.role, b.budget, b.state,
@@ -53,7 +54,8 @@ SELECT extract(epoch FROM clock_timestamp()),
                  coalesce(b.queue_position::text, ''),
                  coalesce(extract(epoch FROM a.xact_start)::text, ''),
                  coalesce(a.state, ''),
-                 CASE WHEN a.backend_xid IS NOT NULL THEN 1 ELSE 0 END), ';'), '')
+                 CASE WHEN a.backend_xid IS NOT NULL THEN 1 ELSE 0 END,
+                 coalesce(b.memory_mb::text, '')), ';'), '')
           FROM dbgate.backends b LEFT JOIN pg_stat_activity a ON a.pid = b.pid),
        extract(epoch FROM clock_timestamp())
 SQL
@@ -81,7 +83,9 @@ our %S = (
 	rate_limited => 18,
 	would_queue => 19,
 	would_reject => 20,
-	wait_time_max => 21);
+	wait_time_max => 21,
+	bypassed => 22,
+	memory_mb_active => 23);
 our %B = (
 	pid => 0,
 	role => 1,
@@ -91,7 +95,8 @@ our %B = (
 	position => 5,
 	xact_start => 6,
 	pstate => 7,
-	has_xid => 8);
+	has_xid => 8,
+	memory_mb => 9);
 
 # read_rows(TEXT) -> [[field, ...], ...]; empty fields are undef.
 sub read_rows
