@@ -2157,9 +2157,36 @@ dbgate_admission_release_waiters(DbgateBudget *b)
 }
 
 /*
+ * The positions in chain 'to' of the levels of chain 'from' whose bits are
+ * set in 'levels' (a waiter's token_levels: bit k for the k-th level from
+ * the leaf).  A level that is not in 'to' is forgotten: a token it lacked
+ * held back no admission under the new chain.
+ */
+static uint8
+remap_levels(const DbgateChain *from, const DbgateChain *to, uint8 levels)
+{
+	uint8		out = 0;
+	int			k;
+	int			j;
+
+	for (k = 0; k < from->n; k++)
+	{
+		if (!(levels & (1 << k)))
+			continue;
+		for (j = 0; j < to->n; j++)
+		{
+			if (to->idx[j] == from->idx[k] && to->inc[j] == from->inc[k])
+				out |= (uint8) (1 << j);
+		}
+	}
+	return out;
+}
+
+/*
  * After the shape of the trees changed (every budget lock held): count
  * every waiter in 'queued' at the levels of its budget's chain as it is
- * now, and remember those levels in its entry.
+ * now, and remember those levels in its entry (and which of them it waited
+ * for a token of: rate_limited is counted at those levels).
  */
 void
 dbgate_admission_recount_queued(void)
@@ -2189,6 +2216,7 @@ dbgate_admission_recount_queued(void)
 		for (p = b->queue_head; p >= 0; p = proc_entry(p)->next)
 		{
 			DbgateProc *e = proc_entry(p);
+			DbgateChain before = e->chain;
 			int			idx = i;
 			int			n = 0;
 
@@ -2203,6 +2231,7 @@ dbgate_admission_recount_queued(void)
 				idx = lb->lim.parent;
 			}
 			e->chain.n = n;
+			e->token_levels = remap_levels(&before, &e->chain, e->token_levels);
 		}
 	}
 }

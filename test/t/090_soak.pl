@@ -1,6 +1,7 @@
 # Soak test with fault injection.
 #
-# 32 client sessions in eight roles and four budgets (plus an ungated role)
+# 54 client sessions in sixteen roles and eleven budgets with statements
+# (plus an ungated role; two more budgets are parents)
 # run a random mix of short and long statements, errors, savepoints,
 # cursors (also WITH HOLD), DO blocks and procedures that commit, prepared
 # statements and the extended protocol, COPY, parallel queries, triggers,
@@ -35,18 +36,90 @@
 # max_active and max_queued of soak_a, soak_b and soak_d go up and down
 # under load.
 #
-# Checks: the invariants of every sample (Soak::Check); at the end every
-# budget drains and dbgate.backends is empty; the counters of soak_a,
-# soak_b and soak_d since the last crash restart agree with what the
+# The 1.2 dimensions (their clients run short statements, but the children
+# of parents the whole mix):
+#   soak_l  B = 2, Q = 4, fair, queue_order 'lifo', overtake_limit 100 or
+#           250 ms, queue_timeout 5 s, statement_timeout 300 ms
+#                                                    roles soak_l1, soak_l2
+#           (no statement keeps a slot while its client thinks, so a slot
+#           is held at most about 300 ms: the bound of a 'lifo' wait below)
+#   soak_r  B = 3, Q = 4, fair, queue_timeout 1 s, max_rate 8, 15 or 30
+#           per second, rate_burst 1, 3 or 6               role soak_r1
+#   soak_p  parent, B = 2 to 4, of
+#     soak_h1  B = 3, Q = 3, weight 3, 'fifo' or 'lifo'    role soak_h1u
+#     soak_h2  B = 2, Q = 3, weight 1, max_rate 0 or 20    role soak_h2u
+#   soak_q  parent, B = 1 to 3, max_rate 10, 25 or 50, rate_burst 2 or 4,
+#           dropped with force (its children become top-level) and
+#           created again, of
+#     soak_h3  B = 2, Q = 2, weight 2, scope 'transaction', moves between
+#              soak_p, soak_q and top-level                role soak_h3u
+#     soak_h4  B = 2, Q = 2, weight 1, top-level while soak_q is gone
+#                                                          role soak_h4u
+#     soak_m   B = 1 to 3, Q = 3, weight 2, max_memory_mb 4, 8 or 16,
+#              min_cost 100: cheap reads pass, sorts and hashes get
+#              memory grants                               role soak_m1
+#   (children: queue_timeout 800 ms; weights change under load)
+#
+# Checks: the invariants of every sample (Soak::Check, and Soak::Check12
+# for trees, queue order and rate); at the end every budget, parents too,
+# drains and dbgate.backends is empty; the counters of every budget with
+# statements but soak_c since the last crash restart agree with what the
 # clients observed: per admission, not per statement (a statement under a
 # kept slot is no admission and is never queued or rejected), exactly for
 # rejections and for sessions ended by the budget's idle timeout
 # (terminated_idle), within bounds where a canceled or terminated
 # statement may or may not have been admitted; a session idle longer than
 # its idle timeout in a transaction that keeps a slot is ended; after each
-# crash restart the counters are 0 and the configuration is as committed;
-# the server log has no crash other than the deliberate ones.  Figures are
-# printed at the end.
+# crash restart every counter of every level is 0 and the configuration
+# (1.2 fields too) is as committed; the server log has no crash other
+# than the deliberate ones.  Figures are printed at the end.
+#
+# What "exact" means for the counters of 1.2, at the end (since the last
+# crash restart) and, where said, in every sample:
+#   parents (soak_p, soak_q): admitted, admitted_after_wait, rejected_full,
+#     rejected_timeout, canceled_waiting, admitted_lock_holder,
+#     terminated_idle, admitted_overdue, wait_time_total, wait_time_max,
+#     active_time_total and every bucket of dbgate.wait_histogram are 0
+#     (in every sample too): statements are counted at their own budget;
+#     active and queued are those of the subtree (Soak::Check12);
+#   admitted_overdue: 0 in every sample and at the end in every budget
+#     that was never 'lifo'; in soak_l, between the admissions that waited
+#     more than 500 ms (histogram) less lock-holder admissions, and those
+#     that waited more than 50 ms (its overtake_limit is 100 or 250 ms:
+#     only an overdue waiter is chosen after waiting that long, and only
+#     an overdue one can be; the lower bound assumes that a woken waiter
+#     counts its admission within 250 ms of being chosen); never above
+#     admitted_after_wait;
+#   rejected_timeout of soak_l: 0, and so the clients' count (a 'lifo'
+#     wait is bounded well below its queue_timeout), and wait_time_max and
+#     the histogram within that bound;
+#   rate_limited: 0 in every sample and at the end in every budget that
+#     never had a rate (it is counted at the level whose token was
+#     missing: soak_h3 and soak_h4 never count it, soak_q does); at a
+#     leaf at most admitted_after_wait, at soak_q at most its children's;
+#     soak_r's above 0 (its clients ask for far more than its rate);
+#   admissions of soak_r (admitted - admitted_lock_holder) at most
+#     rate x time + burst summed over the stretches between its changes
+#     of max_rate or rate_burst since the epoch began, plus one per client
+#     session (an admission counted late) and rate x 250 ms (a token
+#     waiter takes its token as of the time it was due, so one that woke
+#     late may be followed at once by the tokens its delay would have
+#     lost); over any window of samples the same for soak_r, soak_h2 and
+#     soak_q's subtree (Soak::Check12);
+#   would_queue and would_reject: 0 everywhere (no budget is in shadow
+#     mode);
+#   bypassed: in soak_m (min_cost 100) between the reads below it that its
+#     clients saw run (their costs are about 1; its sorts and hashes cost
+#     300 and more) and those plus the ones canceled, timed out or lost;
+#     0 in every other budget; no read below min_cost is ever queued or
+#     rejected (the clients check);
+#   memory_mb_active: 0 everywhere after the drain; in every sample at
+#     most max_memory_mb, each slot's grant at most max_memory_mb /
+#     max_active, a parent's the sum of its children's (Soak::Check12);
+#   wait_histogram: cumulative, its last bucket equal to admitted, its
+#     first at least the admissions that did not wait, and every
+#     admission of a budget with a queue_timeout within queue_timeout +
+#     1 s.
 #
 # Environment:
 #   SOAK_SEED=<n>        random seed (default 1); printed at the start
@@ -85,6 +158,7 @@ use Soak::Common qw(write_epoch dsn);
 use Soak::Client;
 use Soak::Monitor;
 use Soak::Check qw(check_samples scan_log);
+use Soak::Check12;
 
 my $seed = $ENV{SOAK_SEED} // 1;
 my $duration = $ENV{SOAK_DURATION} // ($ENV{SOAK_LONG} ? 480 : 100);
@@ -112,9 +186,20 @@ log_statement = none
 });
 $node->start;
 
-my @BUDGETS = qw(soak_a soak_b soak_c soak_d);
-my @CHECKED = qw(soak_a soak_b soak_d);    # counters compared with the clients'
+my @PARENTS = qw(soak_p soak_q);
+my @CHILDREN = qw(soak_h1 soak_h2 soak_h3 soak_h4 soak_m);
+my @BUDGETS = (qw(soak_a soak_b soak_c soak_d soak_l soak_r), @PARENTS, @CHILDREN);
+# counters compared with the clients'
+my @CHECKED = (qw(soak_a soak_b soak_d soak_l soak_r), @CHILDREN);
 my %ROLE_BUDGET = (
+	soak_l1 => 'soak_l',
+	soak_l2 => 'soak_l',
+	soak_r1 => 'soak_r',
+	soak_h1u => 'soak_h1',
+	soak_h2u => 'soak_h2',
+	soak_h3u => 'soak_h3',
+	soak_h4u => 'soak_h4',
+	soak_m1 => 'soak_m',
 	soak_a1 => 'soak_a',
 	soak_a2 => 'soak_a',
 	soak_b1 => 'soak_b',
@@ -134,18 +219,52 @@ my @SESSIONS = (
 	[ soak_d2 => 'd', 3, [ 250, 60000 ] ],
 	[ soak_c1 => 'c', 2, [0] ],
 	[ soak_c2 => 'c', 2, [0] ],
-	[ soak_free => 'free', 3, [0] ]);
-my %QT_MS = (soak_a => 400, soak_b => 0, soak_d => 600);
+	[ soak_free => 'free', 3, [0] ],
+	[ soak_l1 => 'l', 3, [0] ],
+	[ soak_l2 => 'l', 2, [0] ],
+	[ soak_r1 => 'r', 4, [0] ],
+	[ soak_h1u => 'h', 3, [0] ],
+	[ soak_h2u => 'h', 3, [0] ],
+	[ soak_h3u => 'h', 2, [0] ],
+	[ soak_h4u => 'h', 2, [0] ],
+	[ soak_m1 => 'm', 3, [0] ]);
+my %QT_MS = (
+	soak_a => 400,
+	soak_b => 0,
+	soak_d => 600,
+	soak_l => 5000,
+	soak_r => 1000,
+	map { $_ => 800 } @CHILDREN);
 # soak_c's statement_timeout is 0 or 2 s (see create_c_sql)
-my %BUDGET_ST_MS = (soak_a => 0, soak_b => 1500, soak_c => 2000, soak_d => 0);
-my %SESSION_ST_MS = (a => 2000, b => 0, c => 3000, d => 3000, free => 3000);
-my %SCOPE = (soak_a => 'statement', soak_b => 'statement', soak_d => 'transaction');
+my %BUDGET_ST_MS = (soak_a => 0, soak_b => 1500, soak_c => 2000, soak_d => 0, soak_l => 300);
+my %SESSION_ST_MS = (a => 2000, b => 0, c => 3000, d => 3000, free => 3000,
+	l => 6000, r => 3000, h => 3000, m => 3000);
+my %SCOPE = (soak_a => 'statement', soak_b => 'statement', soak_d => 'transaction',
+	soak_l => 'statement', soak_r => 'statement', soak_h1 => 'statement',
+	soak_h2 => 'statement', soak_h3 => 'transaction', soak_h4 => 'statement',
+	soak_m => 'statement');
+# the longest pg_sleep() of the clients of a budget (default 2.3 s)
+my %SLEEP_MAX = (soak_l => 0.25, soak_r => 0.3);
 # the values soak_d's idle_in_transaction_timeout takes
 my @D_IDLE_MS = (500, 800);
 my %SENTINEL = (
 	soak_a => { max_active => 9 },
 	soak_b => { max_queued => 9 },
-	soak_d => { max_queued => 9 });
+	soak_d => { max_queued => 9 },
+	map { $_ => { max_queued => 9 } } qw(soak_l soak_r), @CHILDREN);
+# The longest a statement of soak_l can wait (s): overtake_limit (at most
+# 250 ms), then the slots released until the waiters overdue before it
+# are served: at most max_queued (4) releases, each within one statement
+# (at most its statement_timeout of 300 ms, 400 ms with the time an
+# ending statement takes), plus one statement more for each lowering of
+# max_active meanwhile (two are allowed for), plus scheduling.
+my $L_WAIT_MAX = 0.25 + (4 + 2) * 0.4 + 0.35;
+# the longest a woken token waiter may take to run (s): it takes its
+# token as of the time it was due (see Soak::Check12)
+my $TOKEN_LATE = 0.25;
+# which budgets' rates a client's statements may meet
+my %RATED_BY = (soak_r => ['soak_r'], soak_h2 => ['soak_h2'],
+	soak_h3 => ['soak_q'], soak_h4 => ['soak_q']);
 
 # the committed configuration, as this script knows it
 my %cfg = (
@@ -161,9 +280,58 @@ my %cfg = (
 		fair => 1,
 		scope => 'statement',
 		idle_in_transaction_timeout => 0
+	},
+	soak_l => { max_active => 2, max_queued => 4, queue_order => 'lifo', overtake_limit => 100 },
+	soak_r => { max_active => 3, max_queued => 4, max_rate => 15, rate_burst => 3 },
+	soak_p => { max_active => 3, max_queued => 0 },
+	soak_q => { max_active => 2, max_queued => 0, max_rate => 25, rate_burst => 4 },
+	soak_h1 => { max_active => 3, max_queued => 3, parent => 'soak_p', weight => 3 },
+	soak_h2 => { max_active => 2, max_queued => 3, parent => 'soak_p', weight => 1 },
+	soak_h3 => { max_active => 2, max_queued => 2, parent => 'soak_q', weight => 2 },
+	soak_h4 => { max_active => 2, max_queued => 2, parent => 'soak_q', weight => 1 },
+	soak_m => {
+		max_active => 2,
+		max_queued => 3,
+		parent => 'soak_p',
+		weight => 2,
+		max_memory_mb => 8,
+		min_cost => 100
 	});
 my %c_roles = (soak_c1 => 1, soak_c2 => 1);    # assigned to soak_c
 my $c_exists = 1;
+my $q_exists = 1;
+
+# The 1.2 fields as dbgate.budgets shows them, when %cfg does not say.
+my %DEFAULT12 = (
+	parent => '',
+	weight => 1,
+	queue_order => 'fifo',
+	overtake_limit => 100,
+	max_rate => 0,
+	rate_burst => 1,
+	max_memory_mb => 0,
+	min_cost => 0);
+
+# The timeline of the configuration for Soak::Check12: budget -> field ->
+# { init => value, ev => [[t0, t1, value], ...] } (committed between t0
+# and t1).
+my %timeline;
+for my $b (@BUDGETS)
+{
+	next unless $cfg{$b};
+	for my $f (
+		qw(parent weight queue_order overtake_limit max_rate rate_burst max_active
+		max_memory_mb))
+	{
+		next unless defined $cfg{$b}{$f};
+		$timeline{$b}{$f} = { init => $cfg{$b}{$f}, ev => [] };
+	}
+}
+$timeline{$_}{parent} //= { init => '', ev => [] } for @CHILDREN;
+$timeline{soak_q}{exists} = { init => 1, ev => [] };
+$timeline{soak_h1}{queue_order} = { init => 'fifo', ev => [] };
+$timeline{soak_h2}{max_rate} = { init => 0, ev => [] };
+$timeline{soak_h2}{rate_burst} = { init => 1, ev => [] };
 
 my $setup = q{
 CREATE EXTENSION dbgate;
@@ -219,6 +387,25 @@ SELECT dbgate.create_budget('soak_c', 2, 2, queue_timeout => '1s',
 SELECT dbgate.create_budget('soak_d', 2, 3, queue_timeout => '600ms',
                             scope => 'transaction',
                             idle_in_transaction_timeout => '500ms');
+SELECT dbgate.create_budget('soak_l', 2, 4, queue_timeout => '5s',
+                            statement_timeout => '300ms',
+                            queue_order => 'lifo', overtake_limit => '100ms');
+SELECT dbgate.create_budget('soak_r', 3, 4, queue_timeout => '1s',
+                            max_rate => 15, rate_burst => 3);
+SELECT dbgate.create_budget('soak_p', 3);
+SELECT dbgate.create_budget('soak_q', 2, max_rate => 25, rate_burst => 4);
+SELECT dbgate.create_budget('soak_h1', 3, 3, queue_timeout => '800ms',
+                            parent => 'soak_p', weight => 3);
+SELECT dbgate.create_budget('soak_h2', 2, 3, queue_timeout => '800ms',
+                            parent => 'soak_p', weight => 1);
+SELECT dbgate.create_budget('soak_h3', 2, 2, queue_timeout => '800ms',
+                            parent => 'soak_q', weight => 2,
+                            scope => 'transaction');
+SELECT dbgate.create_budget('soak_h4', 2, 2, queue_timeout => '800ms',
+                            parent => 'soak_q', weight => 1);
+SELECT dbgate.create_budget('soak_m', 2, 3, queue_timeout => '800ms',
+                            parent => 'soak_p', weight => 2,
+                            max_memory_mb => 8, min_cost => 100);
 };
 $setup .= "CREATE ROLE $_->[0] LOGIN;\n" for @SESSIONS;
 $setup .= "SELECT dbgate.assign_role('$_', '$ROLE_BUDGET{$_}');\n"
@@ -228,6 +415,7 @@ $setup .= "GRANT soak_free TO $_;\n" for sort keys %ROLE_BUDGET;
 $setup .= "ALTER ROLE soak_c2 SET dbgate.default_budget = 'soak_c';\n";
 $setup .= "SELECT dbgate.reset_stats();\n";
 $node->safe_psql('postgres', $setup);
+my @epoch_t0 = (time);    # when each epoch's counters started
 
 my $superuser = $node->safe_psql('postgres', 'SELECT current_user');
 my ($host, $port) = ($node->host, $node->port);
@@ -325,6 +513,9 @@ for my $s (@SESSIONS)
 			qt_ms => $QT_MS{ $ROLE_BUDGET{$role} // '' } // 0,
 			budget_st_ms => $BUDGET_ST_MS{ $ROLE_BUDGET{$role} // '' } // 0,
 			session_st_ms => $SESSION_ST_MS{$class},
+			sleep_max => $SLEEP_MAX{$budget},
+			may_have_parent => (grep { $_ eq $budget } @CHILDREN) ? 1 : 0,
+			rated_by => { map { $_ => 1 } @{ $RATED_BY{$budget} // [] } },
 			host => $host,
 			port => $port,
 			dir => $dir,
@@ -394,7 +585,7 @@ sub adm
 
 sub note_max
 {
-	for my $b (@CHECKED)
+	for my $b (@CHECKED, grep { $cfg{$_} } @PARENTS)
 	{
 		for my $f (qw(max_active max_queued))
 		{
@@ -422,11 +613,15 @@ sub config_problems
 		  . 'extract(epoch FROM statement_timeout) * 1000 AS st, '
 		  . 'extract(epoch FROM lock_timeout) * 1000 AS lt, '
 		  . 'fair::int AS fair, array_to_string(roles, \',\') AS roles, scope, '
-		  . 'extract(epoch FROM idle_in_transaction_timeout) * 1000 AS it '
+		  . 'extract(epoch FROM idle_in_transaction_timeout) * 1000 AS it, '
+		  . 'coalesce(parent, \'\') AS parent, weight, queue_order, '
+		  . 'extract(epoch FROM overtake_limit) * 1000 AS overtake_limit, '
+		  . 'max_rate, rate_burst, max_memory_mb, min_cost '
 		  . 'FROM dbgate.budgets', 'budget');
 	return ('cannot read dbgate.budgets: ' . ($admin->errstr // '')) unless $rows;
 	my %want = %cfg;
 	delete $want{soak_c} unless $c_exists;
+	delete $want{soak_q} unless $q_exists;
 	for my $b (sort keys %want)
 	{
 		my $r = $rows->{$b};
@@ -443,12 +638,18 @@ sub config_problems
 		  : grep { $ROLE_BUDGET{$_} eq $b } sort keys %ROLE_BUDGET;
 		push @p, "$b has roles {$r->{roles}}, committed {@want_roles}"
 		  unless join(',', sort keys %roles) eq join(',', @want_roles);
-		my $scope = $cfg{$b}{scope} // $SCOPE{$b};
+		my $scope = $cfg{$b}{scope} // $SCOPE{$b} // 'statement';
 		push @p, "$b.scope is $r->{scope}, committed $scope"
 		  if $r->{scope} ne $scope;
 		my $it = $cfg{$b}{idle_in_transaction_timeout} // 0;
 		push @p, "$b.idle_in_transaction_timeout is $r->{it} ms, committed $it ms"
 		  if abs($r->{it} - $it) > 0.001;
+		for my $f (sort keys %DEFAULT12)
+		{
+			my $w = $cfg{$b}{$f} // $DEFAULT12{$f};
+			my $same = $w =~ /^[\d.]+$/ ? abs($r->{$f} - $w) < 0.001 : $r->{$f} eq $w;
+			push @p, "$b.$f is $r->{$f}, committed $w" unless $same;
+		}
 	}
 	if ($c_exists)
 	{
@@ -505,15 +706,25 @@ sub alter
 	$cfg{$budget}{$field} = $value;
 	push @{ $lowerings{$budget}{$field} }, [ $t0, $t1 ] if $value < $old;
 	push @{ $changes{$budget}{$field} }, [ $t0, $t1, $value ];
+	tl($budget, $field, $t0, $t1, $value);
 	$faults{ 'alter ' . ($value < $old ? 'down' : 'up') }++;
 	event($t0, "alter $budget $field $old -> $value");
 	note_max();
 	return;
 }
 
+# a committed change of FIELD of BUDGET to VALUE, between t0 and t1
+sub tl
+{
+	my ($budget, $field, $t0, $t1, $value) = @_;
+	push @{ $timeline{$budget}{$field}{ev} }, [ $t0, $t1, $value ]
+	  if $timeline{$budget}{$field};
+	return;
+}
+
 sub alter_ab
 {
-	my $budget = pick(@CHECKED);
+	my $budget = pick(qw(soak_a soak_b soak_d));
 	my $field = pick(qw(max_active max_queued));
 	if ($budget eq 'soak_d' && rand() < 0.3)
 	{
@@ -665,6 +876,210 @@ sub churn_c
 	return;
 }
 
+# ---- the 1.2 dimensions
+
+sub sql_value
+{
+	my ($field, $v) = @_;
+	return "'${v}ms'" if $field eq 'overtake_limit';
+	return "'$v'" if $field eq 'parent' || $field eq 'queue_order';
+	return $v;
+}
+
+# alter12(BUDGET, [FIELD, VALUE], ...): one committed change of fields
+# that take no part in the limits of Soak::Check (values as %cfg keeps
+# them); returns true if it committed.
+sub alter12
+{
+	my ($budget, @fields) = @_;
+	my $sql = join(', ', map { "$_->[0] => " . sql_value(@$_) } @fields);
+	my $t0 = time;
+	adm("SELECT dbgate.alter_budget('$budget', $sql)") or return 0;
+	my $t1 = time;
+	for my $f (@fields)
+	{
+		my ($field, $v) = @$f;
+		my $old = $cfg{$budget}{$field} // $DEFAULT12{$field};
+		event($t0, "alter $budget $field '$old' -> '$v'");
+		$cfg{$budget}{$field} = $v;
+		tl($budget, $field, $t0, $t1, $v);
+	}
+	$faults{ 'alter ' . join(' and ', map { $_->[0] } @fields) }++;
+	return 1;
+}
+
+sub other
+{
+	my ($cur, @v) = @_;
+	return pick(grep { $_ ne $cur } @v);
+}
+
+# soak_l: its limits and its overtake_limit (its order stays 'lifo')
+sub alter_l
+{
+	my $r = rand();
+	my $c = $cfg{soak_l};
+	if ($r < 0.4) { alter('soak_l', 'max_active', other($c->{max_active}, 1 .. 3)); }
+	elsif ($r < 0.7) { alter('soak_l', 'max_queued', other($c->{max_queued}, 2 .. 4)); }
+	else { alter12('soak_l', [ overtake_limit => other($c->{overtake_limit}, 100, 250) ]); }
+	return;
+}
+
+# soak_r: its rate, burst and limits
+sub alter_r
+{
+	my $r = rand();
+	my $c = $cfg{soak_r};
+	if ($r < 0.35) { alter12('soak_r', [ max_rate => other($c->{max_rate}, 8, 15, 30) ]); }
+	elsif ($r < 0.6) { alter12('soak_r', [ rate_burst => other($c->{rate_burst}, 1, 3, 6) ]); }
+	elsif ($r < 0.8) { alter('soak_r', 'max_active', other($c->{max_active}, 2 .. 4)); }
+	else { alter('soak_r', 'max_queued', other($c->{max_queued}, 2 .. 5)); }
+	return;
+}
+
+# soak_m: its memory and its limit (its min_cost stays: the clients know
+# which of their statements pass)
+sub alter_m
+{
+	my $c = $cfg{soak_m};
+	if (rand() < 0.5) { alter12('soak_m', [ max_memory_mb => other($c->{max_memory_mb}, 4, 8, 16) ]); }
+	else { alter('soak_m', 'max_active', other($c->{max_active}, 1 .. 3)); }
+	return;
+}
+
+# The trees: soak_h3 moves, weights, the order of soak_h1, the rates of
+# soak_h2 and soak_q, the limits of the parents and of soak_h1, soak_q
+# dropped with force and created again, a rolled-back change.
+sub churn_tree
+{
+	my $r = rand();
+	my @parents = ('soak_p', ($q_exists ? 'soak_q' : ()), '');
+	if ($r < 0.22)
+	{
+		alter12('soak_h3', [ parent => other($cfg{soak_h3}{parent}, @parents) ]);
+	}
+	elsif ($r < 0.34)
+	{
+		my $c = pick(@CHILDREN);
+		alter12($c, [ weight => other($cfg{$c}{weight}, 1, 2, 3, 5) ]);
+	}
+	elsif ($r < 0.42)
+	{
+		alter12('soak_h1',
+			[ queue_order => other($cfg{soak_h1}{queue_order} // 'fifo', 'fifo', 'lifo') ]);
+	}
+	elsif ($r < 0.50)
+	{
+		if ($cfg{soak_h2}{max_rate} // 0) { alter12('soak_h2', [ max_rate => 0 ]); }
+		else { alter12('soak_h2', [ max_rate => 20 ], [ rate_burst => 2 ]); }
+	}
+	elsif ($r < 0.58)
+	{
+		return unless $q_exists;
+		alter12('soak_q', [ max_rate => other($cfg{soak_q}{max_rate}, 10, 25, 50) ],
+			[ rate_burst => pick(2, 4) ]);
+	}
+	elsif ($r < 0.72)
+	{
+		my %range = (soak_p => [ 2 .. 4 ], soak_q => [ 1 .. 3 ], soak_h1 => [ 2 .. 4 ]);
+		my $b = pick(grep { $cfg{$_} } qw(soak_p soak_q soak_h1));
+		alter($b, 'max_active', other($cfg{$b}{max_active}, @{ $range{$b} }));
+	}
+	elsif ($r < 0.84)
+	{
+		toggle_q();
+	}
+	elsif ($r < 0.92)
+	{
+		return unless $q_exists && $cfg{soak_h4}{parent} eq '';
+		alter12('soak_h4', [ parent => 'soak_q' ]);
+	}
+	else
+	{
+		rolled_back_tree_change();
+	}
+	return;
+}
+
+# soak_q dropped with force (its children become top-level), or created
+# again (soak_h4 under it at once, or later)
+sub toggle_q
+{
+	if ($q_exists)
+	{
+		my $t0 = time;
+		adm("SELECT dbgate.drop_budget('soak_q', force => true)") or return;
+		my $t1 = time;
+		$q_exists = 0;
+		delete $cfg{soak_q};
+		tl('soak_q', 'exists', $t0, $t1, 0);
+		for my $c (@CHILDREN)
+		{
+			next unless $cfg{$c}{parent} eq 'soak_q';
+			$cfg{$c}{parent} = '';
+			tl($c, 'parent', $t0, $t1, '');
+		}
+		fault('drop parent with force', 'soak_q');
+		return;
+	}
+	my %c = (
+		max_active => 1 + int(rand(3)),
+		max_queued => 0,
+		max_rate => pick(10, 25, 50),
+		rate_burst => pick(2, 4));
+	my $attach = rand() < 0.5;
+	my $sql = sprintf("BEGIN; SELECT dbgate.create_budget('soak_q', %d, max_rate => %s, "
+		  . "rate_burst => %d);", @c{qw(max_active max_rate rate_burst)});
+	$sql .= "SELECT dbgate.alter_budget('soak_h4', parent => 'soak_q');" if $attach;
+	my $t0 = time;
+	if (!adm("$sql COMMIT;"))
+	{
+		adm('ROLLBACK');
+		return;
+	}
+	my $t1 = time;
+	$q_exists = 1;
+	$cfg{soak_q} = \%c;
+	tl('soak_q', 'exists', $t0, $t1, 1);
+	tl('soak_q', $_, $t0, $t1, $c{$_}) for qw(max_active max_rate rate_burst);
+	push @{ $changes{soak_q}{max_active} }, [ $t0, $t1, $c{max_active} ];
+	if ($attach)
+	{
+		$cfg{soak_h4}{parent} = 'soak_q';
+		tl('soak_h4', 'parent', $t0, $t1, 'soak_q');
+	}
+	note_max();
+	fault('create parent', sql_config(\%c) . ($attach ? ', soak_h4 under it' : ''));
+	return;
+}
+
+# changes of the tree and of 1.2 fields rolled back leave no trace
+sub rolled_back_tree_change
+{
+	my $to = other($cfg{soak_h3}{parent}, 'soak_p', ($q_exists ? 'soak_q' : ()), '');
+	adm('BEGIN') or return;
+	my $ok = adm("SELECT dbgate.alter_budget('soak_h3', parent => '$to')");
+	$ok &&= adm("SELECT dbgate.alter_budget('soak_h1', weight => 77, queue_order => 'lifo', "
+		  . "overtake_limit => '7ms')");
+	$ok &&= adm("SELECT dbgate.alter_budget('soak_r', max_rate => 999, rate_burst => 99)");
+	$ok &&= adm("SELECT dbgate.drop_budget('soak_q', force => true)") if $q_exists;
+	if ($ok)
+	{
+		my ($inside) = $admin->selectrow_array(
+			"SELECT coalesce(parent, '') || ':' || (SELECT count(*) FROM dbgate.budgets "
+			  . "WHERE budget = 'soak_q') FROM dbgate.budgets WHERE budget = 'soak_h3'");
+		my $want = ($q_exists && $to eq 'soak_q' ? '' : $to) . ':0';
+		push @admin_fails,
+		  "inside the transaction dbgate.budgets shows soak_h3's parent and soak_q as "
+		  . ($inside // 'NULL') . ", expected $want"
+		  unless defined $inside && $inside eq $want;
+	}
+	adm('ROLLBACK');
+	push @admin_fails, map { "after a rolled-back change of the tree: $_" } config_problems();
+	fault('rolled-back change of the tree');
+	return;
+}
+
 # a change that is rolled back must leave no trace
 sub rolled_back_change
 {
@@ -731,8 +1146,9 @@ sub status_rows
 
 # SIGKILL one client backend; wait for the crash restart; check that every
 # counter starts from 0 and the configuration survived; start a new epoch.
-# The victim is a backend of soak_a, active or queued (those clients never
-# disconnect on their own); the kill counts once the server log reports it.
+# The victim is a backend of soak_a (those clients never disconnect on
+# their own) or of soak_h1 (its slots are taken at two levels), active or
+# queued; the kill counts once the server log reports it.
 sub crash
 {
 	$epoch_status[$epoch] = status_rows($admin);
@@ -746,7 +1162,7 @@ sub crash
 			$admin = admin_connect() or next;
 		}
 		my $rows = $admin->selectall_arrayref(
-			"SELECT pid FROM dbgate.backends WHERE role IN ('soak_a1', 'soak_a2') "
+			"SELECT pid FROM dbgate.backends WHERE role IN ('soak_a1', 'soak_a2', 'soak_h1u') "
 			  . 'ORDER BY pid');
 		my @pids = map { $_->[0] } @{ $rows // [] };
 		if (!@pids)
@@ -808,7 +1224,9 @@ sub crash
 		for my $c (
 			qw(active queued admitted admitted_after_wait rejected_full
 			rejected_timeout canceled_waiting admitted_lock_holder peak_active peak_queued
-			idle_in_transaction terminated_idle)
+			idle_in_transaction terminated_idle wait_time_total wait_time_max
+			active_time_total would_queue would_reject oldest_wait admitted_overdue
+			rate_limited bypassed memory_mb_active)
 		  )
 		{
 			push @problems, "after the crash restart $b.$c = $st->{$b}{$c}"
@@ -818,11 +1236,16 @@ sub crash
 	my ($nb) = $admin->selectrow_array('SELECT count(*) FROM dbgate.backends');
 	push @problems, "after the crash restart dbgate.backends has $nb rows"
 	  if ($nb // -1) != 0;
+	my ($nh) = $admin->selectrow_array(
+		'SELECT count(*) FROM dbgate.wait_histogram WHERE count <> 0');
+	push @problems, "after the crash restart dbgate.wait_histogram has $nh buckets that are not 0"
+	  if ($nh // -1) != 0;
 	push @problems, map { "after the crash restart: $_" } config_problems();
 	$crash_checks[$epoch] = \@problems;
 
 	adm('SELECT dbgate.reset_stats()');
 	$epoch++;
+	$epoch_t0[$epoch] = time;
 	note_max();
 	write_epoch($dir, $epoch, 'running');
 	event($t_kill, "epoch $epoch running");
@@ -844,13 +1267,17 @@ while (time < $t_end)
 	}
 	sleep(0.1 + rand(0.25));
 	my $r = rand();
-	if ($r < 0.32) { hit_backend('cancel'); }
-	elsif ($r < 0.44) { hit_backend('terminate'); }
-	elsif ($r < 0.58) { alter_ab(); }
-	elsif ($r < 0.68) { churn_c(); }
-	elsif ($r < 0.71) { rolled_back_change(); }
-	elsif ($r < 0.73) { gate_off_and_on(); }
-	if ($r >= 0.44 && $r < 0.71 && rand() < 0.2)
+	if ($r < 0.28) { hit_backend('cancel'); }
+	elsif ($r < 0.38) { hit_backend('terminate'); }
+	elsif ($r < 0.49) { alter_ab(); }
+	elsif ($r < 0.57) { churn_c(); }
+	elsif ($r < 0.59) { rolled_back_change(); }
+	elsif ($r < 0.61) { gate_off_and_on(); }
+	elsif ($r < 0.66) { alter_l(); }
+	elsif ($r < 0.71) { alter_r(); }
+	elsif ($r < 0.83) { churn_tree(); }
+	elsif ($r < 0.87) { alter_m(); }
+	if ($r >= 0.38 && $r < 0.87 && ($r < 0.59 || $r >= 0.61) && rand() < 0.2)
 	{
 		push @admin_fails, config_problems();
 	}
@@ -914,6 +1341,7 @@ waitpid($monitor_pid, 0);
 @children = ();
 
 my $final = status_rows($admin);
+my $t_final = time;
 my @final_config = config_problems();
 
 # ---------------------------------------------------------------------
@@ -1005,25 +1433,268 @@ for my $b (@CHECKED)
 }
 
 # ---------------------------------------------------------------------
+# The counters of 1.2 at every level (see the top of this file for what is
+# exact)
+
+my %hist;    # budget -> [[le_ms, count], ...] in order
+for my $r (@{ $admin->selectall_arrayref(
+			'SELECT budget, le_ms, count FROM dbgate.wait_histogram ORDER BY budget, le_ms')
+		  // [] })
+{
+	push @{ $hist{ $r->[0] } }, [ $r->[1] =~ /inf/i ? 9**9**9 : $r->[1], $r->[2] ];
+}
+
+# admissions that waited at most LE ms (LE a bucket bound)
+sub waited_at_most
+{
+	my ($b, $le) = @_;
+	for my $h (@{ $hist{$b} // [] })
+	{
+		return $h->[1] if abs($h->[0] - $le) < 1e-9;
+	}
+	return undef;
+}
+
+# the smallest bucket bound at least MS
+sub bucket_over
+{
+	my ($b, $ms) = @_;
+	for my $h (@{ $hist{$b} // [] })
+	{
+		return $h->[0] if $h->[0] >= $ms;
+	}
+	return 9**9**9;
+}
+
+# the tokens a bucket could give between FROM and TO: its burst at FROM,
+# its rate over the time, and a full bucket at each change (committed
+# somewhere in [t0, t1]: the higher rate there); and the tokens of a token
+# waiter that woke up to $TOKEN_LATE s after its token was due, as it
+# takes the token as of then (the first of these may be due before FROM)
+sub rate_allowance
+{
+	my ($budget, $from, $to) = @_;
+	my @ev = sort { $a->[0] <=> $b->[0] }
+	  (map { [ @$_, 'max_rate' ] } @{ $timeline{$budget}{max_rate}{ev} }),
+	  (map { [ @$_, 'rate_burst' ] } @{ $timeline{$budget}{rate_burst}{ev} });
+	my %cur = (
+		max_rate => $timeline{$budget}{max_rate}{init},
+		rate_burst => $timeline{$budget}{rate_burst}{init});
+	my @later;
+	for my $e (@ev)
+	{
+		if ($e->[1] < $from) { $cur{ $e->[3] } = $e->[2]; }
+		else { push @later, $e; }
+	}
+	my $tokens = $cur{rate_burst} + $cur{max_rate} * $TOKEN_LATE;
+	my $t = $from;
+	for my $e (@later)
+	{
+		my ($t0, $t1, $v, $f) = @$e;
+		last if $t0 > $to;
+		$tokens += $cur{max_rate} * ($t0 - $t) if $t0 > $t;
+		my %new = (%cur, $f => $v);
+		my $start = $t0 > $t ? $t0 : $t;
+		$tokens += ($cur{max_rate} > $new{max_rate} ? $cur{max_rate} : $new{max_rate})
+		  * ($t1 - $start);
+		$tokens += $cur{rate_burst} > $new{rate_burst} ? $cur{rate_burst} : $new{rate_burst};
+		%cur = %new;
+		$t = $t1;
+	}
+	$tokens += $cur{max_rate} * ($to - $t) if $to > $t;
+	return $tokens;
+}
+
+my %sessions_of;
+for my $sess (@SESSIONS)
+{
+	my $b = $ROLE_BUDGET{ $sess->[0] } // next;
+	$sessions_of{$b} += $sess->[2];
+}
+my %child_after_wait;
+$child_after_wait{all} += $final->{$_}{admitted_after_wait} // 0 for @CHILDREN;
+
+for my $b (sort keys %$final)
+{
+	my $s = $final->{$b};
+	my @p;
+	my $is_parent = grep { $_ eq $b } @PARENTS;
+	my $h = $hist{$b} // [];
+	push @p, 'wait_histogram has ' . scalar(@$h) . ' buckets, not 12' if @$h != 12;
+	for my $i (1 .. $#$h)
+	{
+		push @p, "wait_histogram is not cumulative at $h->[$i][0] ms"
+		  if $h->[$i][1] < $h->[ $i - 1 ][1];
+	}
+	push @p, "the last bucket of wait_histogram is $h->[-1][1], admitted $s->{admitted}"
+	  if @$h && $h->[-1][1] != $s->{admitted};
+	push @p, "the first bucket of wait_histogram is $h->[0][1], below the "
+	  . ($s->{admitted} - $s->{admitted_after_wait}) . ' admissions that did not wait'
+	  if @$h && $h->[0][1] < $s->{admitted} - $s->{admitted_after_wait};
+	if ($QT_MS{$b} && $b ne 'soak_l')
+	{
+		my $le = bucket_over($b, $QT_MS{$b} + 1000);
+		my $n = waited_at_most($b, $le) // -1;
+		push @p, "$n admissions waited at most $le ms, of $s->{admitted} (queue_timeout "
+		  . "$QT_MS{$b} ms)"
+		  if $n != $s->{admitted};
+	}
+	for my $c (qw(would_queue would_reject))
+	{
+		push @p, "$c = $s->{$c}, but no budget is in shadow mode" if $s->{$c} != 0;
+	}
+	push @p, "memory_mb_active = $s->{memory_mb_active} after the drain"
+	  if $s->{memory_mb_active} != 0;
+	if ($b eq 'soak_m')
+	{
+		my $c = $acct{$epoch}{$b} // {};
+		my ($lo, $amb) = ($c->{bypass} // 0, $c->{bypass_amb} // 0);
+		push @p, "bypassed $s->{bypassed}, the clients ran $lo reads below min_cost "
+		  . "(and up to $amb more were canceled or lost)"
+		  if $s->{bypassed} < $lo || $s->{bypassed} > $lo + $amb;
+		push @p, 'bypassed is 0: no read passed' if $s->{bypassed} == 0;
+		note "soak_m: bypassed $s->{bypassed} (clients: $lo certain + up to $amb)";
+	}
+	elsif ($s->{bypassed} != 0)
+	{
+		push @p, "bypassed = $s->{bypassed}, but it has no min_cost";
+	}
+	push @p, "rate_limited = $s->{rate_limited}, but it never had a rate"
+	  if $s->{rate_limited} != 0
+	  && !grep { $_ > 0 } map { $_->[2] } @{ $timeline{$b}{max_rate}{ev} // [] },
+	  [ 0, 0, $timeline{$b}{max_rate}{init} // 0 ];
+	push @p, "admitted_overdue = $s->{admitted_overdue}, but it was never 'lifo'"
+	  if $s->{admitted_overdue} != 0
+	  && !grep { $_ eq 'lifo' } map { $_->[2] } @{ $timeline{$b}{queue_order}{ev} // [] },
+	  [ 0, 0, $timeline{$b}{queue_order}{init} // 'fifo' ];
+	if ($is_parent)
+	{
+		for my $c (
+			qw(admitted admitted_after_wait rejected_full rejected_timeout canceled_waiting
+			admitted_lock_holder terminated_idle admitted_overdue wait_time_total
+			wait_time_max active_time_total))
+		{
+			push @p, "$c = $s->{$c} (a parent counts nothing of its own)" if $s->{$c} != 0;
+		}
+		push @p, "a bucket of wait_histogram is not 0" if grep { $_->[1] != 0 } @$h;
+		push @p, "rate_limited $s->{rate_limited} > its children's admitted_after_wait "
+		  . $child_after_wait{all}
+		  if $s->{rate_limited} > $child_after_wait{all};
+		my $mb = $epoch_max{$epoch}{$b}{max_active} // 0;
+		my $lh = 0;
+		$lh += $final->{$_}{admitted_lock_holder} for @CHILDREN;
+		push @p, "peak_active $s->{peak_active} > $mb + $lh lock-holder admissions"
+		  if $s->{peak_active} > $mb + $lh;
+	}
+	else
+	{
+		for my $c (qw(admitted_overdue rate_limited))
+		{
+			push @p, "$c $s->{$c} > admitted_after_wait $s->{admitted_after_wait}"
+			  if $s->{$c} > $s->{admitted_after_wait};
+		}
+		# only an overdue waiter is chosen after waiting overtake_limit
+		# (100 ms or more), and only one that waited that long can be
+		if ($b eq 'soak_l' || $b eq 'soak_h1')
+		{
+			my $over50 = $s->{admitted} - (waited_at_most($b, 50) // 0);
+			push @p, "admitted_overdue $s->{admitted_overdue} > the $over50 admissions "
+			  . 'that waited more than 50 ms'
+			  if $s->{admitted_overdue} > $over50;
+		}
+	}
+	if ($b eq 'soak_l')
+	{
+		my $c = $acct{$epoch}{$b} // {};
+		push @p, "rejected_timeout $s->{rejected_timeout}, clients "
+		  . ($c->{qto} // 0) . ": a 'lifo' wait is bounded far below queue_timeout"
+		  if $s->{rejected_timeout} != 0 || ($c->{qto} // 0) != 0;
+		push @p, sprintf('wait_time_max %.0f ms > the bound of a \'lifo\' wait, %.0f ms',
+			$s->{wait_time_max}, $L_WAIT_MAX * 1000)
+		  if $s->{wait_time_max} > $L_WAIT_MAX * 1000;
+		my $le = bucket_over($b, $L_WAIT_MAX * 1000);
+		my $n = waited_at_most($b, $le) // -1;
+		push @p, "$n admissions waited at most $le ms, of $s->{admitted}"
+		  if $n != $s->{admitted};
+		my $over500 = $s->{admitted} - (waited_at_most($b, 500) // 0);
+		push @p, "admitted_overdue $s->{admitted_overdue} < the $over500 admissions that "
+		  . "waited more than 500 ms less $s->{admitted_lock_holder} lock-holder admissions"
+		  if $s->{admitted_overdue} < $over500 - $s->{admitted_lock_holder};
+		push @p, 'admitted_overdue is 0: the queue never stood long enough to test the order'
+		  if $s->{admitted_overdue} == 0;
+	}
+	if ($b eq 'soak_r')
+	{
+		my $allowed = rate_allowance($b, $epoch_t0[$epoch], $t_final) + $sessions_of{$b};
+		my $a = $s->{admitted} - $s->{admitted_lock_holder};
+		push @p, sprintf('%d admissions since the epoch began, more than its rate allows '
+			  . '(%.1f, with one per client session counted late)', $a, $allowed)
+		  if $a > $allowed;
+		note sprintf('soak_r: %d admissions in %.1f s, the rate allows %.1f', $a,
+			$t_final - $epoch_t0[$epoch], $allowed);
+		push @p, 'rate_limited is 0: its rate never held a statement back'
+		  if $s->{rate_limited} == 0;
+	}
+	ok(!@p, "$b: the counters of 1.2 and the wait histogram are exact")
+	  or diag join("\n", map { "$b: $_" } @p);
+}
+
+# ---------------------------------------------------------------------
 # Monitor samples
 
+# how long a statement may wait in each budget (s): its queue_timeout and
+# a margin, soak_l its bound; soak_b and soak_c the longest of max_age
+my %queued_age = (
+	soak_a => $QT_MS{soak_a} / 1000 + 2,
+	soak_d => $QT_MS{soak_d} / 1000 + 2,
+	soak_l => $L_WAIT_MAX,
+	soak_r => $QT_MS{soak_r} / 1000 + 2,
+	map { $_ => $QT_MS{$_} / 1000 + 2 } @CHILDREN);
+
+# what the checks of the samples know, kept for reading after a failure
+{
+	require Data::Dumper;
+	local $Data::Dumper::Sortkeys = 1;
+	open(my $fh, '>', "$dir/checks.in") or die "checks.in: $!";
+	print $fh Data::Dumper->Dump(
+		[ \%timeline, \%lowerings, \%changes, \@gate_windows ],
+		[qw(timeline lowerings changes gate_windows)]);
+	close $fh;
+}
+my $check12 = Soak::Check12->new(
+	timeline => \%timeline,
+	parents => \@PARENTS,
+	children => \@CHILDREN,
+	leaves => [ grep { my $b = $_; !grep { $_ eq $b } @PARENTS } @BUDGETS ],
+	clients => \%sessions_of,
+	rated => { map { $_ => 1 } qw(soak_r soak_h2 soak_q) },
+	gate_windows => \@gate_windows,
+	lh_window => 15,
+	persist => 1.0,
+	starve_limit => 2,
+	tol => 0.005,
+	late => $TOKEN_LATE,
+	live => { map { $_ => 1 } 'soak_r', @CHILDREN },
+	queued_age => \%queued_age,
+	max_age => 30);
 my $mon = check_samples(
 	file => "$dir/monitor.samples",
+	parents => { map { $_ => 1 } @PARENTS },
+	no_starve => { map { $_ => 1 } 'soak_r', @PARENTS, @CHILDREN },
+	lifo_possible => { soak_l => 1, soak_h1 => 1 },
+	extra => [$check12],
 	lowerings => \%lowerings,
 	changes => \%changes,
 	role_budget => \%ROLE_BUDGET,
 	budgets => { map { $_ => 1 } @BUDGETS },
 	may_vanish => { soak_c => 1 },
 	sentinels => \%SENTINEL,
-	queued_age => {
-		soak_a => $QT_MS{soak_a} / 1000 + 2,
-		soak_d => $QT_MS{soak_d} / 1000 + 2
-	},
+	queued_age => \%queued_age,
 	# a kept slot of soak_d is idle at most as long as its idle timeout
 	idle_age => { soak_d => $d_idle_max / 1000 + 4 },
 	max_age => 30,
 	lh_window => 15,
-	fair => { soak_a => 1, soak_d => 1 },
+	fair => { soak_a => 1, soak_d => 1, soak_l => 1 },
 	scope => \%SCOPE,
 	gate_windows => \@gate_windows,
 	starve_limit => 2);
@@ -1048,7 +1719,7 @@ push @fig, sprintf('seed %d; %.0f s of load, %d clients, %d epoch(s); drained in
 	$seed, $load_seconds, $nclients, $epoch + 1, $drained{seconds} // -1);
 push @fig, sprintf('statements %d (%s); operations: %s',
 	$tot{all}{statements} // 0,
-	join(', ', map { "$_ " . ($tot{$_}{statements} // 0) } qw(a b c d free)),
+	join(', ', map { "$_ " . ($tot{$_}{statements} // 0) } qw(a b c d l r h m free)),
 	join(', ', map { "$_ $ops{$_}" } sort keys %ops));
 push @fig, 'outcomes: ' . join(', ',
 	map { my $k = $_; (my $n = $k) =~ s/^outcome_//; "$n $tot{all}{$k}" }
@@ -1063,7 +1734,8 @@ for my $e (0 .. $epoch)
 	{
 		$sum{$b}{$_} += $st->{$b}{$_}
 		  for qw(admitted admitted_after_wait rejected_full rejected_timeout
-		  canceled_waiting admitted_lock_holder terminated_idle);
+		  canceled_waiting admitted_lock_holder terminated_idle admitted_overdue
+		  rate_limited);
 	}
 }
 for my $b (sort keys %sum)
@@ -1071,10 +1743,10 @@ for my $b (sort keys %sum)
 	push @fig, sprintf(
 		'%s: admitted %d, '
 		  . 'after waiting %d, lock holder %d, rejected full %d, rejected timeout %d, '
-		  . 'canceled waiting %d, terminated idle %d; max active seen %s, '
-		  . 'max queued seen %s, max idle in transaction seen %s',
+		  . 'canceled waiting %d, terminated idle %d, overdue %d, rate-limited %d; '
+		  . 'max active seen %s, max queued seen %s, max idle in transaction seen %s',
 		$b, @{ $sum{$b} }{qw(admitted admitted_after_wait admitted_lock_holder rejected_full
-		  rejected_timeout canceled_waiting terminated_idle)},
+		  rejected_timeout canceled_waiting terminated_idle admitted_overdue rate_limited)},
 		$mon->{max_active}{$b} // '-', $mon->{max_queued}{$b} // '-',
 		$mon->{max_idle}{$b} // '-');
 }
@@ -1097,6 +1769,7 @@ push @fig, sprintf('reconnects %d; monitor: %d samples, longest gap %.2f s, '
 	  . 'over-limit samples excused by lowering %d, by lock-holder admission %d',
 	($tot{all}{connects} // 0) - $nclients,
 	$mon->{samples}, $mon->{max_gap}, $mon->{lowering_excused}, $mon->{lh_excused});
+push @fig, $check12->figures;
 diag "soak figures:\n  " . join("\n  ", @fig);
 
 # ---------------------------------------------------------------------

@@ -27,17 +27,30 @@
 #     (pg_stat_activity.state 'idle').  Judged only on rows whose state
 #     began before the sample time, which is taken before pg_stat_activity
 #     is read;
-#   - counters never decrease while stats_reset stays the same;
+#   - counters never decrease while stats_reset stays the same (also the
+#     1.2 counters admitted_overdue, rate_limited and bypassed, and would_queue and
+#     would_reject, which no budget of the soak may count: none is in
+#     shadow mode);
 #   - limits never show a value that was only set in a rolled-back
 #     transaction;
 #   - a fair budget never has a free slot while statements wait; no budget
-#     has one for longer than starve_limit seconds (a lost wake-up);
-#   - a waiter's queue position never grows;
+#     has one for longer than starve_limit seconds (a lost wake-up), but
+#     those in no_starve (children, whose waiters may wait for a parent,
+#     and budgets with a rate, whose waiters may wait for a token: see
+#     Soak::Check12 for theirs);
+#   - a waiter's queue position never grows (but in budgets that may be
+#     'lifo', where a newcomer goes ahead of those not overdue);
 #   - dbgate.backends rows: one per pid, state 'active' or 'idle in
 #     transaction' (no queue position) or 'queued' (positions 1..n within a
 #     budget), a role that is assigned to that budget, and no row older
 #     than a limit (a stuck waiter, a leaked slot, a kept slot idle longer
-#     than its budget's idle timeout allows).
+#     than its budget's idle timeout allows);
+#   - parents (budgets with children) are not held to their own max_queued
+#     (their 'queued' counts their subtree) and have no rows of their own.
+#
+# The checks of the 1.2 dimensions (trees, queue order, rate) are objects
+# of Soak::Check12 passed as 'extra': check_samples() hands each of them
+# every sample, already parsed, and asks for their verdicts at the end.
 #
 # scan_log() looks for crashes other than the deliberate ones.
 package Soak::Check;
@@ -54,7 +67,8 @@ our @EXPORT_OK = qw(check_samples scan_log);
 my %S = %Soak::Monitor::S;
 my %B = %Soak::Monitor::B;
 my @COUNTERS = qw(admitted admitted_after_wait rejected_full rejected_timeout
-  canceled_waiting admitted_lock_holder terminated_idle);
+  canceled_waiting admitted_lock_holder terminated_idle admitted_overdue
+  rate_limited would_queue would_reject bypassed);
 
 # check_samples(file => F, lowerings => { budget => { max_active => [[t0, t1],
 #   ...], max_queued => [...] } }, changes => { budget => { max_active =>
@@ -65,7 +79,9 @@ my @COUNTERS = qw(admitted admitted_after_wait rejected_full rejected_timeout
 #   seconds }, idle_age => { budget => seconds }, max_age => seconds,
 #   lh_window => seconds, fair => { budget => 1 }, starve_limit => seconds,
 #   scope => { budget => 'statement' or 'transaction' } (the budgets whose
-#   scope never changes), gate_windows => [[t_off, t_on], ...])
+#   scope never changes), gate_windows => [[t_off, t_on], ...],
+#   parents => { budget => 1 }, no_starve => { budget => 1 },
+#   lifo_possible => { budget => 1 }, extra => [Soak::Check12 objects])
 # may_vanish: budgets that are dropped and created during the run, whose
 # backends rows may appear in a sample whose status rows miss the budget.
 # Returns a hash: samples, violations (list, the first 30), nviolations,
@@ -109,8 +125,8 @@ sub check_samples
 	while (my $line = <$fh>)
 	{
 		chomp $line;
-		my ($t, $sj, $bj) = split /\t/, $line, -1;
-		next unless defined $bj;
+		my ($t, $sj, $bj, $t_end) = split /\t/, $line, -1;
+		next unless defined $t_end;
 		my $status = Soak::Monitor::read_rows($sj);
 		my $backends = Soak::Monitor::read_rows($bj);
 		$r{samples}++;
@@ -207,10 +223,11 @@ sub check_samples
 		}
 		%held_from = %held_now;
 		$prev_t = $t;
-		# a waiter never loses places in its queue
+		# a waiter never loses places in its queue ('fifo')
 		my %qpos_now;
 		for my $budget (keys %rows)
 		{
+			next if $p{lifo_possible}{$budget};
 			for my $b (@{ $rows{$budget}{queued} // [] })
 			{
 				my $k = "$b->[$B{pid}]\@$b->[$B{since}]";
@@ -238,9 +255,11 @@ sub check_samples
 		}
 
 		my %seen_budget;
+		my %st;    # budget -> the status row as a hash
 		for my $s (@$status)
 		{
 			my %v = map { $_ => $s->[ $S{$_} ] } keys %S;
+			$st{ $v{budget} } = \%v;
 			my $budget = $v{budget};
 			$seen_budget{$budget} = 1;
 			my $key = "$budget\@$v{stats_reset}";
@@ -299,7 +318,7 @@ sub check_samples
 			# A fair budget hands a released slot straight to the head of
 			# its queue: nobody waits while a slot is free.  A non-fair one
 			# wakes the head, which takes the slot at once.
-			if ($v{queued} > 0 && $v{active} < $v{max_active})
+			if ($v{queued} > 0 && $v{active} < $v{max_active} && !$p{no_starve}{$budget})
 			{
 				$viol->($t,
 					"$budget (fair): queued $v{queued} while active $v{active} < max_active $v{max_active}"
@@ -333,7 +352,8 @@ sub check_samples
 				[ 'active rows', $nact, $lim{max_active} ])
 			{
 				my ($what, $n, $max) = @$c;
-				next if $n <= $max;
+				# (a parent's slots are its subtree's: Soak::Check12)
+				next if $n <= $max || $p{parents}{$budget};
 				if ($n <= $max + $ga + $lh)
 				{
 					$r{lh_excused}++ if $n > $max + $ga;
@@ -345,7 +365,7 @@ sub check_samples
 					  . "(admitted before a lowering: $ga, recent lock-holder admissions: $lh)"
 				);
 			}
-			for my $c ([ 'queued', $v{queued}, $v{max_queued} ],
+			for my $c ([ 'queued', $v{queued}, $p{parents}{$budget} ? 1e9 : $v{max_queued} ],
 				[ 'queued rows', $nque, $lim{max_queued} ])
 			{
 				my ($what, $n, $max) = @$c;
@@ -364,10 +384,21 @@ sub check_samples
 		{
 			$viol->($t, "dbgate.backends rows for budget $budget, which dbgate.status does not show")
 			  unless $seen_budget{$budget} || $p{may_vanish}{$budget};
+			$viol->($t, "dbgate.backends rows for budget $budget, a parent")
+			  if $p{parents}{$budget}
+			  && grep { @{ $rows{$budget}{$_} // [] } } qw(active queued);
 		}
+		$_->sample(
+			t => $t,
+			t_end => $t_end,
+			status => \%st,
+			rows => \%rows,
+			prev_rows => \%prev_rows,
+			viol => $viol) for @{ $p{extra} // [] };
 		%prev_rows = %rows;
 	}
 	close $fh;
+	$_->finish($viol) for @{ $p{extra} // [] };
 	return \%r;
 }
 

@@ -19,6 +19,10 @@
 #   lost_unconf  statements whose result never arrived and that were not
 #            seen queued or active first: a rejection of one of them could
 #            have been counted without the client seeing it
+#   bypass   (1.2) reads below the budget's min_cost that ran: bypassed
+#   bypass_amb  such reads canceled, timed out or lost (maybe counted,
+#            maybe not: the count is taken at executor start), or run while
+#            dbgate.enabled went off and on (then not counted)
 #   idle_term  sessions ended by the budget's idle_in_transaction_timeout
 #            (25P03 while the transaction kept a slot and the budget's
 #            timeout was the tighter one): terminated_idle
@@ -73,16 +77,46 @@ my %COMMON = (
 	set_role => 2,
 	copy => 2,
 	hold_cursor => 2);
+# Short statements only, none that keeps a slot while its client thinks
+# (no write transactions, pauses, cursors held open, CREATE TABLE AS,
+# parallel queries): how long a slot is held is bounded by the budget's
+# statement_timeout, which bounds the waits of a 'lifo' budget.
+my %SHORT = (
+	sleep => 25,
+	cpu => 8,
+	error => 7,
+	savepoint => 6,
+	do_block => 7,
+	procedure => 5,
+	prepared => 6,
+	explain => 3,
+	nested => 4,
+	set_role => 2,
+	copy => 3,
+	hold_cursor => 2,
+	amb_timeout => 3,
+	disconnect => 2);
 my %MIX = (
 	a => {%COMMON},
 	b => { %COMMON, amb_timeout => 4, disconnect => 4 },
 	c => { %COMMON, amb_timeout => 4, disconnect => 4 },
 	d => { %COMMON, idle => 12, amb_timeout => 2, disconnect => 3 },
-	free => { %COMMON, amb_timeout => 4, disconnect => 2 });
+	free => { %COMMON, amb_timeout => 4, disconnect => 2 },
+	# 1.2: a 'lifo' budget, a rate-limited one, the children of parents
+	l => {%SHORT},
+	r => { %SHORT, hot => 3, write_txn => 3, amb_timeout => 4 },
+	h => { %COMMON, amb_timeout => 3, disconnect => 2 },
+	# a budget with min_cost (100) and max_memory_mb: reads far below the
+	# cost pass ungated, sorts and hashes far above it are gated and get
+	# memory grants, writes are gated
+	m => { m_cheap => 30, m_sort => 15, m_hash => 10, hot => 6, m_amb => 4 });
+
+# The longest pg_sleep() of the workload (seconds), per client (see new).
+my $sleep_max = 2.3;
 
 # new(id, role, class, budget, checked, qt_ms, budget_st_ms, session_st_ms,
 #     scope, own_idle_ms, idle_counted, idle_limit_ms, host, port, dir, seed,
-#     superuser)
+#     superuser, sleep_max)
 #   budget_st_ms: the budget's statement_timeout, or the smallest non-zero
 #   one it can have (a lower bound for check_timeout)
 #   scope: the budget's scope ('statement' or 'transaction')
@@ -91,6 +125,7 @@ my %MIX = (
 #   counts in terminated_idle (the budget's timeout is the tighter one)
 #   idle_limit_ms: the longest idle time in a transaction that keeps a slot
 #   that the session can survive (0: no limit); longer pauses must end it
+#   sleep_max: the longest pg_sleep() of the random sleeps (default 2.3 s)
 sub new
 {
 	my ($class, %p) = @_;
@@ -133,6 +168,7 @@ sub run
 {
 	my ($self) = @_;
 	srand($self->{seed});
+	$sleep_max = $self->{sleep_max} if $self->{sleep_max};
 	local $SIG{__WARN__} = sub {
 		my ($w) = @_;
 		if ($w =~ /soak_step/) { $self->{notices}++; }
@@ -288,7 +324,14 @@ sub start
 	$self->{notices} = 0;
 	$self->{tot}{statements}++;
 	my $rv;
-	if ($opt{params})
+	if ($opt{fetch})
+	{
+		# a statement whose row is read: not prepared on the server, so
+		# that it is planned with its literal values every time
+		$o->{sth} = $dbh->prepare($sql, { pg_async => PG_ASYNC, pg_server_prepare => 0 });
+		$rv = $o->{sth}->execute if $o->{sth};
+	}
+	elsif ($opt{params})
 	{
 		my $sth = $self->{sth}{$sql} //=
 		  $dbh->prepare($sql, { pg_async => PG_ASYNC });
@@ -338,7 +381,15 @@ sub finish
 	# DBD::Pg 3.21 returns a defined value for an asynchronous statement
 	# that failed, with only the SQLSTATE set (3.18 returns undef): an
 	# SQLSTATE marks the failure either way.
-	if (defined $res && ($dbh->state // '') eq '') { $o->{ok} = 1; }
+	if (defined $res && ($dbh->state // '') eq '')
+	{
+		$o->{ok} = 1;
+		if ($o->{sth})
+		{
+			my $row = eval { $o->{sth}->fetchrow_arrayref };
+			$o->{row} = $row ? [@$row] : undef;
+		}
+	}
 	else { $self->collect_error($o); }
 	$o->{notices} = $self->{notices};
 	$o->{done} = 1;
@@ -384,6 +435,7 @@ sub sql
 	return 0 if $self->{lost} || !$self->{dbh};
 	$mode = $self->gm if $mode eq 'gated';
 	my $o = $self->finish($self->start($sql, %opt));
+	delete $o->{sth};
 	$self->account($o, $mode, %opt);
 	$self->track_txn($o, $mode, %opt);
 	$self->{last} = $o;
@@ -504,6 +556,14 @@ sub account
 
 	return unless $self->{checked};
 	my $acc = $self->{acct}{ $self->{epoch} }{ $self->{budget} } //= {};
+	if ($mode eq 'cheap')
+	{
+		# (1.2) below min_cost: counted in bypassed at executor start,
+		# unless the gate was off then
+		if (($kind eq 'ok' || $kind eq 'exec') && !$self->gate_toggled) { $acc->{bypass}++; }
+		elsif ($kind ne 'parse' && $kind ne 'full' && $kind ne 'qto') { $acc->{bypass_amb}++; }
+		return;
+	}
 	if ($kind eq 'idle')
 	{
 		if ($self->{in_txn} && $self->{idle_counted})
@@ -577,6 +637,8 @@ sub check_rejection
 	}
 	$self->fail("rejection names another budget than $b: $o->{msg}")
 	  unless $o->{msg} =~ /"\Q$b\E"/;
+	$self->fail("a statement below min_cost was queued or rejected: $o->{sql}: $o->{msg}")
+	  if $mode eq 'cheap';
 	if ($mode eq 'held' || $mode eq 'none')
 	{
 		# The slot the operation seems to hold may never have been taken:
@@ -604,6 +666,30 @@ sub check_rejection
 			  if $q < $mq;
 			$self->fail("rolled-back limit in effect: $o->{detail}")
 			  if $ma == 9 || $mq == 9;
+		}
+		elsif ($o->{detail} =~
+			/^Its parent budget "(\w+)" has (\d+) of (\d+) statements active, and (\d+) of (\d+) queue places are taken\.$/
+		  )
+		{
+			# (1.2) held back by a parent that was full
+			my ($p, $a, $ma, $q, $mq) = ($1, $2, $3, $4, $5);
+			$self->fail("full although the queue has room: $o->{detail}")
+			  if $q < $mq;
+			$self->fail("a parent that is not full held a statement back: $o->{detail}")
+			  if $a < $ma;
+			$self->fail("a budget without parent was held back by one: $o->{detail}")
+			  unless $self->{may_have_parent};
+		}
+		elsif ($o->{detail} =~
+			/^No admission is due yet under the rate of budget "(\w+)", and (\d+) of (\d+) queue places are taken\.$/
+		  )
+		{
+			# (1.2) no token, and no queue place
+			my ($rb, $q, $mq) = ($1, $2, $3);
+			$self->fail("full although the queue has room: $o->{detail}")
+			  if $q < $mq;
+			$self->fail("held back by the rate of $rb, which has none: $o->{detail}")
+			  unless $self->{rated_by}{$rb};
 		}
 		else
 		{
@@ -692,6 +778,11 @@ sub check_session_settings
 	  if to_ms($st) != $self->{st_ms};
 	$self->fail("SHOW lock_timeout is $lt, the session has 0")
 	  if to_ms($lt) != 0;
+	# (1.2) a statement's work_mem lowered for its memory grant is the
+	# statement's only
+	my ($wm) = $dbh->selectrow_array('SHOW work_mem');
+	$self->fail("SHOW work_mem is $wm, the session has 4MB")
+	  if defined $wm && $wm ne '4MB';
 	return;
 }
 
@@ -727,9 +818,11 @@ sub abort_txn
 sub rand_sleep
 {
 	my $r = rand();
-	return sprintf('%.3f', rand(0.02)) if $r < 0.6;
-	return sprintf('%.3f', 0.02 + rand(0.28)) if $r < 0.9;
-	return sprintf('%.3f', 0.3 + rand(2.0));
+	my $s =
+		$r < 0.6 ? rand(0.02)
+	  : $r < 0.9 ? 0.02 + rand(0.28)
+	  :            0.3 + rand(2.0);
+	return sprintf('%.3f', $s < $sleep_max ? $s : rand($sleep_max));
 }
 
 sub short_sleep { return sprintf('%.3f', rand(0.03)); }
@@ -1276,6 +1369,90 @@ sub op_hold_cursor
 	$self->sql('FETCH ALL FROM soak_h', 'none') if rand() < 0.5;
 	$self->sql('CLOSE soak_h', 'none');
 	return;
+}
+
+# (1.2) The operations of a budget with min_cost 100 and max_memory_mb.
+# Reads that cost about 1 (EXPLAIN's total cost: a pg_sleep() 0.01, a read
+# of soak_hot 1.05, a division by zero 0.02) are never gated.
+sub op_m_cheap
+{
+	my ($self) = @_;
+	my $r = rand();
+	if ($r < 0.5)
+	{
+		$self->sql('SELECT pg_sleep(' . sprintf('%.3f', rand(0.1)) . ')', 'cheap');
+	}
+	elsif ($r < 0.8)
+	{
+		$self->sql('SELECT v FROM soak_hot WHERE id = $1', 'cheap',
+			params => [ 1 + int(rand(HOT_ROWS)) ]);
+	}
+	else
+	{
+		$self->sql('SELECT 1 / (random() * 0)::int', 'cheap');
+	}
+	return;
+}
+
+# A sort of 20000 to 60000 rows (cost 1900 and more): gated, with a grant
+# of twice its work_mem (a Function Scan and a Sort), which it reads.
+sub op_m_sort
+{
+	my ($self) = @_;
+	my $n = 20000 + int(rand(40000));
+	my $wm = $self->sql_row(
+		"SELECT current_setting('work_mem'), count(*) FROM "
+		  . "(SELECT g FROM generate_series(1, $n) g ORDER BY g DESC) s",
+		'one');
+	$self->check_work_mem($wm);
+	return;
+}
+
+# A hash aggregate of 20000 to 60000 rows (cost 300 and more): gated.
+sub op_m_hash
+{
+	my ($self) = @_;
+	my $n = 20000 + int(rand(40000));
+	my $wm = $self->sql_row(
+		"SELECT current_setting('work_mem'), count(*) FROM "
+		  . "(SELECT g % 1000 AS k, count(*) FROM generate_series(1, $n) g GROUP BY 1) s",
+		'one');
+	$self->check_work_mem($wm);
+	return;
+}
+
+# The work_mem a statement ran with: lowered for its grant at most to
+# 64 kB, never raised above the session's 4 MB.
+sub check_work_mem
+{
+	my ($self, $wm) = @_;
+	return unless defined $wm;
+	my $kb = $wm =~ /^(\d+)kB$/ ? $1 : $wm =~ /^(\d+)MB$/ ? $1 * 1024 : -1;
+	$self->fail("a statement ran with work_mem $wm, not within 64kB .. 4MB")
+	  if $kb < 64 || $kb > 4096;
+	return;
+}
+
+# A cheap read under a short session statement_timeout.
+sub op_m_amb
+{
+	my ($self) = @_;
+	my $st = 20 + int(rand(100));
+	$self->sql("SET statement_timeout = '${st}ms'", 'none') or return;
+	$self->{st_ms} = $st;
+	$self->sql('SELECT pg_sleep(' . sprintf('%.3f', rand(0.15)) . ')', 'cheap');
+	$self->{st_ms} = $self->{session_st_ms}
+	  if $self->retry("SET statement_timeout = '$self->{session_st_ms}ms'");
+	return;
+}
+
+# sql_row(SQL, MODE): as sql(), and the first column of its one row (undef
+# if it failed).
+sub sql_row
+{
+	my ($self, $sql, $mode) = @_;
+	return undef unless $self->sql($sql, $mode, fetch => 1);
+	return $self->{last}{row} ? $self->{last}{row}[0] : undef;
 }
 
 # A short session statement_timeout that may fire while queued.

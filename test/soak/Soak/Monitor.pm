@@ -4,13 +4,16 @@
 # sample every INTERVAL seconds until the run directory's "stop-monitor"
 # file appears, and appends it to monitor.samples as one line:
 #
-#   <server time> TAB <status rows> TAB <backends rows>
+#   <server time> TAB <status rows> TAB <backends rows> TAB <server time>
 #
 # (rows separated by ';', fields by ',', in the order of %S and %B; see
-# read_rows)
+# read_rows; the second time is taken after both views were read, so
+# whatever the views saw happened between the two times)
 #
 # Both views are read by one statement: each view is consistent per budget
 # (read under that budget's lock), the two are a few microseconds apart.
+# Budgets are read one after the other: the rows of a parent and of its
+# children are not one reading (see Soak::Check12).
 # The start of each backend's transaction and its state in pg_stat_activity
 # tell one transaction's slot from the next one's.  The statement reads the
 # time, then pg_stat_activity (a backend reads it once per transaction, as a
@@ -40,7 +43,10 @@ SELECT extract(epoch FROM clock_timestamp()),
                  rejected_timeout, canceled_waiting, admitted_lock_holder,
                  peak_active, peak_queued,
                  coalesce(extract(epoch FROM stats_reset)::text, ''),
-                 idle_in_transaction, terminated_idle), ';'), '')
+                 idle_in_transaction, terminated_idle,
+                 oldest_wait, admitted_overdue, rate_limited,
+                 would_queue, would_reject, wait_time_max, bypassed,
+                 memory_mb_active), ';'), '')
           FROM dbgate.status),
        (SELECT coalesce(string_agg(concat_ws(',',
                  b.pid, b.role, b.budget, b.state,
@@ -48,8 +54,10 @@ SELECT extract(epoch FROM clock_timestamp()),
                  coalesce(b.queue_position::text, ''),
                  coalesce(extract(epoch FROM a.xact_start)::text, ''),
                  coalesce(a.state, ''),
-                 CASE WHEN a.backend_xid IS NOT NULL THEN 1 ELSE 0 END), ';'), '')
-          FROM dbgate.backends b LEFT JOIN pg_stat_activity a ON a.pid = b.pid)
+                 CASE WHEN a.backend_xid IS NOT NULL THEN 1 ELSE 0 END,
+                 coalesce(b.memory_mb::text, '')), ';'), '')
+          FROM dbgate.backends b LEFT JOIN pg_stat_activity a ON a.pid = b.pid),
+       extract(epoch FROM clock_timestamp())
 SQL
 
 # Column positions in a status sample, used by Soak::Check.
@@ -69,7 +77,15 @@ our %S = (
 	peak_queued => 12,
 	stats_reset => 13,
 	idle_in_transaction => 14,
-	terminated_idle => 15);
+	terminated_idle => 15,
+	oldest_wait => 16,
+	admitted_overdue => 17,
+	rate_limited => 18,
+	would_queue => 19,
+	would_reject => 20,
+	wait_time_max => 21,
+	bypassed => 22,
+	memory_mb_active => 23);
 our %B = (
 	pid => 0,
 	role => 1,
@@ -79,7 +95,8 @@ our %B = (
 	position => 5,
 	xact_start => 6,
 	pstate => 7,
-	has_xid => 8);
+	has_xid => 8,
+	memory_mb => 9);
 
 # read_rows(TEXT) -> [[field, ...], ...]; empty fields are undef.
 sub read_rows
