@@ -794,9 +794,9 @@ grant_tree(int root, TimestampTz now, Wakeups *w)
  * ----------
  */
 
-/* Fill in our entry for a budget; the state is set by the caller. */
+/* Our entry shows what we hold or wait for (the state: the caller's). */
 static inline void
-describe_me(const DbgateLookup *lk, TimestampTz now)
+show_me(const DbgateLookup *lk, TimestampTz now)
 {
 	my_proc->budget = lk->budget;
 	my_proc->incarnation = lk->incarnation;
@@ -804,6 +804,13 @@ describe_me(const DbgateLookup *lk, TimestampTz now)
 	my_proc->rule = (uint8) lk->rule;
 	my_proc->via = lk->via;
 	my_proc->state_since = now;
+}
+
+/* ... and has nothing left of an earlier wait (before queueing). */
+static inline void
+describe_me(const DbgateLookup *lk, TimestampTz now)
+{
+	show_me(lk, now);
 	my_proc->granted = false;
 	my_proc->released = false;
 	my_proc->overdue = false;
@@ -820,12 +827,7 @@ publish_slot(const DbgateLookup *lk, TimestampTz now, DbgateAdmission *a,
 			 bool single)
 {
 	pg_atomic_fetch_add_u64(&budget_entry(lk->budget)->admitted, 1);
-	my_proc->budget = lk->budget;
-	my_proc->incarnation = lk->incarnation;
-	my_proc->roleid = lk->user;
-	my_proc->rule = (uint8) lk->rule;
-	my_proc->via = lk->via;
-	my_proc->state_since = now;
+	show_me(lk, now);
 	if (single)
 	{
 		/* the same as the copy below, in fewer instructions */
@@ -1033,9 +1035,11 @@ admit_slow(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 			return DBGATE_ADMIT_RETRY;
 		}
 
-		/* room at every level (a fair budget: and nobody waiting in it) */
-		if (l.fair && dbgate_st_queued(st) > 0)
-			room = false;
+		/*
+		 * Room at every level (a fair budget: and nobody waiting in it;
+		 * looked at last, so that a full ancestor is named when it is the
+		 * reason, as for a budget that is not fair)
+		 */
 		for (i = 0; room && i < cl.c.n; i++)
 		{
 			DbgateBudget *lb = budget_entry(cl.c.idx[i]);
@@ -1053,6 +1057,8 @@ admit_slow(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 				}
 			}
 		}
+		if (l.fair && dbgate_st_queued(st) > 0)
+			room = false;
 
 		if (room)
 		{

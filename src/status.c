@@ -116,13 +116,17 @@ copy_status(int i, StatusRow *r)
 	r->idle_in_xact = dbgate_admission_idle_count(i);
 }
 
-static Datum
-budget_status(FunctionCallInfo fcinfo, int ncols)
+/*
+ * Start a set-returning function of ncols columns and copy the status of
+ * every budget in use (under config_lock shared: a consistent set of
+ * names).  Returns the rows, *nrows of them.
+ */
+static StatusRow *
+status_rows(FunctionCallInfo fcinfo, int ncols, int *nrows)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	DbgateShared *sh;
 	StatusRow  *rows;
-	int			nrows = 0;
 	int			i;
 
 	dbgate_check_loaded();
@@ -133,18 +137,24 @@ budget_status(FunctionCallInfo fcinfo, int ncols)
 			 rsinfo->setDesc->natts, ncols);
 
 	rows = palloc(sizeof(StatusRow) * sh->max_budgets);
+	*nrows = 0;
 	LWLockAcquire(sh->config_lock, LW_SHARED);
 	for (i = 0; i < sh->max_budgets; i++)
 	{
-		DbgateBudget *b = &sh->budgets[i].d;
-		StatusRow  *r;
-
-		if (!b->in_use)
-			continue;
-		r = &rows[nrows++];
-		copy_status(i, r);
+		if (sh->budgets[i].d.in_use)
+			copy_status(i, &rows[(*nrows)++]);
 	}
 	LWLockRelease(sh->config_lock);
+	return rows;
+}
+
+static Datum
+budget_status(FunctionCallInfo fcinfo, int ncols)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	int			nrows;
+	StatusRow  *rows = status_rows(fcinfo, ncols, &nrows);
+	int			i;
 
 	for (i = 0; i < nrows; i++)
 	{
@@ -220,26 +230,9 @@ Datum
 dbgate_wait_histogram(PG_FUNCTION_ARGS)
 {
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
-	DbgateShared *sh;
-	StatusRow  *rows;
-	int			nrows = 0;
+	int			nrows;
+	StatusRow  *rows = status_rows(fcinfo, WAIT_HISTOGRAM_COLS, &nrows);
 	int			i;
-
-	dbgate_check_loaded();
-	sh = dbgate_shared;
-	InitMaterializedSRF(fcinfo, 0);
-	if (rsinfo->setDesc->natts != WAIT_HISTOGRAM_COLS)
-		elog(ERROR, "incorrect number of output columns: %d instead of %d",
-			 rsinfo->setDesc->natts, WAIT_HISTOGRAM_COLS);
-
-	rows = palloc(sizeof(StatusRow) * sh->max_budgets);
-	LWLockAcquire(sh->config_lock, LW_SHARED);
-	for (i = 0; i < sh->max_budgets; i++)
-	{
-		if (sh->budgets[i].d.in_use)
-			copy_status(i, &rows[nrows++]);
-	}
-	LWLockRelease(sh->config_lock);
 
 	for (i = 0; i < nrows; i++)
 	{

@@ -78,7 +78,7 @@ $primary->safe_psql(
 	                            queue_timeout => '1min', max_memory_mb => 64,
 	                            min_cost => 0);
 	SELECT dbgate.create_budget('c12_two', 2, 1, parent => 'c12_parent', weight => 1,
-	                            queue_timeout => '1min', fair => false);
+	                            queue_timeout => '1min');
 	SELECT dbgate.create_budget('c12_rate', 4, 4, max_rate => 2, rate_burst => 1);
 	SELECT dbgate.create_budget('c12_cheap', 1, 0, min_cost => 1000.5);
 	SELECT dbgate.assign_role('c12_cheap', 'c12_cheap');
@@ -121,10 +121,9 @@ $r->quit;
 # 3. the standby enforces the hierarchy for its own sessions: the parent's
 # single slot, taken by a statement of c12_one, holds back a statement of
 # c12_two, which waits in c12_two's queue; with that place taken too, the
-# next one is refused with the parent's DETAIL (c12_two is not fair: a
-# newcomer of a fair budget with a waiter joins the queue without looking
-# at the levels above, and a full queue then gives the budget's own
-# DETAIL)
+# next one is refused with the parent's DETAIL (c12_two is fair: its own
+# waiter would hold the newcomer back too, but the full parent is named as
+# the reason)
 
 sub hierarchy_ok
 {
