@@ -386,12 +386,17 @@ walk_plan(Walk *w, Plan *plan, double mult)
 		return;
 	check_stack_depth();
 
-	/* expressions first: SubPlans, and an Agg's ordered aggregates */
+	/*
+	 * Expressions first: SubPlans, and an Agg's ordered aggregates.  A
+	 * statement without subplans has no SubPlan anywhere (each refers to
+	 * one of pstmt->subplans), so only an Agg's are looked at then.
+	 */
 	ew.w = w;
 	ew.mult = mult;
 	ew.in_agg = IsA(plan, Agg);
 	ew.ordered_aggs = 0;
-	walk_node_exprs(&ew, plan);
+	if (w->pstmt->subplans != NIL || ew.in_agg)
+		walk_node_exprs(&ew, plan);
 
 	/* initplans run once per execution of the node they are attached to */
 	foreach(lc, plan->initPlan)
