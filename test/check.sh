@@ -18,7 +18,10 @@
 #                 exists is then used as it is, without updating it
 #   --keep        keep the scratch directory (test results and logs)
 #
-# Each version's suites run as below, one version after the other; a line
+# As root, the root file systems that later versions and the package suite
+# need are made (or brought up to date) in the background while the first
+# version's suites run.  Each version's suites run as below, one version
+# after the other; a line
 # "PG N: N passed, N failed, N skipped (T s)" follows each, and the last
 # line of output is the sum over all versions.  A version whose root file
 # system cannot be made (no network, say) counts as one failure.
@@ -50,6 +53,11 @@
 # Environment: CHECK_ONLY (an extended regular expression: only the
 # regression tests, isolation specs, TAP files and smoke scripts whose
 # names match it run, as when working on one test), CHECK_SUITES,
+# CHECK_TAP_JOBS (TAP files run side by side in this many lanes, default
+# 2; the load tests 09x run alone afterwards), CHECK_VERSION_ONLY=1 (skip
+# what does not depend on the server's version: the "alone" suite and the
+# smoke scripts of $HOST_ONLY_SMOKE; set by the matrix for the versions in
+# roots when this system's version is in the same run),
 # CHECK_PG, CHECK_TIMEOUT (seconds per command, default
 # 600), CHECK_KEEP=1 (like --keep), PG_TEST_TIMEOUT_DEFAULT (TAP waits,
 # default here 60), PGISOLATIONTIMEOUT (isolation step waits, default here
@@ -75,6 +83,10 @@ PACKAGES=(postgresql-"$PG_MAJOR" postgresql-server-dev-"$PG_MAJOR"
 	make gcc libc6-dev libkrb5-dev perl libipc-run-perl libdbd-pg-perl
 	sqlsmith pgbouncer gnuplot-nox python3 prometheus-postgres-exporter curl git)
 CHECK_TIMEOUT=${CHECK_TIMEOUT:-600}
+# Smoke scripts that test nothing of the server's version (the benchmark
+# tooling runs on this system's PostgreSQL; META.json and the release
+# archive): with CHECK_VERSION_ONLY they run on the host only.
+HOST_ONLY_SMOKE="bench pgxn"
 # A test that waits for something that never happens fails after this
 # many seconds instead of PostgreSQL's default of 180 (TAP's poll_query_until
 # and friends) or 300 (an isolation step): the whole suite stays short.
@@ -85,6 +97,35 @@ usage() {
 	sed -n '/^# Usage:/,/^#   --keep/s/^# \{0,1\}//p' "${BASH_SOURCE[0]}"
 	exit 2
 }
+
+# check.sh --prepare-roots LOGDIR KIND:VERSION...: make or update the named
+# roots one after the other (pg: a version's test root, pkg: its package
+# root), each under its lock, and leave a file LOGDIR/ready/KINDVERSION for
+# each that is ready.  The matrix runs this in the background (see
+# prepare_roots) while the first version's suites run.
+if [[ ${1:-} == --prepare-roots ]]; then
+	logdir=$2
+	shift 2
+	mkdir -p "$logdir/ready"
+	rc=0
+	for item in "$@"; do
+		kind=${item%%:*} v=${item#*:} t0=$SECONDS
+		if [[ $kind == pkg ]]; then
+			if bash "$(dirname "${BASH_SOURCE[0]}")/package.sh" --prepare "$v"; then ok=0; else ok=1 rc=1; fi
+		else
+			ROOT_KIND=pg
+			if root_lock "$v" && root_prepare "$v" "$logdir" >/dev/null; then ok=0; else ok=1 rc=1; fi
+			root_unlock
+		fi
+		if ((ok == 0)); then
+			: >"$logdir/ready/$kind$v"
+			echo "$kind$v: ready ($((SECONDS - t0)) s)"
+		else
+			echo "$kind$v: not made here ($((SECONDS - t0)) s); the suite that needs it tries again"
+		fi
+	done
+	exit "$rc"
+fi
 
 do_install=1
 keep=${CHECK_KEEP:-}
@@ -143,8 +184,8 @@ fi
 # The version matrix: each version is one run of this script with --host,
 # on this system or inside the version's root file system.
 
-m_passed=0 m_failed=0 m_skipped=0 m_lines=()
-M_CHILD='' M_TAIL='' M_ROOT='' M_SRC='' M_LOGS='' M_VER=''
+m_passed=0 m_failed=0 m_skipped=0 m_lines=() m_failures=()
+M_CHILD='' M_TAIL='' M_ROOT='' M_SRC='' M_LOGS='' M_VER='' M_PREP=''
 
 # matrix_child LOG CMD...: run CMD (one version's run), its output to LOG
 # and to ours; add the counts of its last line to the totals.
@@ -161,6 +202,14 @@ matrix_child() {
 	wait "$M_TAIL" 2>/dev/null
 	M_CHILD='' M_TAIL=''
 	line=$(tail -n 1 "$log")
+	# What failed, for the end of the output (a long log's tail is what
+	# a CI page shows).
+	local l
+	while IFS= read -r l; do
+		m_failures+=("PG ${M_VER:-?}: $l")
+	done < <(grep -E -e '^-- .*: [0-9]+ passed, [1-9][0-9]* failed' \
+		-e '^-- .*: FAILED' -e '^not ok [0-9]+ +[-+] ' \
+		-e '^ *(test +)?[^ ]+ +\.\.\. +FAILED' -e '^\*\*\* ' "$log" | head -n 20)
 	if [[ $line =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed,\ ([0-9]+)\ skipped$ ]]; then
 		p=${BASH_REMATCH[1]} f=${BASH_REMATCH[2]} s=${BASH_REMATCH[3]}
 		if ((rc != 0 && f == 0)); then
@@ -223,6 +272,7 @@ matrix_root() {
 		-u DBGATE_ROOTS -u LD_LIBRARY_PATH \
 		-u LC_ALL -u LANGUAGE LANG=C.UTF-8 \
 		PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root PG_MAJOR="$v" \
+		${host_too:+CHECK_VERSION_ONLY=1} \
 		chroot "$root" bash "$inner/test/check.sh" --host \
 		${pass_args[@]+"${pass_args[@]}"} "${inner_suites[@]}"
 	[[ -n $keep ]] && echo "(PG $v: paths above are inside $root)"
@@ -267,6 +317,11 @@ matrix_finish() {
 		[[ -n $M_TAIL ]] && kill "$M_TAIL" 2>/dev/null
 		M_CHILD='' M_TAIL=''
 	fi
+	if [[ -n $M_PREP ]]; then
+		kill -TERM -- "-$M_PREP" 2>/dev/null
+		wait "$M_PREP" 2>/dev/null
+		M_PREP=''
+	fi
 	matrix_leave_root
 	if [[ -n $M_VER ]]; then
 		m_lines+=("PG $M_VER: interrupted")
@@ -277,12 +332,59 @@ matrix_finish() {
 	fi
 	echo
 	echo "==== all versions ($((SECONDS - start)) s)"
+	if ((${#m_failures[@]} > 0)); then
+		echo "what failed (details above, in each version's output):"
+		for l in "${m_failures[@]}"; do
+			echo "  $l"
+		done
+	fi
 	for l in ${m_lines[@]+"${m_lines[@]}"}; do
 		echo "$l"
 	done
 	if ((m_failed > 0)); then rc=1; else rc=0; fi
 	echo "$m_passed passed, $m_failed failed, $m_skipped skipped"
 	exit "$rc"
+}
+
+# prepare_roots: as root, start making (or updating) in the background
+# every root file system this run needs, the first version's package root
+# first, while the first version's suites run: debootstrap and apt-get
+# mostly wait for the network and the disk.  The packages of this system
+# (debootstrap among them) are installed first, so that no two apt-gets
+# meet.  A root that is not made there is tried again, in the foreground,
+# by the suite that needs it.
+prepare_roots() {
+	local v items=() pkg=''
+	[[ $EUID -eq 0 && -n $do_install ]] || return 0
+	if [[ " $(matrix_suites package | tr '\n' ' ') " == *" package "* ]] &&
+		[[ -z ${CHECK_ONLY:-} || package =~ $CHECK_ONLY ]]; then
+		pkg=1
+	fi
+	for v in "${versions[@]}"; do
+		[[ -n $pkg ]] && items+=("pkg:$v")
+		if [[ $v != "$PG_MAJOR" && -n $(matrix_suites) ]]; then
+			items+=("pg:$v")
+		fi
+	done
+	((${#items[@]} > 1)) || return 0
+	heading "packages of this system, then the roots in the background"
+	install_packages debootstrap "${PACKAGES[@]}" || return 0
+	export DBGATE_ROOTS_READY=$M_LOGS/ready
+	setsid bash "${BASH_SOURCE[0]}" --prepare-roots "$M_LOGS" "${items[@]}" \
+		</dev/null >"$M_LOGS/prepare.log" 2>&1 &
+	M_PREP=$!
+	echo "making ${items[*]} in the background (pid $M_PREP)"
+}
+
+# prepare_wait: wait for the roots made in the background; show their log.
+prepare_wait() {
+	[[ -n $M_PREP ]] || return 0
+	if kill -0 "$M_PREP" 2>/dev/null; then
+		echo "waiting for the roots made in the background"
+	fi
+	wait "$M_PREP"
+	M_PREP=''
+	sed 's/^/  (background) /' "$M_LOGS/prepare.log"
 }
 
 run_matrix() {
@@ -292,8 +394,14 @@ run_matrix() {
 	trap 'echo; echo "*** interrupted"; m_failed=$((m_failed + 1)); exit 130' INT TERM HUP
 	trap 'trap "" PIPE; exit 141' PIPE
 	M_LOGS=$(mktemp -d "${TMPDIR:-/tmp}/dbgate-matrix.XXXXXX") || exit 1
+	# What does not depend on the server's version runs once, on this
+	# system's, when this run includes it (CHECK_VERSION_ONLY in the others).
+	host_too=''
+	[[ " ${versions[*]} " == *" $PG_MAJOR "* ]] && host_too=1
+	prepare_roots
 	for v in "${versions[@]}"; do
 		heading "PostgreSQL $v"
+		[[ $v != "$PG_MAJOR" ]] && prepare_wait
 		t0=$SECONDS M_VER=$v
 		if [[ $v == "$PG_MAJOR" ]]; then
 			# shellcheck disable=SC2046 # one word per suite
@@ -323,7 +431,7 @@ fi
 # One version: this system's PostgreSQL ($PG_MAJOR, $PG_CONFIG).
 
 passed=0 failed=0 skipped=0
-WORK='' CHILD='' TAILPID=''
+WORK='' CHILD='' TAILPID='' LANE_PIDS=()
 
 # ---------------------------------------------------------------------------
 # Running commands
@@ -458,6 +566,10 @@ suite_regress() {
 # sets up what it needs and depends on no other test having run before it.
 suite_alone() {
 	local f n
+	if [[ -n ${CHECK_VERSION_ONLY:-} ]]; then
+		heading "alone: on the host only (CHECK_VERSION_ONLY: whether a test needs the ones before it does not depend on the server's version)"
+		return 0
+	fi
 	for f in "$WORK"/tree/sql/*.sql; do
 		[[ -e $f ]] || continue
 		n=${f##*/}
@@ -497,47 +609,110 @@ count_tap() {
 	' "$1"
 }
 
+# tap_file PATH LANE: run one TAP file with prove, in the lane's own
+# directory (its clusters, logs and data directories; stop_servers after it
+# touches nothing of another lane), and count its assertions.
+tap_file() {
+	local f=$1 lane=$2 name log rc p f_ s t0=$SECONDS
+	name=${f##*/}
+	name=${name%.pl}
+	log=$WORK/logs/tap-$name.log
+	local testdir=$WORK/tap/$lane
+	mkdir -p "$testdir"
+	[[ $EUID -eq 0 ]] && chown "$DBGATE_OS_USER:" "$WORK/tap" "$testdir"
+	# The environment of PGXS's prove_installcheck: TESTDIR (15, 16)
+	# or TESTDATADIR and TESTLOGDIR (17+) decide where tmp_check/ and
+	# its logs and data directories go.  Each test sets up its own
+	# clusters (shared_preload_libraries included); the lanes share one
+	# directory of port reservations.
+	run_logged "$log" "${AS_PG[@]}" env -u TEMP_CONFIG \
+		PATH="$BINDIR:$PATH" \
+		PERL5LIB="$PGXS_DIR/src/test/perl:$WORK/tree/test/perl:$WORK/tree/test/soak${PERL5LIB:+:$PERL5LIB}" \
+		PG_REGRESS="$PGXS_DIR/src/test/regress/pg_regress" \
+		PG_TEST_PORT_DIR="$WORK/tap/portlock" \
+		TESTDIR="$testdir" TESTDATADIR="$testdir/tmp_check" \
+		TESTLOGDIR="$testdir/tmp_check/log" \
+		prove -v "test/t/$name.pl"
+	rc=$?
+	stop_servers "$testdir"
+	read -r p f_ s < <(count_tap "$log")
+	if ((rc != 0 && f_ == 0)); then
+		echo "*** $name.pl: prove exited with status $rc: counted as one failure"
+		f_=1
+	fi
+	if ((f_ > 0)); then
+		local l
+		show_file "$testdir/tmp_check/log/regress_log_$name" tail 150
+		for l in "$testdir/tmp_check/log/${name}"_*.log; do
+			[[ -e $l ]] && show_file "$l" tail 60
+		done
+	fi
+	echo "-- $name.pl: $p passed, $f_ failed, $s skipped ($((SECONDS - t0)) s)"
+	count "$p" "$f_" "$s"
+}
+
+# tap_lane LANE FILE...: tap_file for each FILE, in a background lane: its
+# output goes to $WORK/logs/lane-LANE.out (printed when the lane ends), its
+# counts to $WORK/logs/lane-LANE.counts.
+tap_lane() {
+	local lane=$1 f
+	shift
+	passed=0 failed=0 skipped=0
+	trap 'cleanup_child; exit 130' TERM INT HUP
+	for f in "$@"; do
+		tap_file "$f" "$lane"
+	done
+	echo "$passed $failed $skipped" >"$WORK/logs/lane-$lane.counts"
+}
+
+# The TAP files.  CHECK_TAP_JOBS (default 2) lanes run the files side by
+# side, each file in one lane, one after the other; the load tests (09x:
+# soak, fuzz) run afterwards, alone, as they would fill any lane's machine.
 suite_tap() {
-	local files=() f n name log rc p f_ s
+	local files=() serial=() f n jobs=${CHECK_TAP_JOBS:-2}
 	for f in "$WORK"/tree/test/t/*.pl; do
 		n=${f##*/}
-		[[ -e $f ]] && wanted "${n%.pl}" && files+=("$f")
+		[[ -e $f ]] && wanted "${n%.pl}" || continue
+		if [[ $n == 09* ]]; then serial+=("$f"); else files+=("$f"); fi
 	done
-	heading "tap: ${#files[@]} file(s)"
-	local testdir=$WORK/tap
-	mkdir -p "$testdir"
-	[[ $EUID -eq 0 ]] && chown "$DBGATE_OS_USER:" "$testdir"
-	for f in ${files[@]+"${files[@]}"}; do
-		name=${f##*/}
-		name=${name%.pl}
-		log=$WORK/logs/tap-$name.log
-		# The environment of PGXS's prove_installcheck: TESTDIR (15, 16)
-		# or TESTDATADIR and TESTLOGDIR (17+) decide where tmp_check/ and
-		# its logs and data directories go.  Each test sets up its own
-		# clusters (shared_preload_libraries included).
-		run_logged "$log" "${AS_PG[@]}" env -u TEMP_CONFIG \
-			PATH="$BINDIR:$PATH" \
-			PERL5LIB="$PGXS_DIR/src/test/perl:$WORK/tree/test/perl:$WORK/tree/test/soak${PERL5LIB:+:$PERL5LIB}" \
-			PG_REGRESS="$PGXS_DIR/src/test/regress/pg_regress" \
-			TESTDIR="$testdir" TESTDATADIR="$testdir/tmp_check" \
-			TESTLOGDIR="$testdir/tmp_check/log" \
-			prove -v "test/t/$name.pl"
-		rc=$?
-		stop_servers "$testdir"
-		read -r p f_ s < <(count_tap "$log")
-		if ((rc != 0 && f_ == 0)); then
-			echo "*** $name.pl: prove exited with status $rc: counted as one failure"
-			f_=1
-		fi
-		if ((f_ > 0)); then
-			local l
-			show_file "$testdir/tmp_check/log/regress_log_$name" tail 150
-			for l in "$testdir/tmp_check/log/${name}"_*.log; do
-				[[ -e $l ]] && show_file "$l" tail 60
+	[[ $jobs =~ ^[1-9][0-9]*$ ]] || jobs=1
+	heading "tap: $((${#files[@]} + ${#serial[@]})) file(s)${files[*]:+, $jobs lane(s)}"
+	mkdir -p "$WORK/tap/portlock"
+	[[ $EUID -eq 0 ]] && chown "$DBGATE_OS_USER:" "$WORK/tap" "$WORK/tap/portlock"
+	if ((jobs > 1 && ${#files[@]} > 1)); then
+		local lane i pids=() lanefiles
+		for ((lane = 1; lane < jobs; lane++)); do
+			lanefiles=()
+			for ((i = lane; i < ${#files[@]}; i += jobs)); do
+				lanefiles+=("${files[i]}")
 			done
-		fi
-		echo "-- $name.pl: $p passed, $f_ failed, $s skipped"
-		count "$p" "$f_" "$s"
+			tap_lane "$lane" "${lanefiles[@]}" >"$WORK/logs/lane-$lane.out" 2>&1 &
+			pids+=($!)
+		done
+		LANE_PIDS=("${pids[@]}")
+		for ((i = 0; i < ${#files[@]}; i += jobs)); do
+			tap_file "${files[i]}" 0
+		done
+		for ((lane = 1; lane < jobs; lane++)); do
+			wait "${pids[lane - 1]}"
+			echo "==== tap lane $lane (ran beside the above)"
+			cat "$WORK/logs/lane-$lane.out"
+			local p f_ s
+			if read -r p f_ s <"$WORK/logs/lane-$lane.counts" 2>/dev/null; then
+				count "$p" "$f_" "$s"
+			else
+				echo "*** tap lane $lane ended without its counts: counted as one failure"
+				count 0 1 0
+			fi
+		done
+		LANE_PIDS=()
+	else
+		for f in ${files[@]+"${files[@]}"}; do
+			tap_file "$f" 0
+		done
+	fi
+	for f in ${serial[@]+"${serial[@]}"}; do
+		tap_file "$f" 0
 	done
 }
 
@@ -552,7 +727,12 @@ suite_smoke() {
 	local scripts=() f n name log rc
 	for f in "$WORK"/tree/test/smoke/*.sh; do
 		n=${f##*/}
-		[[ -e $f ]] && wanted "${n%.sh}" && scripts+=("$f")
+		[[ -e $f ]] && wanted "${n%.sh}" || continue
+		if [[ -n ${CHECK_VERSION_ONLY:-} && " $HOST_ONLY_SMOKE " == *" ${n%.sh} "* ]]; then
+			echo "-- $n: on the host only (CHECK_VERSION_ONLY: it does not depend on the server's version)"
+			continue
+		fi
+		scripts+=("$f")
 	done
 	heading "smoke: ${#scripts[@]} script(s)"
 	for f in ${scripts[@]+"${scripts[@]}"}; do
@@ -563,6 +743,7 @@ suite_smoke() {
 		mkdir -p "$dir"
 		[[ $EUID -eq 0 ]] && chown "$DBGATE_OS_USER:" "$dir" "$WORK/smoke"
 		echo "-- $name.sh"
+		local t0=$SECONDS
 		run_logged "$log" "${AS_PG[@]}" env \
 			PATH="$BINDIR:$PATH" PG_CONFIG="$PG_CONFIG" BINDIR="$BINDIR" \
 			DBGATE_SRC="$WORK/tree" DBGATE_WORK="$dir" \
@@ -571,7 +752,7 @@ suite_smoke() {
 		stop_servers "$dir"
 		case $rc in
 		0)
-			echo "-- $name.sh: passed"
+			echo "-- $name.sh: passed ($((SECONDS - t0)) s)"
 			count 1 0 0
 			;;
 		77)
@@ -579,7 +760,7 @@ suite_smoke() {
 			count 0 0 1
 			;;
 		*)
-			echo "-- $name.sh: FAILED (exit status $rc)"
+			echo "-- $name.sh: FAILED (exit status $rc, $((SECONDS - t0)) s)"
 			count 0 1 0
 			;;
 		esac
@@ -622,7 +803,7 @@ suite_package() {
 # ---------------------------------------------------------------------------
 # Clean-up and summary
 
-cleanup() {
+cleanup_child() {
 	if [[ -n $CHILD ]]; then
 		# Ctrl-C or a signal while a suite runs: end its process group.
 		kill -TERM -- "-$CHILD" "$CHILD" 2>/dev/null
@@ -630,6 +811,15 @@ cleanup() {
 		[[ -n $TAILPID ]] && kill "$TAILPID" 2>/dev/null
 		CHILD='' TAILPID=''
 	fi
+}
+
+cleanup() {
+	local pid
+	for pid in ${LANE_PIDS[@]+"${LANE_PIDS[@]}"}; do
+		kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+	done
+	LANE_PIDS=()
+	cleanup_child
 	[[ -n $WORK ]] || return 0
 	stop_servers "$WORK"
 	if [[ -n $keep ]]; then

@@ -4,7 +4,7 @@
 # test/package.sh - build the Debian package postgresql-N-dbgate from this
 # source tree in a clean Debian root, install it and test it there.
 #
-# Usage: sudo test/package.sh [--no-update] [--keep] VERSION...
+# Usage: sudo test/package.sh [--no-update] [--keep] [--prepare] VERSION...
 #
 #   VERSION      PostgreSQL major version: 15 (Debian bookworm), 17 (trixie)
 #                or 18 (forky)
@@ -12,6 +12,7 @@
 #                --no-install does
 #   --keep       keep the throwaway copy of the root (build tree, packages,
 #                logs) and print its path
+#   --prepare    only make or update the versions' roots (step 1 below)
 #
 # Run by test/check.sh as its "package" suite, once per version, outside
 # any other root.  For each version, as root:
@@ -63,10 +64,11 @@ usage() {
 	exit 2
 }
 
-noupdate='' keep='' versions=()
+noupdate='' keep='' prepare='' versions=()
 for arg in "$@"; do
 	case $arg in
 	--no-update) noupdate=no-update ;;
+	--prepare) prepare=1 ;;
 	--keep) keep=1 ;;
 	-h | --help) usage ;;
 	[0-9]*)
@@ -401,6 +403,24 @@ trap 'echo "*** interrupted"; failed=$((failed + 1)); exit 130' INT TERM HUP
 trap 'trap "" PIPE; exit 141' PIPE
 
 LOGS=$(mktemp -d "${TMPDIR:-/tmp}/dbgate-package.XXXXXX") || exit 1
+if [[ -n $prepare ]]; then
+	# Only step 1: make or update the roots (check.sh does this in the
+	# background while other suites run); no tests, no counts.
+	trap - EXIT
+	rc=0
+	for v in "${versions[@]}"; do
+		t0=$SECONDS
+		if root_lock "$v" && base=$(base_root "$v"); then
+			echo "package root $base ready ($((SECONDS - t0)) s)"
+		else
+			echo "*** package root for PostgreSQL $v: not made"
+			rc=1
+		fi
+		root_unlock
+	done
+	rm -rf "$LOGS"
+	exit "$rc"
+fi
 for v in "${versions[@]}"; do
 	package_version "$v"
 done

@@ -34,6 +34,9 @@
 # Environment:
 #   DBGATE_ROOTS          where the roots live (default /var/cache/dbgate)
 #   DBGATE_DEBIAN_MIRROR  Debian archive URL (default: from apt's sources)
+#   DBGATE_ROOTS_READY    a directory: a file KINDVERSION in it (pg17,
+#                         pkg15...) says that root was made or updated by
+#                         this run already; root_prepare then uses it as it is
 #   ROOT_KIND             pg (default: roots that the suites run in) or pkg
 
 DBGATE_ROOTS=${DBGATE_ROOTS:-/var/cache/dbgate}
@@ -248,6 +251,12 @@ root_build() {
 root_prepare() {
 	local v=$1 logdir=$2 noupdate=${3:-} dir
 	dir=$(root_dir "$v")
+	# Made or brought up to date a moment ago by this run (check.sh makes
+	# the roots of later versions while the first one's suites run).
+	if [[ -z $noupdate && -n ${DBGATE_ROOTS_READY:-} &&
+		-e $DBGATE_ROOTS_READY/$ROOT_KIND$v ]]; then
+		noupdate=ready
+	fi
 	mkdir -p "$DBGATE_ROOTS" || return 1
 	if [[ -d $dir ]]; then
 		if [[ -n $noupdate && -x $dir/usr/lib/postgresql/$v/bin/pg_config ]]; then
