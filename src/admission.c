@@ -624,13 +624,14 @@ mark_granted(DbgateProc *p, TimestampTz now)
 
 /*
  * Give the queued procno a slot at every level of its chain, and a token
- * where a level has a rate (as of token_ns); 'beyond' (lock holders)
+ * where a level has a rate (one there at now_ns, taken as of asof_ns: see
+ * rate.c); 'beyond' (lock holders)
  * ignores every limit and takes no token.  Caller holds the tree lock.  Returns false when a level
  * had no room or no token after all (a newcomer took it without the lock,
  * or a budget changed): nothing is then changed.
  */
 static bool
-promote(int procno, bool beyond, int64 token_ns)
+promote(int procno, bool beyond, int64 now_ns, int64 asof_ns)
 {
 	DbgateProc *p = proc_entry(procno);
 	DbgateLimits lim[DBGATE_MAX_DEPTH];
@@ -681,7 +682,7 @@ promote(int procno, bool beyond, int64 token_ns)
 
 			if (!lim[t].rate || before[t] == UINT32_MAX)
 				continue;
-			if (dbgate_token_take(b, token_ns, !lim[t].enforce) != 0)
+			if (dbgate_token_take_at(b, now_ns, asof_ns, !lim[t].enforce) != 0)
 			{
 				if (!lim[t].enforce)
 					pg_atomic_fetch_add_u64(&b->would_queue, 1);
@@ -726,6 +727,7 @@ grant_tree(int root, TimestampTz now, Wakeups *w)
 {
 	DbgateBudget *r = budget_entry(root);
 	int64		now_ns = 0;
+	int64		asof_ns;
 	int			races = 0;
 
 	for (;;)
@@ -765,15 +767,19 @@ grant_tree(int root, TimestampTz now, Wakeups *w)
 			return;
 		}
 		/*
-		 * The tree's token waiter takes its token as of the time it was
-		 * due, however late it woke: it was waiting all along, so the time
-		 * its wake-up took is no idle time of the bucket.  Otherwise every
-		 * wake-up's delay would be lost, and a busy budget would fall short
-		 * of its rate (the more, the higher the rate).
+		 * A queued statement takes its token as of the time it was due: it
+		 * was waiting all along, so the time a wake-up took is no idle time
+		 * of the bucket.  The tree's token waiter, however late it woke;
+		 * the others granted in the same step, up to
+		 * DBGATE_TOKEN_CATCHUP_NS back (rate.c).  Otherwise every wake-up's
+		 * delay would be lost, and a busy budget would fall short of its
+		 * rate (the more, the higher the rate).
 		 */
-		if (!promote(pick.procno, false,
-					 (pick.procno == r->token_waiter && r->token_due_ns != 0 &&
-					  r->token_due_ns < now_ns) ? r->token_due_ns : now_ns))
+		asof_ns = now_ns - DBGATE_TOKEN_CATCHUP_NS;
+		if (pick.procno == r->token_waiter && r->token_due_ns != 0 &&
+			r->token_due_ns < asof_ns)
+			asof_ns = r->token_due_ns;
+		if (!promote(pick.procno, false, now_ns, asof_ns))
 		{
 			/* taken meanwhile: choose again (bounded by the newcomers) */
 			if (++races > 1000)
@@ -2018,7 +2024,7 @@ dbgate_admission_admit_lock_holder(int procno, int pid)
 	root = lock_tree(idx);
 	if (e->pid == pid && e->budget == idx && e->state == DBGATE_PROC_QUEUED &&
 		!e->granted && !e->released &&
-		promote(procno, true, 0))
+		promote(procno, true, 0, 0))
 	{
 		DbgateBudget *r = budget_entry(root);
 
@@ -2256,7 +2262,7 @@ dbgate_admission_admit_all(DbgateBudget *b)
 		int			procno = b->queue_head;
 		DbgateProc *p = proc_entry(procno);
 
-		if (!promote(procno, true, 0))
+		if (!promote(procno, true, 0, 0))
 		{
 			/* a level was dropped meanwhile: let it go ungated */
 			list_unlink(b, procno);

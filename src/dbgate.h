@@ -624,6 +624,15 @@ extern void dbgate_lockgraph_check(int idx, TimestampTz now);
 extern int64 dbgate_now_ns(void);
 extern int64 dbgate_token_due(DbgateBudget *b, int64 now_ns);
 extern int64 dbgate_token_take(DbgateBudget *b, int64 now_ns, bool force);
+extern int64 dbgate_token_take_at(DbgateBudget *b, int64 now_ns,
+								  int64 asof_ns, bool force);
+
+/*
+ * How far back a queued statement granted after the token waiter may take
+ * its token (rate.c): the latch wait's millisecond granularity and a
+ * scheduling delay.
+ */
+#define DBGATE_TOKEN_CATCHUP_NS INT64CONST(2000000)
 extern void dbgate_token_return(DbgateBudget *b);
 extern void dbgate_token_fill(DbgateBudget *b);
 

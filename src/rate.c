@@ -14,10 +14,22 @@
  * and from then on one every T.  Without a token the next one is due at
  * max(tat, t) - tau.
  *
- * A waiter that waited for its token takes it as of the time it was due,
- * not of the moment it woke (admission.c's grant step): with a queue
- * behind the bucket there is no idle time to lose, and a rate of
- * thousands per second would otherwise fall short by the wake-up delays.
+ * A queued statement takes its token as of the time it was due, not of the
+ * moment the grant step reaches it (admission.c's grant step; the "as of"
+ * time of dbgate_token_take_at): with a queue behind the bucket there is
+ * no idle time to lose, and a rate of thousands per second would otherwise
+ * fall short by the wake-up delays.  The tree's token waiter, for whom the
+ * grant step was woken, takes its own token as of its due time however
+ * late it woke; the waiters granted after it in the same step take theirs
+ * as of at most DBGATE_TOKEN_CATCHUP_NS ago: a timer that fires late (the
+ * latch wait counts in milliseconds) is made up for by admitting the
+ * tokens that fell due meanwhile at once, and that is the only way the
+ * admissions of a short stretch may exceed rate_burst (by at most
+ * max_rate x DBGATE_TOKEN_CATCHUP_NS).  Over any window the count stays
+ * within max_rate x time + rate_burst + max_rate x DBGATE_TOKEN_CATCHUP_NS:
+ * every admission moves tat on by T, tat never goes back, an admission
+ * needs tat <= now + tau, and the first one of the window sets tat to at
+ * least its time - DBGATE_TOKEN_CATCHUP_NS + T.
  *
  * The word is the budget entry's rate_tat (nanoseconds of the monotonic
  * clock, CLOCK_MONOTONIC, which is the same in every process of the
@@ -83,6 +95,38 @@ dbgate_token_take(DbgateBudget *b, int64 now_ns, bool force)
 		if (start - now_ns > tolerance)
 		{
 			due = start - tolerance;
+			if (!force)
+				return due;
+		}
+		if (pg_atomic_compare_exchange_u64(&b->rate_tat, &old,
+										   (uint64) (start + interval)))
+			return due;
+	}
+}
+
+/*
+ * dbgate_token_take for a queued statement: whether a token is there is
+ * judged at now_ns, and it is taken as of asof_ns (<= now_ns) if the
+ * bucket's next token fell due before now: tat moves on from
+ * max(tat, asof_ns), so the time between its due time and now is not lost.
+ */
+int64
+dbgate_token_take_at(DbgateBudget *b, int64 now_ns, int64 asof_ns, bool force)
+{
+	uint64		old = pg_atomic_read_u64(&b->rate_tat);
+	int64		interval = b->qlim.rate_interval_ns;
+	int64		tolerance = b->qlim.rate_tolerance_ns;
+
+	Assert(asof_ns <= now_ns);
+	for (;;)
+	{
+		int64		next = Max((int64) old, now_ns);
+		int64		start = Max((int64) old, asof_ns);
+		int64		due = 0;
+
+		if (next - now_ns > tolerance)
+		{
+			due = next - tolerance;
 			if (!force)
 				return due;
 		}

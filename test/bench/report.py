@@ -616,13 +616,14 @@ def cmd_rate(outdir):
                      "queued (time average)", "queued (lowest sample)"], trows)
         md.append("")
         md.append("'time lost per admission' = 1 / measured rate - 1 / max_rate: how "
-                  "late, on average, each admission came after its token was due.  With "
-                  "rate_burst 1 the bucket holds no token in reserve, so every delay "
-                  "between a token's due time and the woken waiter taking it is lost "
-                  "for good (the next token is due one interval after the admission, "
-                  "src/rate.c: tat = max(tat, now) + interval); a larger rate_burst "
-                  "banks it.  A window where the queue ran empty (lowest sample 0) was "
-                  "limited by the clients, not by the budget.")
+                  "late, on average, each admission came after its token was due.  A "
+                  "queued statement takes its token as of the time it fell due (the "
+                  "token waiter however late it woke, the others granted with it up to "
+                  "2 ms back: src/rate.c), so a late wake-up is made up for; a delay "
+                  "longer than that is lost when rate_burst is 1 (the bucket holds no "
+                  "token in reserve) and banked by a larger rate_burst.  A window where "
+                  "the queue ran empty (lowest sample 0) was limited by the clients, "
+                  "not by the budget.")
         md.append("")
 
     bur = [r for r in ok if r["scenario"] == "burst"]
