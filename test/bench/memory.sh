@@ -13,6 +13,8 @@
 #   --max-memory-mb M  the bounded budget's max_memory_mb (default 350)
 #   --workers N        max_parallel_workers_per_gather of the report (default 2)
 #   --only PART        run only 'memory' or only 'cheap'
+#   --set NAME=VALUE   one more setting of the report's role (ALTER ROLE
+#                      rpt SET), e.g. --set jit=off; may be repeated
 #   --out DIR          keep the results in DIR (default: a new mktemp directory)
 #   --no-install       do not apt-get anything, do not build (assume installed)
 #   --quick            --duration 15 --rows 300000 --max-memory-mb 100
@@ -57,6 +59,7 @@ WORKERS=2
 OUT=
 INSTALL=1
 ONLY=
+SETTINGS=()
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 die() { echo "memory.sh: $*" >&2; exit 2; }
@@ -70,6 +73,7 @@ while [ $# -gt 0 ]; do
 	--workers) WORKERS=$2; shift ;;
 	--out) OUT=$2; shift ;;
 	--only) ONLY=$2; shift ;;
+	--set) SETTINGS+=("$2"); shift ;;
 	--no-install) INSTALL=0 ;;
 	--quick) DUR=15; ROWS=300000; MAXMEM=100 ;;
 	-h | --help) usage; exit 0 ;;
@@ -181,6 +185,9 @@ sql "SELECT dbgate.assign_role('rpt', 'rpt_b')" >/dev/null
 sql "ALTER ROLE rpt SET work_mem = '$WORK_MEM'"
 sql "ALTER ROLE rpt SET max_parallel_workers_per_gather = $WORKERS"
 sql "ALTER ROLE rpt SET enable_parallel_hash = off"
+for kv in ${SETTINGS[@]+"${SETTINGS[@]}"}; do
+	sql "ALTER ROLE rpt SET ${kv%%=*} = '${kv#*=}'"
+done
 
 cat >"$WORK/report.sql" <<'EOF'
 SELECT g.grp, g.n, g.amount, r.note
@@ -345,7 +352,7 @@ fi
 
 {
 	echo "dbgate memory benchmark: $(date -u +%Y-%m-%dT%H:%MZ), PostgreSQL $("$PGBIN/postgres" --version | awk '{print $3}'), $(nproc) CPUs, $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)"
-	echo "report: $ROWS fact rows, work_mem $WORK_MEM, max_parallel_workers_per_gather $WORKERS, 16 clients, budget max_active 8, $DUR s per run"
+	echo "report: $ROWS fact rows, work_mem $WORK_MEM, max_parallel_workers_per_gather $WORKERS, 16 clients, budget max_active 8, $DUR s per run${SETTINGS[*]:+; role settings: ${SETTINGS[*]}}"
 	if [ "$ONLY" != cheap ]; then
 		echo
 		echo "idle baseline: $idle_per kB private per backend ($idle_procs backends)"

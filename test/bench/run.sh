@@ -43,6 +43,11 @@
 # forwards in odd and backwards in even repetitions.  Everything is stopped
 # and removed on exit, also on failure or Ctrl-C.
 #
+# Environment: SAT_CONTENDERS (saturation's gated and pooled contenders,
+# default "fair nonfair lifo pgbouncer"; also "lifonf": a non-fair 'lifo'
+# budget), HANDOFF_CONTENDERS (hand-off's gated ones, default "fair nonfair
+# lifo").
+#
 # Output: OUT/summary.md (also printed), OUT/summary.csv (medians and
 # ratios), OUT/runs.csv (one row per run and repetition), OUT/bulkhead.png,
 # OUT/saturation.png, OUT/raw/ (pgbench and server output).  Exit status 0
@@ -285,8 +290,10 @@ calibrate() {
 # fair and lifo budgets are fair (a newcomer queues while anyone waits);
 # lifo hands a released slot to the newest waiter unless someone has waited
 # overtake_limit (default 100 ms).
-fair_bool() { [ "$1" = nonfair ] && echo false || echo true; }
-queue_order() { [ "$1" = lifo ] && echo lifo || echo fifo; }
+# lifonf is a non-fair 'lifo' budget: a newcomer (the newest by definition)
+# takes a free slot, a released slot wakes the waiter the order chooses.
+fair_bool() { case "$1" in nonfair | lifonf) echo false ;; *) echo true ;; esac; }
+queue_order() { case "$1" in lifo | lifonf) echo lifo ;; *) echo fifo ;; esac; }
 
 # overhead point: PROTOCOL:CONTENDER
 overhead_point() {
@@ -403,7 +410,7 @@ saturation_point() {
 	if [ "$grp" = S ]; then args=(-S); else args=(-f "$WORK/range.sql"); fi
 	case "$con" in
 	ungated) measure saturation "$grp" ungated "" "$rep" plain reporting "$SAT_CLIENTS" 1 "" -- "${args[@]}" ;;
-	fair | nonfair | lifo)
+	fair | nonfair | lifo | lifonf)
 		sql_gate "SELECT dbgate.alter_budget('reporting', max_active => $n,
 			max_queued => $SAT_CLIENTS, fair => $(fair_bool "$con"),
 			queue_order => '$(queue_order "$con")')" >/dev/null
@@ -420,7 +427,7 @@ scenario_saturation() {
 	if [ "$DBGATE" = 1 ]; then gate_assign reporting reporting; fi
 	for grp in ${LOADS//,/ }; do
 		pts+=("$grp:ungated")
-		for con in fair nonfair lifo pgbouncer; do
+		for con in ${SAT_CONTENDERS:-fair nonfair lifo pgbouncer}; do
 			[ "$DBGATE" = 1 ] || [ "$con" = pgbouncer ] || continue
 			for n in ${MAX_ACTIVE//,/ }; do pts+=("$grp:$con:$n"); done
 		done
@@ -434,7 +441,7 @@ handoff_point() {
 	case "$con" in
 	ungated-1client) measure handoff "" "$con" "" "$rep" plain reporting 1 1 "" -- "${s[@]}" ;;
 	ungated) measure handoff "" "$con" "" "$rep" plain reporting 16 1 "" -- "${s[@]}" ;;
-	fair | nonfair | lifo)
+	fair | nonfair | lifo | lifonf)
 		sql_gate "SELECT dbgate.alter_budget('reporting', max_active => 1, max_queued => 64,
 			fair => $(fair_bool "$con"), queue_order => '$(queue_order "$con")')" >/dev/null
 		measure handoff "" "$con" 1 "$rep" gate reporting 16 1 reporting -- "${s[@]}" ;;
@@ -449,7 +456,7 @@ scenario_handoff() {
 	local pts=(ungated-1client ungated)
 	if [ "$DBGATE" = 1 ]; then
 		gate_assign reporting reporting
-		pts+=(fair nonfair lifo)
+		pts+=(${HANDOFF_CONTENDERS:-fair nonfair lifo})
 	fi
 	pts+=(pgbouncer)
 	repeat_points handoff_point "${pts[@]}"

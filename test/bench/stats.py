@@ -436,7 +436,7 @@ def summarize(outdir):
                          "gate: mean wait us", "gate: max wait ms", "gate: peak_active",
                          "other CPU %", "reps"], rows)
             md.append("")
-            for kind in ("fair", "nonfair", "lifo", "pgbouncer"):
+            for kind in ("fair", "nonfair", "lifo", "lifonf", "pgbouncer"):
                 if kind in best:
                     n, tps, p99, rt, rp, wfrac = best[kind]
                     idle = ("; fewer than 0.5 %% of the statements waited for a slot "
@@ -454,8 +454,9 @@ def summarize(outdir):
                                         "TPS x%s, p99 x%s%s" % (fmt(rt, 2), fmt(rp, 2),
                                                                " (gate hardly queued)" if idle else ""),
                                         verdict(rt, ok)))
-            if "lifo" in best:
-                md += lifo_lines(runs, grp, best, targets)
+            for kind in ("lifo", "lifonf"):
+                if kind in best:
+                    md += lifo_lines(runs, grp, best, targets, kind)
             md.append("")
             sizes = sorted({n for s in series.values() for n in s})
             with open(os.path.join(outdir, "saturation_%s.dat" % grp), "w") as f:
@@ -561,28 +562,29 @@ def summarize(outdir):
     return 1 if anomalies else 0
 
 
-def lifo_lines(runs, grp, best, targets):
-    """'lifo' at B = 2 and at its best B against ungated and the best pool."""
+def lifo_lines(runs, grp, best, targets, kind="lifo"):
+    """'lifo' (or 'lifonf': non-fair 'lifo') at B = 2 and at its best B
+    against ungated and the best pool."""
     out = []
-    if runs.select("saturation", grp, "lifo", "2"):
-        rt = runs.ratio("saturation", grp, "lifo", "tps", "ungated", "2")
-        rp = runs.ratio("saturation", grp, "lifo", "p99_us", "ungated", "2")
-        out.append("- lifo at max_active 2: TPS x%s, p99 x%s vs ungated"
-                   % (fmt(rt, 2), fmt(rp, 2)))
-        targets.append(("saturation %s, lifo max_active 2: TPS vs ungated" % grp,
+    if runs.select("saturation", grp, kind, "2"):
+        rt = runs.ratio("saturation", grp, kind, "tps", "ungated", "2")
+        rp = runs.ratio("saturation", grp, kind, "p99_us", "ungated", "2")
+        out.append("- %s at max_active 2: TPS x%s, p99 x%s vs ungated"
+                   % (kind, fmt(rt, 2), fmt(rp, 2)))
+        targets.append(("saturation %s, %s max_active 2: TPS vs ungated" % (grp, kind),
                         "TPS x%s, p99 x%s" % (fmt(rt, 2), fmt(rp, 2)), "-"))
-    n = best["lifo"][0]
-    rt, rp = best["lifo"][3], best["lifo"][4]
-    line = "- best lifo (max_active %s): TPS x%s, p99 x%s vs ungated" % (n, fmt(rt, 2), fmt(rp, 2))
+    n = best[kind][0]
+    rt, rp = best[kind][3], best[kind][4]
+    line = "- best %s (max_active %s): TPS x%s, p99 x%s vs ungated" % (kind, n, fmt(rt, 2), fmt(rp, 2))
     measured = "TPS x%s, p99 x%s vs ungated" % (fmt(rt, 2), fmt(rp, 2))
     if "pgbouncer" in best:
         pn = best["pgbouncer"][0]
-        rb = runs.ratio("saturation", grp, "lifo", "tps", "pgbouncer", n, pn)
-        rbp = runs.ratio("saturation", grp, "lifo", "p99_us", "pgbouncer", n, pn)
+        rb = runs.ratio("saturation", grp, kind, "tps", "pgbouncer", n, pn)
+        rbp = runs.ratio("saturation", grp, kind, "p99_us", "pgbouncer", n, pn)
         line += "; TPS x%s, p99 x%s vs the best PgBouncer pool (%s)" % (fmt(rb, 2), fmt(rbp, 2), pn)
         measured += "; TPS x%s vs pool %s" % (fmt(rb, 2), pn)
     out.append(line)
-    targets.append(("saturation %s, best lifo (max_active %s)" % (grp, n), measured, "-"))
+    targets.append(("saturation %s, best %s (max_active %s)" % (grp, kind, n), measured, "-"))
     return out
 
 
