@@ -746,7 +746,7 @@ suite_smoke() {
 		local t0=$SECONDS
 		run_logged "$log" "${AS_PG[@]}" env \
 			PATH="$BINDIR:$PATH" PG_CONFIG="$PG_CONFIG" BINDIR="$BINDIR" \
-			DBGATE_SRC="$WORK/tree" DBGATE_WORK="$dir" \
+			DBGATE_SRC="$WORK/tree" DBGATE_WORK="$dir" TMPDIR="$dir" \
 			bash "$f"
 		rc=$?
 		stop_servers "$dir"
