@@ -510,8 +510,15 @@ run_pg_regress() {
 	local suite=$1 prog=$2 inputdir=$3 rc p f s
 	shift 3
 	# Output directory and database name as in PGXS's installcheck.
-	local outdir=$inputdir dbname=contrib_regression
+	local outdir=$inputdir dbname=contrib_regression port=()
 	[[ $suite == isolation ]] && outdir=$inputdir/output_iso dbname=''
+	# A test of the alone suite has its own output directory and port:
+	# two of them run at once (suite_alone).
+	if [[ $suite == alone-* ]]; then
+		outdir=$WORK/alone/$suite
+		"${AS_PG[@]}" mkdir -p "$outdir"
+		port=(--port="$ALONE_PORT")
+	fi
 	local log=$WORK/logs/$suite.log
 	heading "$suite: $# test(s)${*:+: $*}"
 	(($# > 0)) || return 0
@@ -532,7 +539,7 @@ run_pg_regress() {
 		--temp-instance="$WORK/tree/tmp_check/$suite" \
 		--temp-config="$WORK/tree/test/dbgate.conf" \
 		--inputdir="$inputdir" --outputdir="$outdir" \
-		--bindir="$BINDIR" --no-locale --encoding=UTF8 \
+		--bindir="$BINDIR" --no-locale --encoding=UTF8 ${port[@]+"${port[@]}"} \
 		${dbname:+--dbname="$dbname"} "$@"
 	rc=$?
 	stop_servers "$WORK/tree/tmp_check/$suite"
@@ -564,8 +571,24 @@ suite_regress() {
 
 # Each regression test once more, by itself on a fresh instance: a test
 # sets up what it needs and depends on no other test having run before it.
+# The alone suite: each regression test by itself on a fresh instance, two
+# at a time (lane 0 here, lane 1 in the background, each on a port of its
+# own; lane 1's output is printed when it ends).
+alone_lane() {
+	local lane=$1 n
+	shift
+	passed=0 failed=0 skipped=0
+	ALONE_PORT=$((ALONE_PORT_BASE + 100 * lane))
+	trap 'cleanup_child; exit 130' TERM INT HUP
+	for n in "$@"; do
+		run_pg_regress "alone-$n" "$PGXS_DIR/src/test/regress/pg_regress" \
+			"$WORK/tree" "$n"
+	done
+	echo "$passed $failed $skipped" >"$WORK/logs/alone-lane-$lane.counts"
+}
+
 suite_alone() {
-	local f n
+	local f n tests=() lane0=() lane1=() i
 	if [[ -n ${CHECK_VERSION_ONLY:-} ]]; then
 		heading "alone: on the host only (CHECK_VERSION_ONLY: whether a test needs the ones before it does not depend on the server's version)"
 		return 0
@@ -576,8 +599,36 @@ suite_alone() {
 		n=${n%.sql}
 		[[ $n == dbgate--* ]] && continue
 		wanted "$n" || continue
-		run_pg_regress alone "$PGXS_DIR/src/test/regress/pg_regress" \
-			"$WORK/tree" "$n"
+		tests+=("$n")
+	done
+	((${#tests[@]} > 0)) || return 0
+	for ((i = 0; i < ${#tests[@]}; i++)); do
+		if ((i % 2 == 0)); then lane0+=("${tests[i]}"); else lane1+=("${tests[i]}"); fi
+	done
+	# ports away from pg_regress's own default (0xC000 | version bits)
+	ALONE_PORT_BASE=$((40000 + RANDOM % 20000))
+	if ((${#lane1[@]} > 0)); then
+		alone_lane 1 "${lane1[@]}" >"$WORK/logs/alone-lane-1.out" 2>&1 &
+		LANE_PIDS=($!)
+	fi
+	(
+		alone_lane 0 "${lane0[@]}"
+	)
+	if ((${#lane1[@]} > 0)); then
+		wait "${LANE_PIDS[0]}"
+		LANE_PIDS=()
+		echo "==== alone, second lane (ran beside the above)"
+		cat "$WORK/logs/alone-lane-1.out"
+	fi
+	local lane p f_ s
+	for lane in 0 1; do
+		((lane == 1 && ${#lane1[@]} == 0)) && continue
+		if read -r p f_ s <"$WORK/logs/alone-lane-$lane.counts" 2>/dev/null; then
+			count "$p" "$f_" "$s"
+		else
+			echo "*** alone lane $lane ended without its counts: counted as one failure"
+			count 0 1 0
+		fi
 	done
 }
 
