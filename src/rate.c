@@ -83,25 +83,7 @@ dbgate_token_due(DbgateBudget *b, int64 now_ns)
 int64
 dbgate_token_take(DbgateBudget *b, int64 now_ns, bool force)
 {
-	uint64		old = pg_atomic_read_u64(&b->rate_tat);
-	int64		interval = b->qlim.rate_interval_ns;
-	int64		tolerance = b->qlim.rate_tolerance_ns;
-
-	for (;;)
-	{
-		int64		start = Max((int64) old, now_ns);
-		int64		due = 0;
-
-		if (start - now_ns > tolerance)
-		{
-			due = start - tolerance;
-			if (!force)
-				return due;
-		}
-		if (pg_atomic_compare_exchange_u64(&b->rate_tat, &old,
-										   (uint64) (start + interval)))
-			return due;
-	}
+	return dbgate_token_take_at(b, now_ns, now_ns, force);
 }
 
 /*
