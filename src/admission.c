@@ -130,58 +130,27 @@
 #include "storage/proc.h"
 #include "utils/timestamp.h"
 
+#include "admission.h"
+#include "classify.h"
 #include "compat.h"
 #include "dbgate.h"
+#include "lockgraph.h"
+#include "queue.h"
+#include "rate.h"
+#include "waitsnap.h"
 
 /* ----------
  * Per-backend shared entries
  * ----------
  */
 
-/*
- * Indexed by proc number.  While state != IDLE the entry belongs to the
- * tree of its 'budget' and, but for the exceptions in the file header, is
- * written under that tree's lock.
- */
-typedef struct DbgateProc
-{
-	int32		budget;			/* leaf budget index, -1 when idle */
-	uint32		incarnation;	/* of that budget */
-	uint8		state;			/* DBGATE_PROC_* */
-	bool		granted;		/* queued, and a slot was handed over */
-	bool		released;		/* queued, and the budget no longer gates */
-	bool		overdue;		/* granted because it was overdue ('lifo') */
-	uint8		token_levels;	/* chain levels that held it back for a token */
-	uint8		rule;			/* DbgateRule of the classification */
-	Oid			via;			/* DBGATE_BY_MEMBER: the group */
-	int32		prev;			/* queue links: proc numbers or -1 */
-	int32		next;
-	int32		pid;
-	Oid			roleid;			/* session user */
-	TimestampTz state_since;	/* queued: arrival at the gate */
-
-	/*
-	 * Holding a slot: the levels it was taken from.  Queued: the levels
-	 * whose 'queued' counts it (the install keeps them current).
-	 */
-	DbgateChain chain;
-	pg_atomic_uint64 memory_kb; /* open memory grants */
-} DbgateProc;
-
-typedef union DbgateProcPadded
-{
-	DbgateProc	d;
-	char		pad[DBGATE_LINES(sizeof(DbgateProc))];
-} DbgateProcPadded;
-
-static DbgateProcPadded *procs = NULL;	/* [max_procs], in shared memory */
 static DbgateProc *my_proc = NULL;
 static int	my_procno = -1;
 
 static inline DbgateProc *
 proc_entry(int procno)
 {
-	return &procs[procno].d;
+	return &dbgate_shared->procs[procno].d;
 }
 
 static inline DbgateBudget *
@@ -2044,37 +2013,6 @@ dbgate_admission_admit_lock_holder(int procno, int pid)
  * For the configuration install (budgets.c) and the views (status.c)
  * ----------
  */
-Size
-dbgate_admission_shmem_size(int max_procs)
-{
-	return mul_size(max_procs, sizeof(DbgateProcPadded));
-}
-
-/* At shared memory initialisation: the per-backend entries start at base. */
-void
-dbgate_admission_shmem_init(void *base, int max_procs)
-{
-	int			i;
-
-	procs = (DbgateProcPadded *) base;
-	for (i = 0; i < max_procs; i++)
-	{
-		memset(&procs[i], 0, sizeof(DbgateProcPadded));
-		procs[i].d.budget = -1;
-		procs[i].d.state = DBGATE_PROC_IDLE;
-		procs[i].d.prev = -1;
-		procs[i].d.next = -1;
-		pg_atomic_init_u64(&procs[i].d.memory_kb, 0);
-	}
-}
-
-/* In a backend that attached to existing shared memory (EXEC_BACKEND). */
-void
-dbgate_admission_shmem_attach(void *base)
-{
-	procs = (DbgateProcPadded *) base;
-}
-
 /*
  * A budget entry starts serving a budget: an empty queue and a full token
  * bucket.  Caller holds the budget's tree lock (or every lock, or is alone

@@ -50,9 +50,13 @@
 #include "storage/proc.h"
 #include "utils/memutils.h"
 
-#include "compat.h"
+#include "budgets.h"
+#include "config.h"
+#include "confimage.h"
 #include "dbgate.h"
 #include "fields.h"
+#include "persist.h"
+#include "wal.h"
 
 typedef enum PendingKind
 {

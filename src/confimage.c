@@ -21,6 +21,7 @@
 #include "common/hashfn.h"
 #include "utils/memutils.h"
 
+#include "confimage.h"
 #include "dbgate.h"
 
 void

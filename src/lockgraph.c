@@ -42,6 +42,7 @@
 
 #include "compat.h"
 #include "dbgate.h"
+#include "lockgraph.h"
 
 #define LOCK_CHECK_MAX_NODES 256
 

@@ -77,7 +77,8 @@
 #include "nodes/plannodes.h"
 
 #include "compat.h"
-#include "memgrant.h"
+#include "memestimate.h"
+#include "plantree.h"
 
 /* Bytes a sorted or stored tuple costs beyond its width (a rough figure). */
 #define TUPLE_OVERHEAD	48

@@ -47,8 +47,8 @@
 #include "nodes/plannodes.h"
 #include "tcop/dest.h"
 
-#include "compat.h"
-#include "memgrant.h"
+#include "dbgate.h"
+#include "mincost.h"
 
 int			dbgate_mincost_writer_depth = 0;
 

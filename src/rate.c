@@ -49,6 +49,7 @@
 #include <time.h>
 
 #include "dbgate.h"
+#include "rate.h"
 
 /* Nanoseconds of the monotonic clock (vDSO: no system call). */
 int64

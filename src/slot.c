@@ -8,7 +8,7 @@
  * and every change of it goes through slot_enter(), which also applies
  * what the change means outside this file: the backend's shared entry
  * (admission.c: ACTIVE, HELD or IDLE, since when), the budget's
- * idle_in_transaction_timeout (limits.c: armed while the slot is held and
+ * idle_in_transaction_timeout (timeouts.c: armed while the slot is held and
  * nothing runs) and, on the way to NONE, the return of the slot
  * (admission.c).  So "where does a slot change state" is answered by the
  * callers of slot_enter(), all in this file.
@@ -93,9 +93,15 @@
 #include "utils/memutils.h"
 #include "utils/portal.h"
 
+#include "admission.h"
+#include "classify.h"
 #include "compat.h"
 #include "dbgate.h"
 #include "memgrant.h"
+#include "mincost.h"
+#include "shmem.h"
+#include "slot.h"
+#include "timeouts.h"
 
 typedef enum SlotState
 {

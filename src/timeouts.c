@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * limits.c
+ * timeouts.c
  *	  A budget's statement_timeout and lock_timeout for admitted statements.
  *
  * Both limits only tighten: the effective value is the smaller non-zero one
@@ -64,7 +64,8 @@
 #include "utils/timestamp.h"
 
 #include "compat.h"
-#include "dbgate.h"
+#include "gucvar.h"
+#include "timeouts.h"
 
 static struct config_generic *lock_timeout_rec = NULL;
 

@@ -35,8 +35,7 @@
 #include "nodes/parsenodes.h"
 #include "tcop/utility.h"
 
-#include "compat.h"
-#include "dbgate.h"
+#include "utility.h"
 
 /* Does a REINDEX option list ask for CONCURRENTLY? */
 static bool
