@@ -7,6 +7,9 @@ OBJS = \
 	src/classify.o \
 	src/slot.o \
 	src/admission.o \
+	src/waiting.o \
+	src/queue.o \
+	src/trees.o \
 	src/rate.o \
 	src/lockgraph.o \
 	src/timeouts.o \

@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * admission.h
- *	  Admission, as the statement path uses it: a slot taken, queued for,
- *	  shown and returned (the files of admission: see admission.c).
+ *	  Admission, as the statement path uses it: a slot taken (queued for if
+ *	  need be) and returned, and the backend's entry (admission.c; the
+ *	  files of admission are listed there).
  *
  *-------------------------------------------------------------------------
  */
@@ -33,15 +34,11 @@ extern DbgateAdmit dbgate_admit(const DbgateLookup *lk, bool utility,
 								QueryDesc *queryDesc, DbgateAdmission *a);
 extern void dbgate_admission_return(const DbgateChain *c,
 									TimestampTz admitted_at);
-extern void dbgate_admission_leave_queue(void);
 
 /* This backend's entry */
 extern void dbgate_admission_attach(int procno);
 extern void dbgate_admission_mark(uint8 state, TimestampTz since);
 extern void dbgate_admission_memory(const DbgateChain *c, int64 delta_kb);
 extern void dbgate_admission_count_terminated_idle(const DbgateChain *c);
-
-extern void dbgate_admission_release(const DbgateChain *c,
-									 TimestampTz admitted_at);
 
 #endif							/* DBGATE_ADMISSION_H */

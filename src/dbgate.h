@@ -118,7 +118,8 @@ typedef struct DbgateQueueLimits
 /* ----------
  * Shared memory.
  *
- * Locks (admission.c has the slot life cycle and the queue rules):
+ * Locks (slot.c has the slot life cycle, admission.c and queue.c the
+ * queue rules):
  *	  config_lock	the identity of budget entries (in_use, incarnation, name),
  *					the role and database maps and state_lsn.  Shared for
  *					lookups and views, exclusive while a committed (or, in
@@ -197,7 +198,7 @@ typedef struct DbgateBudget
 	pg_atomic_uint64 rate_limited;
 	pg_atomic_uint64 bypassed;	/* min_cost */
 	pg_atomic_uint64 memory_kb_active;	/* open memory grants */
-	/* admissions after a wait, by wait (the bounds: status.c) */
+	/* admissions after a wait, by wait (the bounds: waiting.c) */
 	pg_atomic_uint64 wait_hist[DBGATE_HIST_BUCKETS];
 	/* the rest only change under the tree lock */
 	uint64		rejected_full;

@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * queue.h
- *	  The queues of the budgets, as the configuration install and the views
- *	  reach them.
+ *	  The queues of the budgets (queue.c), as the configuration install and
+ *	  the views reach them: the one interface of the configuration side to
+ *	  the files of admission.
  *
  *-------------------------------------------------------------------------
  */
@@ -46,6 +47,5 @@ extern int	dbgate_admission_backends(int idx, DbgateBackendRow *rows,
 									  int maxrows);
 extern uint64 dbgate_admission_oldest_wait(int idx);
 extern int	dbgate_admission_idle_count(int idx);
-extern const double dbgate_hist_bounds_ms[DBGATE_HIST_BUCKETS];
 
 #endif							/* DBGATE_QUEUE_H */

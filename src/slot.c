@@ -102,6 +102,7 @@
 #include "shmem.h"
 #include "slot.h"
 #include "timeouts.h"
+#include "waiting.h"
 
 typedef enum SlotState
 {

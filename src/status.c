@@ -22,6 +22,7 @@
 #include "dbgate.h"
 #include "queue.h"
 #include "shmem.h"
+#include "waiting.h"
 
 PG_FUNCTION_INFO_V1(dbgate_budget_status);
 PG_FUNCTION_INFO_V1(dbgate_budget_status_1_1);

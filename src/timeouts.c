@@ -32,7 +32,7 @@
  *
  * idle_in_transaction_timeout
  *	  While a slot is kept between statements of a transaction (see
- *	  admission.c) and the session waits for its client, the budget's
+ *	  slot.c) and the session waits for its client, the budget's
  *	  idle_in_transaction_timeout ends the session exactly as PostgreSQL's
  *	  own idle_in_transaction_session_timeout does (FATAL 25P03, through
  *	  ProcessInterrupts).  The gate arms a timer of its own when a statement

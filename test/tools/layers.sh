@@ -11,10 +11,12 @@
 #   - the largest C file and the number of C files that include dbgate.h;
 #   - the cycles of the file-level call graph: each strongly connected
 #     set of files, with the symbols every file of it uses of the others;
-#   - the layering rule of src/README: the files of the statement path
-#     reach nothing of the configuration's writing side (config.c, wal.c,
-#     persist.c), and it is checked: a violation is printed, and the exit
-#     status is 1;
+#   - the layers of src/README, checked: nothing calls into dbgate.c (the
+#     module entry); the statement path (the files the hooks call below
+#     dbgate.c, and all they reach) reaches nothing of the configuration's
+#     writing side (config.c, wal.c, persist.c); the configuration side
+#     reaches the files of admission through queue.c only.  A violation
+#     is printed, and the exit status is 1;
 #   - with --edges, every edge (file -> file: symbols);
 #   - with --functions, the functions longer than LINES lines (default
 #     100), counted from the line of the name to the closing brace;
@@ -36,11 +38,15 @@ while (($# > 0)); do
 	shift
 done
 
-# The statement path: the hooks and everything a statement runs through.
-# The configuration's writing side: what only a configuration change (or
-# its replay) runs.
-STATEMENT_PATH="dbgate slot admission fastpath grant waitqueue trees rate lockgraph classify limits gucvar memgrant memestimate mincost planner parallel utility waitsnap"
+# The files the hooks of dbgate.c call on the statement path; the
+# statement path is them and everything they reach.
+STATEMENT_ROOTS="slot classify planner parallel memgrant mincost utility"
+# What only a configuration change (or its replay) runs, and may not be
+# reached from the statement path.
 WRITING_SIDE="config wal persist"
+# The configuration side, which reaches the queues through queue.c only.
+CONFIG_SIDE="sqlfuncs config wal persist budgets confimage fields"
+ADMISSION_FILES="admission waiting queue trees lockgraph rate"
 
 for f in src/*.c; do
 	[[ -e ${f%.c}.o ]] || { echo "src/${f##*/}: no object file; run make first" >&2; exit 2; }
@@ -59,7 +65,8 @@ syms=$(for o in src/*.o; do
 	nm -P -u "$o" | awk -v f="$n" '{print f, $1, "U"}'
 done)
 
-echo "$syms" | awk -v show_edges="$edges" -v path="$STATEMENT_PATH" -v writing="$WRITING_SIDE" '
+echo "$syms" | awk -v show_edges="$edges" -v roots="$STATEMENT_ROOTS" \
+	-v writing="$WRITING_SIDE" -v confside="$CONFIG_SIDE" -v adm="$ADMISSION_FILES" '
 $3 == "D" { def[$2] = $1; files[$1] = 1; next }
 { use[NR] = $1 " " $2; files[$1] = 1 }
 END {
@@ -117,18 +124,50 @@ END {
 					printf "  %s -> %s: %s\n", mem[x], mem[y], sortwords(syms[mem[x], mem[y]])
 	}
 	printf "file-to-file cycles: %d\n", ncyc
-	# the layering rule
-	np = split(path, p, " ")
-	nw = split(writing, w, " ")
+	# the layers
 	bad = 0
-	for (i = 1; i <= np; i++)
+	into = ""
+	for (i = 1; i <= n; i++)
+		if ((name[i], "dbgate") in e)
+			into = into " " name[i]
+	if (into != "") {
+		print "layering: calls into dbgate.c from" into
+		bad = 1
+	} else
+		print "layering: nothing calls into dbgate.c"
+	nr = split(roots, ro, " ")
+	nw = split(writing, w, " ")
+	path = ""
+	for (i = 1; i <= n; i++) {
+		on = 0
+		for (k = 1; k <= nr; k++)
+			if (name[i] == ro[k] || r[ro[k], name[i]])
+				on = 1
+		if (!on)
+			continue
+		path = path " " name[i]
 		for (j = 1; j <= nw; j++)
-			if ((p[i] in files) && (w[j] in files) && r[p[i], w[j]]) {
-				printf "layering: %s (statement path) reaches %s (configuration writing side)\n", p[i], w[j]
+			if (name[i] == w[j]) {
+				printf "layering: the statement path reaches %s (configuration writing side)\n", w[j]
 				bad = 1
 			}
-	if (!bad)
-		print "layering: the statement path reaches nothing of " writing
+	}
+	print "statement path:" path
+	nc = split(confside, cs, " ")
+	na = split(adm, ad, " ")
+	via = ""
+	for (i = 1; i <= nc; i++)
+		for (j = 1; j <= na; j++) {
+			if (!((cs[i], ad[j]) in e))
+				continue
+			if (ad[j] != "queue") {
+				printf "layering: %s (configuration side) calls %s: %s\n", cs[i], ad[j], sortwords(syms[cs[i], ad[j]])
+				bad = 1
+			} else
+				via = via " " syms[cs[i], ad[j]]
+		}
+	k = split(sortwords(via), vw, " ")
+	printf "configuration side -> queues: queue.c only, %d functions: %s\n", k, sortwords(via)
 	exit bad
 }
 function sortwords(s,    a, k, i, j, x, out) {
