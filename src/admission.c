@@ -163,9 +163,44 @@ admit_shadow_leaf(const DbgateLookup *lk, TimestampTz now, DbgateAdmission *a)
 {
 	ChainLimits cl;
 
-	if (!dbgate_chain_limits(lk->budget, lk->incarnation, &a->lim, &cl))
+	if (!chain_limits(lk->budget, lk->incarnation, &a->lim, &cl))
 		return DBGATE_ADMIT_RETRY;
 	return admit_shadow(lk, &cl, now, a);
+}
+
+/*
+ * A token at levels [0, n) of a chain whose budgets are lv (the bits of
+ * 'rated': the levels with a rate, of 'shadow': those in shadow mode, which
+ * take one whatever the bucket holds and count would_queue when none was
+ * due).  Returns false, with the tokens taken given back, when an
+ * enforcing level has none.
+ */
+static inline bool
+take_tokens(DbgateBudget **lv, int n, uint32 rated, uint32 shadow)
+{
+	int64		now_ns = dbgate_now_ns();
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		if (!(rated & (1 << i)))
+			continue;
+		if (dbgate_token_take(lv[i], now_ns, (shadow & (1 << i)) != 0) == 0)
+			continue;
+		if (shadow & (1 << i))
+		{
+			pg_atomic_fetch_add_u64(&lv[i]->would_queue, 1);
+			continue;
+		}
+		/* no token: give back the tokens just taken */
+		while (--i >= 0)
+		{
+			if (rated & ~shadow & (1 << i))
+				dbgate_token_return(lv[i]);
+		}
+		return false;
+	}
+	return true;
 }
 
 /*
@@ -248,30 +283,11 @@ admit_rest(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 	}
 	c->n = n;
 
-	if (rated)
+	if (rated && !take_tokens(lv, n, rated, shadow))
 	{
-		int64		now_ns = dbgate_now_ns();
-
-		for (i = 0; i < n; i++)
-		{
-			if (!(rated & (1 << i)))
-				continue;
-			if (dbgate_token_take(lv[i], now_ns, (shadow & (1 << i)) != 0) == 0)
-				continue;
-			if (shadow & (1 << i))
-			{
-				pg_atomic_fetch_add_u64(&lv[i]->would_queue, 1);
-				continue;
-			}
-			/* no token: give back the tokens and slots just taken */
-			while (--i >= 0)
-			{
-				if (rated & ~shadow & (1 << i))
-					dbgate_token_return(lv[i]);
-			}
-			return_levels(c, n);
-			return dbgate_admit_slow(lk, utility, queryDesc, now, a);
-		}
+		/* no token: give back the slots just taken */
+		return_levels(c, n);
+		return dbgate_admit_slow(lk, utility, queryDesc, now, a);
 	}
 	for (i = 1; unlikely(full != 0) && i < n; i++)
 	{

@@ -102,16 +102,56 @@ wake_now(Wakeups *w)
 }
 
 /* ----------
- * State words (the tag, active and queued of dbgate.h)
+ * Chains and their limits
  * ----------
  */
 
-/* A chain with the limits of every level (trees.c). */
+/* A chain with the limits of every level. */
 typedef struct ChainLimits
 {
 	DbgateChain c;
 	DbgateLimits lim[DBGATE_MAX_DEPTH];
 } ChainLimits;
+
+/*
+ * The chain of budget idx (incarnation inc, limits l already read) up to
+ * its root, with the limits of every level.  Without a lock the parents
+ * are read as they are now; a level that changed meanwhile shows in its
+ * tag when its slot is taken.  Returns false if a parent is no longer the
+ * budget the child named.
+ */
+static inline bool
+chain_limits(int idx, uint32 inc, const DbgateLimits *l, ChainLimits *cl)
+{
+	int			n = 0;
+
+	cl->c.idx[0] = idx;
+	cl->c.inc[0] = inc;
+	cl->lim[0] = *l;
+	n = 1;
+	while (cl->lim[n - 1].parent >= 0)
+	{
+		int			p = cl->lim[n - 1].parent;
+		DbgateBudget *pb;
+
+		if (n >= DBGATE_MAX_DEPTH || p >= dbgate_shared->max_budgets)
+			return false;
+		pb = budget_entry(p);
+		cl->c.idx[n] = p;
+		cl->c.inc[n] = cl->lim[n - 1].parent_incarnation;
+		dbgate_read_limits(pb, &cl->lim[n]);
+		if (pb->incarnation != cl->c.inc[n])
+			return false;
+		n++;
+	}
+	cl->c.n = n;
+	return true;
+}
+
+/* ----------
+ * State words (the tag, active and queued of dbgate.h)
+ * ----------
+ */
 
 static inline void
 note_peak_active(DbgateBudget *b, uint32 active)
@@ -314,12 +354,9 @@ extern DBGATE_HIDDEN void dbgate_admission_release(const DbgateChain *c,
 												   TimestampTz admitted_at);
 
 /* ----------
- * trees.c: chains, what shadow levels count, the choice of a waiter
+ * trees.c: what shadow levels count, the choice of a waiter
  * ----------
  */
-extern DBGATE_HIDDEN bool dbgate_chain_limits(int idx, uint32 inc,
-											  const DbgateLimits *l,
-											  ChainLimits *cl);
 extern DBGATE_HIDDEN void dbgate_count_shadow(const ChainLimits *cl,
 											  const uint32 *before);
 extern DBGATE_HIDDEN bool dbgate_select_tree(int root, TimestampTz now,

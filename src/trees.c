@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * trees.c
- *	  Chains and trees of budgets: the limits of a chain, what its shadow
- *	  levels count, and which waiter of a tree a free slot goes to.
+ *	  Trees of budgets: what the shadow levels of a chain count, and which
+ *	  waiter of a tree a free slot goes to.
  *
  * One of the admission files (admission.c lists them and has the rules
  * that all of them follow).
@@ -36,10 +36,10 @@
  *		timer) and decides again; nobody polls.
  *
  * Locking: the choice reads the queues of a tree, so its caller holds the
- * tree lock.  A chain's limits are read without a lock, each level's
- * consistently (dbgate_read_limits()): a level that changed meanwhile
- * shows in its tag when its slot is taken.  What shadow levels count are
- * atomic additions.
+ * tree lock.  A chain's limits (chain_limits(), admission_internals.h) are
+ * read without a lock, each level's consistently (dbgate_read_limits()):
+ * a level that changed meanwhile shows in its tag when its slot is taken.
+ * What shadow levels count are atomic additions.
  *
  *-------------------------------------------------------------------------
  */
@@ -50,44 +50,9 @@
 #include "rate.h"
 
 /* ----------
- * Chains and their limits
+ * Shadow levels
  * ----------
  */
-
-/*
- * The chain of budget idx (incarnation inc, limits l already read) up to
- * its root, with the limits of every level.  Without a lock the parents
- * are read as they are now; a level that changed meanwhile shows in its
- * tag when its slot is taken.  Returns false if a parent is no longer the
- * budget the child named.
- */
-bool
-dbgate_chain_limits(int idx, uint32 inc, const DbgateLimits *l, ChainLimits *cl)
-{
-	int			n = 0;
-
-	cl->c.idx[0] = idx;
-	cl->c.inc[0] = inc;
-	cl->lim[0] = *l;
-	n = 1;
-	while (cl->lim[n - 1].parent >= 0)
-	{
-		int			p = cl->lim[n - 1].parent;
-		DbgateBudget *pb;
-
-		if (n >= DBGATE_MAX_DEPTH || p >= dbgate_shared->max_budgets)
-			return false;
-		pb = budget_entry(p);
-		cl->c.idx[n] = p;
-		cl->c.inc[n] = cl->lim[n - 1].parent_incarnation;
-		dbgate_read_limits(pb, &cl->lim[n]);
-		if (pb->incarnation != cl->c.inc[n])
-			return false;
-		n++;
-	}
-	cl->c.n = n;
-	return true;
-}
 
 /* Count at the levels of a chain what a shadow admission would have met. */
 void

@@ -129,211 +129,324 @@ static bool queue_act(QueueWait *q, WaitStep step, DbgateAdmission *a);
  * ----------
  */
 
+/* What holds a statement back that found no room (for its 53300). */
+typedef struct HeldBy
+{
+	const char *name;			/* the level that is full or has no token;
+								 * NULL: the statement's own budget */
+	uint32		active;			/* a full ancestor's active, max_active */
+	int32		max_active;
+	bool		token;			/* a level without a token */
+} HeldBy;
+
+/* What a try to take the slots of a chain came to (take_chain()). */
+typedef enum TakeResult
+{
+	TAKE_DONE,					/* a slot (and a token) at every level */
+	TAKE_NO_TOKEN,				/* a level had no token: nothing is taken */
+	TAKE_AGAIN,					/* a word changed under us: look again */
+	TAKE_RETRY					/* a level was dropped: classify again */
+} TakeResult;
+
+/* What the decision under the tree lock came to (decide_slow()). */
+typedef enum SlowDecision
+{
+	SLOW_ADMITTED,				/* slots taken at every level */
+	SLOW_QUEUED,				/* linked into the budget's queue */
+	SLOW_RETRY					/* the budget changed: classify again */
+} SlowDecision;
+
 /*
- * No room at first sight (or a tree, or a rate): decide under the tree
- * lock, and admit, queue or reject.  Throws 53300 when the budget is full.
+ * Lock the tree of lk's budget and read the budget's limits (*l) and its
+ * chain's (*cl).  Returns false, with the lock released, when the budget
+ * is not the one of the lookup any more (dropped or replaced, children
+ * now) or does not gate this statement (shadow mode, a utility command of
+ * a budget without 'utility'): the caller classifies again.
  */
-pg_noinline DbgateAdmit
-dbgate_admit_slow(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
-		   TimestampTz now, DbgateAdmission *a)
+static bool
+lock_chain(const DbgateLookup *lk, bool utility, int *root, DbgateLimits *l,
+		   ChainLimits *cl)
 {
 	DbgateBudget *b = budget_entry(lk->budget);
-	uint32		tag = dbgate_tag_of(lk->incarnation);
-	ChainLimits cl;
-	DbgateLimits l;
-	Wakeups		w;
-	QueueWait	q;
-	int			root;
-	int64		now_ns = 0;
-	WaitStep	step;
-	bool		proceed;
-	bool		snap_released;
 
-	w.n = 0;
-	root = dbgate_lock_tree(lk->budget);
+	*root = dbgate_lock_tree(lk->budget);
 	if (unlikely(!b->in_use || b->incarnation != lk->incarnation))
 	{
 		/* dropped or replaced since our lookup: classify again */
-		unlock_tree(root);
-		return DBGATE_ADMIT_RETRY;
+		unlock_tree(*root);
+		return false;
 	}
-	dbgate_read_limits(b, &l);
-	if ((utility && !l.utility) || !l.enforce || b->first_child >= 0 ||
-		!dbgate_chain_limits(lk->budget, lk->incarnation, &l, &cl))
+	dbgate_read_limits(b, l);
+	if ((utility && !l->utility) || !l->enforce || b->first_child >= 0 ||
+		!chain_limits(lk->budget, lk->incarnation, l, cl))
 	{
-		unlock_tree(root);
-		return DBGATE_ADMIT_RETRY;
+		unlock_tree(*root);
+		return false;
 	}
+	return true;
+}
 
+/*
+ * Is there room at every level of cl (the budget's word is 'st')?  In a
+ * fair budget also nobody may wait in it; that is looked at last, so that
+ * a full ancestor is named when it is the reason, as for a budget that is
+ * not fair.  A full ancestor goes into *held.  Caller holds the tree lock.
+ */
+static bool
+chain_has_room(const ChainLimits *cl, bool fair, uint64 st, HeldBy *held)
+{
+	int			i;
+
+	for (i = 0; i < cl->c.n; i++)
+	{
+		DbgateBudget *lb = budget_entry(cl->c.idx[i]);
+		uint64		lst = pg_atomic_read_u64(&lb->state);
+
+		if (cl->lim[i].enforce &&
+			dbgate_st_active(lst) >= (uint32) cl->lim[i].max_active)
+		{
+			if (i > 0)
+			{
+				held->name = lb->conf.name;
+				held->active = dbgate_st_active(lst);
+				held->max_active = cl->lim[i].max_active;
+			}
+			return false;
+		}
+	}
+	return !(fair && dbgate_st_queued(st) > 0);
+}
+
+/*
+ * A token at every level of cl that has a rate (a shadow level takes one
+ * whatever the bucket holds, and counts would_queue when none was due).
+ * Returns false, with the tokens taken given back and *held naming the
+ * level, when an enforcing level has none.
+ */
+static bool
+take_tokens(const ChainLimits *cl, HeldBy *held, int64 *now_ns)
+{
+	int			i;
+
+	for (i = 0; i < cl->c.n; i++)
+	{
+		DbgateBudget *lb = budget_entry(cl->c.idx[i]);
+
+		if (!cl->lim[i].rate)
+			continue;
+		if (*now_ns == 0)
+			*now_ns = dbgate_now_ns();
+		if (dbgate_token_take(lb, *now_ns, !cl->lim[i].enforce) == 0)
+			continue;
+		if (!cl->lim[i].enforce)
+		{
+			pg_atomic_fetch_add_u64(&lb->would_queue, 1);
+			continue;
+		}
+		held->token = true;
+		held->name = lb->conf.name;
+		/* give back the tokens just taken */
+		while (--i >= 0)
+		{
+			if (cl->lim[i].rate && cl->lim[i].enforce)
+				dbgate_token_return(budget_entry(cl->c.idx[i]));
+		}
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Take a slot at every level of cl, where chain_has_room() saw room, and
+ * a token at every level with a rate; on success the levels' peaks and
+ * what shadow levels would have met are counted.  Anything but TAKE_DONE
+ * leaves nothing taken.  Caller holds the tree lock.
+ */
+static TakeResult
+take_chain(const ChainLimits *cl, bool fair, HeldBy *held, int64 *now_ns)
+{
+	uint32		before[DBGATE_MAX_DEPTH];
+	int			r = 1;
+	int			i;
+
+	for (i = 0; i < cl->c.n && r == 1; i++)
+		r = level_take(budget_entry(cl->c.idx[i]),
+					   dbgate_tag_of(cl->c.inc[i]),
+					   cl->lim[i].max_active, cl->lim[i].enforce,
+					   i == 0 && fair, &before[i]);
+	if (r != 1)
+	{
+		/* changed under us (a slot taken without the lock, a drop) */
+		for (i--; --i >= 0;)
+			(void) level_add(budget_entry(cl->c.idx[i]),
+							 dbgate_tag_of(cl->c.inc[i]), -1, 0);
+		return r < 0 ? TAKE_RETRY : TAKE_AGAIN;
+	}
+	if (!take_tokens(cl, held, now_ns))
+	{
+		/* no token: give back the slots just taken */
+		for (i = 0; i < cl->c.n; i++)
+			(void) level_add(budget_entry(cl->c.idx[i]),
+							 dbgate_tag_of(cl->c.inc[i]), -1, 0);
+		return TAKE_NO_TOKEN;
+	}
+	for (i = 0; i < cl->c.n; i++)
+		note_peak_active(budget_entry(cl->c.idx[i]), before[i] + 1);
+	dbgate_count_shadow(cl, before);
+	return TAKE_DONE;
+}
+
+/*
+ * The queue of budget b is full: count the rejection, hand on what was
+ * given back (the grant step), let the tree lock go and throw 53300,
+ * naming what held the statement back.  The names are copied out of
+ * shared memory before the lock goes.
+ */
+static void
+reject(DbgateBudget *b, int root, uint64 st, const DbgateLimits *l,
+	   const HeldBy *held, TimestampTz now)
+{
+	char		name[NAMEDATALEN];
+	char		held_name[NAMEDATALEN];
+	Wakeups		w;
+
+	w.n = 0;
+	b->rejected_full++;
+	dbgate_my_proc->budget = -1;
+	strlcpy(name, b->conf.name, NAMEDATALEN);
+	if (held->name != NULL)
+		strlcpy(held_name, held->name, NAMEDATALEN);
+	dbgate_grant_tree(root, now, &w);	/* the slots given back above */
+	unlock_tree(root);
+	wake_now(&w);
+	reject_full(name, dbgate_st_active(st), l->max_active,
+				dbgate_st_queued(st), l->max_queued,
+				held->name ? held_name : NULL, held->active,
+				held->max_active, held->token);
+}
+
+/*
+ * Count us in 'queued' at every level of cl (and in the levels' peaks).
+ * Returns false, with nothing left counted, when a level changed
+ * identity.  Caller holds the tree lock.
+ */
+static bool
+join_chain(const ChainLimits *cl)
+{
+	int			i;
+
+	for (i = 0; i < cl->c.n; i++)
+	{
+		DbgateBudget *lb = budget_entry(cl->c.idx[i]);
+		uint64		lst;
+
+		if (!level_add(lb, dbgate_tag_of(cl->c.inc[i]), 0, 1))
+		{
+			while (--i >= 0)
+				(void) level_add(budget_entry(cl->c.idx[i]),
+								 dbgate_tag_of(cl->c.inc[i]), 0, -1);
+			return false;
+		}
+		lst = pg_atomic_read_u64(&lb->state);
+		if ((int32) dbgate_st_queued(lst) > lb->peak_queued)
+			lb->peak_queued = dbgate_st_queued(lst);
+	}
+	return true;
+}
+
+/*
+ * Link our entry, counted at every level of cl already, at the tail of
+ * budget b's queue, run the grant step (a slot returned before we were
+ * counted, a token due: see admission.c) and let the tree lock go.
+ */
+static void
+enqueue(DbgateBudget *b, const ChainLimits *cl, int root, TimestampTz now)
+{
+	Wakeups		w;
+
+	w.n = 0;
+	dbgate_my_proc->chain = cl->c;
+	dbgate_my_proc->state = DBGATE_PROC_QUEUED;
+	dbgate_list_append(b, dbgate_my_procno);
+	dbgate_grant_tree(root, now, &w);
+	unlock_tree(root);
+	wake_now(&w);
+}
+
+/*
+ * The decision under the tree lock: take the slots of lk's chain if every
+ * level has room, reject the statement if its budget's queue is full
+ * (throws 53300), or join the queue.  Returns with the tree lock released;
+ * *l and *cl are the limits read under it.
+ */
+static SlowDecision
+decide_slow(const DbgateLookup *lk, bool utility, TimestampTz now,
+			DbgateLimits *l, ChainLimits *cl)
+{
+	DbgateBudget *b = budget_entry(lk->budget);
+	int64		now_ns = 0;
+	int			root;
+
+	if (!lock_chain(lk, utility, &root, l, cl))
+		return SLOW_RETRY;
 	describe_me(lk, now);
 	for (;;)
 	{
 		uint64		st = pg_atomic_read_u64(&b->state);
-		uint32		before[DBGATE_MAX_DEPTH];
-		const char *held_by = NULL;
-		uint32		h_active = 0;
-		int32		h_max = 0;
-		bool		room = true;
-		bool		token_short = false;
-		int			i;
+		HeldBy		held = {NULL, 0, 0, false};
+		TakeResult	r = TAKE_NO_TOKEN;
 
-		if (dbgate_st_tag(st) != tag)
+		if (dbgate_st_tag(st) != dbgate_tag_of(lk->incarnation))
+			break;
+		if (chain_has_room(cl, l->fair, st, &held))
 		{
-			unlock_tree(root);
-			return DBGATE_ADMIT_RETRY;
-		}
-
-		/*
-		 * Room at every level (a fair budget: and nobody waiting in it;
-		 * looked at last, so that a full ancestor is named when it is the
-		 * reason, as for a budget that is not fair)
-		 */
-		for (i = 0; room && i < cl.c.n; i++)
-		{
-			DbgateBudget *lb = budget_entry(cl.c.idx[i]);
-			uint64		lst = pg_atomic_read_u64(&lb->state);
-
-			if (cl.lim[i].enforce &&
-				dbgate_st_active(lst) >= (uint32) cl.lim[i].max_active)
-			{
-				room = false;
-				if (i > 0)
-				{
-					held_by = lb->conf.name;
-					h_active = dbgate_st_active(lst);
-					h_max = cl.lim[i].max_active;
-				}
-			}
-		}
-		if (l.fair && dbgate_st_queued(st) > 0)
-			room = false;
-
-		if (room)
-		{
-			int			r = 1;
-
-			for (i = 0; i < cl.c.n && r == 1; i++)
-				r = level_take(budget_entry(cl.c.idx[i]),
-							   dbgate_tag_of(cl.c.inc[i]),
-							   cl.lim[i].max_active, cl.lim[i].enforce,
-							   i == 0 && l.fair, &before[i]);
-			if (r != 1)
-			{
-				/* changed under us: look again */
-				for (i--; --i >= 0;)
-					(void) level_add(budget_entry(cl.c.idx[i]),
-									 dbgate_tag_of(cl.c.inc[i]), -1, 0);
-				if (r < 0)
-				{
-					unlock_tree(root);
-					return DBGATE_ADMIT_RETRY;
-				}
+			r = take_chain(cl, l->fair, &held, &now_ns);
+			if (r == TAKE_AGAIN)
 				continue;
-			}
-			for (i = 0; i < cl.c.n; i++)
-			{
-				DbgateBudget *lb = budget_entry(cl.c.idx[i]);
-
-				if (!cl.lim[i].rate)
-					continue;
-				if (now_ns == 0)
-					now_ns = dbgate_now_ns();
-				if (dbgate_token_take(lb, now_ns,
-									  !cl.lim[i].enforce) != 0)
-				{
-					if (!cl.lim[i].enforce)
-					{
-						pg_atomic_fetch_add_u64(&lb->would_queue, 1);
-						continue;
-					}
-					token_short = true;
-					held_by = lb->conf.name;
-					break;
-				}
-			}
-			if (!token_short)
-			{
-				for (i = 0; i < cl.c.n; i++)
-					note_peak_active(budget_entry(cl.c.idx[i]), before[i] + 1);
-				dbgate_count_shadow(&cl, before);
-				unlock_tree(root);
-				admitted_now(lk, &cl, now, a);
-				return DBGATE_ADMIT_SLOT;
-			}
-			/* no token: give back the tokens and slots just taken */
-			while (--i >= 0)
-			{
-				if (cl.lim[i].rate && cl.lim[i].enforce)
-					dbgate_token_return(budget_entry(cl.c.idx[i]));
-			}
-			for (i = 0; i < cl.c.n; i++)
-				(void) level_add(budget_entry(cl.c.idx[i]),
-								 dbgate_tag_of(cl.c.inc[i]), -1, 0);
-		}
-
-		if (dbgate_st_queued(st) >= (uint32) l.max_queued)
-		{
-			char		name[NAMEDATALEN];
-			char		held[NAMEDATALEN];
-
-			b->rejected_full++;
-			dbgate_my_proc->budget = -1;
-			strlcpy(name, b->conf.name, NAMEDATALEN);
-			if (held_by != NULL)
-				strlcpy(held, held_by, NAMEDATALEN);
-			dbgate_grant_tree(root, now, &w);	/* the slots given back above */
-			unlock_tree(root);
-			wake_now(&w);
-			reject_full(name, dbgate_st_active(st), l.max_active,
-						dbgate_st_queued(st), l.max_queued,
-						held_by ? held : NULL, h_active, h_max, token_short);
-		}
-
-		/* join the tail of the queue, counted at every level */
-		for (i = 0; i < cl.c.n; i++)
-		{
-			DbgateBudget *lb = budget_entry(cl.c.idx[i]);
-
-			if (!level_add(lb, dbgate_tag_of(cl.c.inc[i]), 0, 1))
+			if (r == TAKE_RETRY)
 				break;
+			if (r == TAKE_DONE)
 			{
-				uint64		lst = pg_atomic_read_u64(&lb->state);
-
-				if ((int32) dbgate_st_queued(lst) > lb->peak_queued)
-					lb->peak_queued = dbgate_st_queued(lst);
+				unlock_tree(root);
+				return SLOW_ADMITTED;
 			}
 		}
-		if (i < cl.c.n)
-		{
-			while (--i >= 0)
-				(void) level_add(budget_entry(cl.c.idx[i]),
-								 dbgate_tag_of(cl.c.inc[i]), 0, -1);
-			unlock_tree(root);
-			return DBGATE_ADMIT_RETRY;
-		}
-		break;
+		if (dbgate_st_queued(st) >= (uint32) l->max_queued)
+			reject(b, root, st, l, &held, now);
+		if (!join_chain(cl))
+			break;
+		enqueue(b, cl, root, now);
+		return SLOW_QUEUED;
 	}
-	dbgate_my_proc->chain = cl.c;
-	dbgate_my_proc->state = DBGATE_PROC_QUEUED;
-	dbgate_list_append(b, dbgate_my_procno);
-	/* a slot returned before we were counted, a token due: see now */
-	dbgate_grant_tree(root, now, &w);
 	unlock_tree(root);
-	wake_now(&w);
+	return SLOW_RETRY;
+}
+
+/*
+ * Wait in the queue we joined, with no lock held, until a slot is ours or
+ * the budget stops gating us (throws what ends the wait otherwise: the
+ * queue timeout, cancel, terminate).  No snapshot is held back meanwhile
+ * (waitsnap.c): a query's, or the portal's of a gated utility command; it
+ * is taken again as the statement goes on, with a slot or ungated.
+ * Returns whether we hold a slot.
+ */
+static bool
+wait_in_queue(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
+			  TimestampTz now, const DbgateLimits *l, DbgateAdmission *a)
+{
+	QueueWait	q;
+	WaitStep	step;
+	bool		proceed;
+	bool		snap_released;
 
 	q.idx = lk->budget;
 	q.incarnation = lk->incarnation;
 	q.enqueued = now;
-	q.deadline = (l.queue_timeout_ms > 0) ?
-		TimestampTzPlusMilliseconds(now, l.queue_timeout_ms) : 0;
+	q.deadline = (l->queue_timeout_ms > 0) ?
+		TimestampTzPlusMilliseconds(now, l->queue_timeout_ms) : 0;
 	q.next_lock_check = TimestampTzPlusMilliseconds(now, Max(DeadlockTimeout, 1));
 	q.same = true;
 
-	/*
-	 * No snapshot held back while we wait (waitsnap.c): a query's, or the
-	 * portal's of a gated utility command; taken again as it goes on, with
-	 * a slot or ungated.
-	 */
 	if (utility)
 		snap_released = dbgate_waitsnap_utility_release();
 	else
@@ -344,7 +457,33 @@ dbgate_admit_slow(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 		dbgate_waitsnap_utility_retake();
 	else if (snap_released)
 		dbgate_waitsnap_retake(queryDesc);
-	return proceed ? DBGATE_ADMIT_SLOT : DBGATE_ADMIT_NONE;
+	return proceed;
+}
+
+/*
+ * No room at first sight (or a tree, or a rate): decide under the tree
+ * lock, and admit, queue or reject.  Throws 53300 when the budget is full,
+ * and whatever ends a wait.
+ */
+pg_noinline DbgateAdmit
+dbgate_admit_slow(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
+				  TimestampTz now, DbgateAdmission *a)
+{
+	ChainLimits cl;
+	DbgateLimits l;
+
+	switch (decide_slow(lk, utility, now, &l, &cl))
+	{
+		case SLOW_ADMITTED:
+			admitted_now(lk, &cl, now, a);
+			return DBGATE_ADMIT_SLOT;
+		case SLOW_QUEUED:
+			return wait_in_queue(lk, utility, queryDesc, now, &l, a) ?
+				DBGATE_ADMIT_SLOT : DBGATE_ADMIT_NONE;
+		case SLOW_RETRY:
+			break;
+	}
+	return DBGATE_ADMIT_RETRY;
 }
 
 /* ----------
