@@ -135,7 +135,7 @@ typedef struct SlotRef
 static SlotRef inline_refs[INLINE_REFS];
 static SlotRef *refs = inline_refs;
 static int	maxrefs = INLINE_REFS;
-int			dbgate_nrefs = 0;	/* see dbgate.h */
+int			dbgate_nrefs = 0;	/* see slot.h */
 static int	running_refs = 0;	/* refs with run_subid set */
 static char utility_key;
 static bool utility_running = false;
