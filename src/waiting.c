@@ -316,7 +316,7 @@ reject(DbgateBudget *b, int root, uint64 st, const DbgateLimits *l,
 	strlcpy(name, b->conf.name, NAMEDATALEN);
 	if (held->name != NULL)
 		strlcpy(held_name, held->name, NAMEDATALEN);
-	dbgate_grant_tree(root, now, &w);	/* the slots given back above */
+	dbgate_grant_tree(root, now, &w);	/* slots take_chain() gave back */
 	unlock_tree(root);
 	wake_now(&w);
 	reject_full(name, dbgate_st_active(st), l->max_active,
