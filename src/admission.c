@@ -1188,20 +1188,25 @@ admit_slow(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 	q.same = true;
 
 	/*
-	 * No snapshot held back while we wait (waitsnap.c): a query's, or the
-	 * portal's of a gated utility command; taken again as it goes on, with
-	 * a slot or ungated.
+	 * No snapshot held back while we wait (waitsnap.c): a query's, the
+	 * portal's of a gated utility command, or that of a fast-path function
+	 * call (no query descriptor, not a utility command); taken again as it
+	 * goes on, with a slot or ungated.
 	 */
 	if (utility)
 		snap_released = dbgate_waitsnap_utility_release();
-	else
+	else if (queryDesc != NULL)
 		snap_released = dbgate_waitsnap_release(queryDesc);
+	else
+		snap_released = dbgate_waitsnap_call_release();
 	step = queue_wait(&q);
 	proceed = queue_act(&q, step, a);
 	if (snap_released && utility)
 		dbgate_waitsnap_utility_retake();
-	else if (snap_released)
+	else if (snap_released && queryDesc != NULL)
 		dbgate_waitsnap_retake(queryDesc);
+	else if (snap_released)
+		dbgate_waitsnap_call_retake();
 	return proceed ? DBGATE_ADMIT_SLOT : DBGATE_ADMIT_NONE;
 }
 
@@ -1342,7 +1347,8 @@ admit_rest(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
  * a slot: the budget stopped gating while it waited, or a utility command
  * of a budget without 'utility'), or DBGATE_ADMIT_RETRY (the budget changed
  * identity: classify again).  Throws 53300 (full, timed out), and whatever
- * ends a wait (cancel, terminate).
+ * ends a wait (cancel, terminate).  queryDesc is the executor run's, NULL
+ * for a utility command and for a fast-path function call.
  */
 DbgateAdmit
 dbgate_admit(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,

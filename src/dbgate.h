@@ -4,7 +4,8 @@
  *	  Shared declarations of dbgate: workload admission control.
  *
  * Files and what they own:
- *	  dbgate.c		module entry, GUCs, hook installation, xact callbacks
+ *	  dbgate.c		module entry, GUCs, hook installation, xact callbacks,
+ *					the recognition of fast-path function calls
  *	  budgets.c		the shared budget table and role map
  *	  classify.c	which budget gates a backend (the lookup and its cache)
  *	  slot.c		the life of a backend's slot (one state machine)
@@ -557,6 +558,7 @@ extern void dbgate_slot_subxact_start(void);
 extern void dbgate_slot_subxact_abort(SubTransactionId mySubid);
 extern void dbgate_slot_utility_start(void);
 extern void dbgate_slot_utility_done(PlannedStmt *pstmt, bool toplevel);
+extern void dbgate_slot_call_start(void);
 
 /*
  * A utility command that takes a slot like a query (budget field
@@ -719,6 +721,8 @@ extern bool dbgate_waitsnap_release(QueryDesc *queryDesc);
 extern void dbgate_waitsnap_retake(QueryDesc *queryDesc);
 extern bool dbgate_waitsnap_utility_release(void);
 extern void dbgate_waitsnap_utility_retake(void);
+extern bool dbgate_waitsnap_call_release(void);
+extern void dbgate_waitsnap_call_retake(void);
 
 /* limits.c */
 /* gucvar.c: a built-in integer setting tightened for a while */
@@ -769,6 +773,9 @@ typedef struct DbgateLimitState
 
 extern void dbgate_limits_apply(DbgateLimitState *st, TimestampTz start,
 								int statement_timeout_ms, int lock_timeout_ms);
+extern void dbgate_limits_apply_call(DbgateLimitState *st, TimestampTz start,
+									 int statement_timeout_ms,
+									 int lock_timeout_ms);
 extern void dbgate_limits_restore(DbgateLimitState *st, bool is_error);
 extern void dbgate_idle_timeout_arm(int idle_timeout_ms);
 extern void dbgate_idle_timeout_disarm(void);

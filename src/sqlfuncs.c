@@ -645,9 +645,13 @@ script_assignments(StringInfo buf, const DbgateConfig *config, bool dbs)
 
 /*
  * SQL statements that recreate every budget and assignment of what the
- * transaction sees, in one transaction.  Roles are named as regrole input
- * (a quoted identifier), databases by their plain name; assignments of
- * roles or databases that no longer exist are left out.
+ * transaction sees, in one transaction: every budget, parents first, then
+ * the assignments.  Each create_budget call names only the fields that are
+ * not at their defaults (fields.c), so that the script also runs on the
+ * SQL objects of an older version while no newer field is in use.  Roles
+ * are named as regrole input (a quoted identifier), databases by their
+ * plain name; assignments of roles or databases that no longer exist are
+ * left out.
  */
 Datum
 dbgate_config_script(PG_FUNCTION_ARGS)
@@ -673,7 +677,10 @@ dbgate_config_script(PG_FUNCTION_ARGS)
 		appendStringInfo(&buf, "SELECT dbgate.create_budget(%s",
 						 quote_literal_cstr(sb[i].conf->name));
 		for (f = 0; f < DBGATE_NFIELDS; f++)
-			dbgate_field_append_sql(&buf, f, sb[i].conf);
+		{
+			if (dbgate_field_in_script(f, sb[i].conf))
+				dbgate_field_append_sql(&buf, f, sb[i].conf);
+		}
 		appendStringInfoString(&buf, ");\n");
 	}
 	script_assignments(&buf, &config, false);

@@ -171,7 +171,9 @@ EOS
 # Instructions per statement spent in dbgate's hooks, from the callgrind
 # file of the busiest process of the last run (N statements): the inclusive
 # cost of each hook minus that of the PostgreSQL function it wraps, plus the
-# transaction callback.  Exact, unlike the difference of two runs, which
+# transaction callback and the object access hook (called for every
+# function that an executor run or the planner prepares, inside the
+# wrapped functions).  Exact, unlike the difference of two runs, which
 # also carries PostgreSQL's own time-dependent work (statistics flushes).
 hook_cost() { # statements
 	local f
@@ -187,6 +189,7 @@ hook_cost() { # statements
 		/:dbgate_ExecutorFinish / { t += num($1) } /:standard_ExecutorFinish / { t -= num($1) }
 		/:dbgate_ExecutorEnd /    { t += num($1) } /:standard_ExecutorEnd /    { t -= num($1) }
 		/:dbgate_xact_callback /  { t += num($1) }
+		/:dbgate_object_access /  { t += num($1) }
 		END { printf "%d", t / n }'
 }
 
