@@ -188,6 +188,16 @@ static int32 entry_of[DBGATE_MAX_BUDGETS_LIMIT];	/* image budget -> entry */
 static int32 image_of[DBGATE_MAX_BUDGETS_LIMIT];	/* entry -> image budget */
 static bool kept[DBGATE_MAX_BUDGETS_LIMIT];	/* entry keeps its budget */
 
+/* What one install does, passed from step to step. */
+typedef struct Install
+{
+	const DbgateConfig *config;
+	int			nb;				/* image budgets installed */
+	bool		locked;			/* take budget locks (not at start-up) */
+	bool		reshape;		/* the shape of a tree changes */
+	TimestampTz now;
+} Install;
+
 /* The image budget named 'name', or -1. */
 static int
 image_budget(const DbgateConfig *config, const char *name)
@@ -206,9 +216,9 @@ image_budget(const DbgateConfig *config, const char *name)
 
 /* The entry of the parent of image budget n (after entry_of is set). */
 static int
-parent_entry(const DbgateConfig *config, int n)
+parent_entry(const Install *in, int n)
 {
-	int			p = image_budget(config, config->budgets[n].parent);
+	int			p = image_budget(in->config, in->config->budgets[n].parent);
 
 	return p >= 0 ? entry_of[p] : -1;
 }
@@ -274,31 +284,22 @@ build_trees(void)
 	}
 }
 
-/*
- * Install the budgets of 'config' (the role and database maps are the
- * caller's).  With 'locked', budget locks are taken as the header above
- * says (the caller holds config_lock exclusively); without, the caller is
- * alone (start-up).  Cannot fail.
- */
+/* 1. Which entry serves which image budget. */
 static void
-install_entries(const DbgateConfig *config, bool locked)
+match_entries(const Install *in)
 {
 	DbgateShared *sh = dbgate_shared;
-	TimestampTz now = GetCurrentTimestamp();
-	bool		reshape = false;
-	int			nb = Min(config->nbudgets, sh->max_budgets);
 	int			i;
 	int			n;
 
-	/* 1. which entry serves which budget */
 	for (i = 0; i < sh->max_budgets; i++)
 	{
 		image_of[i] = -1;
 		kept[i] = false;
 	}
-	for (n = 0; n < nb; n++)
+	for (n = 0; n < in->nb; n++)
 	{
-		const DbgateBudgetConf *c = &config->budgets[n];
+		const DbgateBudgetConf *c = &in->config->budgets[n];
 		int			idx = c->src_index;
 
 		entry_of[n] = -1;
@@ -311,7 +312,7 @@ install_entries(const DbgateConfig *config, bool locked)
 			kept[idx] = true;
 		}
 	}
-	for (n = 0; n < nb; n++)
+	for (n = 0; n < in->nb; n++)
 	{
 		if (entry_of[n] >= 0)
 			continue;
@@ -325,56 +326,93 @@ install_entries(const DbgateConfig *config, bool locked)
 		{
 			/* cannot happen: the committing backend checked capacity */
 			elog(WARNING, "no free budget entry for \"%s\"",
-				 config->budgets[n].name);
+				 in->config->budgets[n].name);
 			continue;
 		}
 		entry_of[n] = i;
 		image_of[i] = n;
 	}
+}
 
-	/* 2. does the shape of a tree change? */
-	for (i = 0; i < sh->max_budgets && !reshape; i++)
+/* 2. Does the shape of a tree change? */
+static bool
+shape_changes(const Install *in)
+{
+	DbgateShared *sh = dbgate_shared;
+	int			i;
+	int			n;
+
+	for (i = 0; i < sh->max_budgets; i++)
 	{
 		DbgateBudget *b = &sh->budgets[i].d;
 
 		if (b->in_use && !kept[i] &&
 			(b->lim.parent >= 0 || b->first_child >= 0))
-			reshape = true;		/* a member of a tree dropped */
+			return true;		/* a member of a tree dropped */
 	}
-	for (n = 0; n < nb && !reshape; n++)
+	for (n = 0; n < in->nb; n++)
 	{
+		int			idx = entry_of[n];
 		int			p;
 
-		if (entry_of[n] < 0)
+		if (idx < 0)
 			continue;
-		p = parent_entry(config, n);
-		if (kept[entry_of[n]] ? p != sh->budgets[entry_of[n]].d.lim.parent : p >= 0)
-			reshape = true;
+		p = parent_entry(in, n);
+		if (kept[idx] ? p != sh->budgets[idx].d.lim.parent : p >= 0)
+			return true;
 	}
+	return false;
+}
 
-	if (reshape)
-		lock_all(locked);
+/* Lock one entry, unless the whole table is locked for a new shape. */
+static void
+lock_one(const Install *in, int idx)
+{
+	if (in->locked && !in->reshape)
+		LWLockAcquire(dbgate_budget_lock(idx), LW_EXCLUSIVE);
+}
 
-	/* 3. drop the budgets that are gone: their waiters go on ungated */
+static void
+unlock_one(const Install *in, int idx)
+{
+	if (in->locked && !in->reshape)
+		LWLockRelease(dbgate_budget_lock(idx));
+}
+
+/* 3. Drop the budgets that are gone: their waiters go on ungated. */
+static void
+drop_gone(const Install *in)
+{
+	DbgateShared *sh = dbgate_shared;
+	int			i;
+
 	for (i = 0; i < sh->max_budgets; i++)
 	{
 		DbgateBudget *b = &sh->budgets[i].d;
 
 		if (!b->in_use || kept[i])
 			continue;
-		if (locked && !reshape)
-			LWLockAcquire(dbgate_budget_lock(i), LW_EXCLUSIVE);
+		lock_one(in, i);
 		dbgate_admission_release_waiters(b);
 		b->in_use = false;
 		b->incarnation++;
 		/* fast-path CASes against the old word fail from now on */
 		pg_atomic_write_u64(&b->state, dbgate_st_make(b->incarnation, 0, 0));
-		if (locked && !reshape)
-			LWLockRelease(dbgate_budget_lock(i));
+		unlock_one(in, i);
 	}
+}
 
-	/* 4. create the new ones (their limits follow in 5) */
-	for (n = 0; n < nb; n++)
+/*
+ * 4. Create the new ones: counters from zero, an empty queue, a full token
+ * bucket (their limits follow in 5).
+ */
+static void
+create_new(const Install *in)
+{
+	DbgateShared *sh = dbgate_shared;
+	int			n;
+
+	for (n = 0; n < in->nb; n++)
 	{
 		int			idx = entry_of[n];
 		DbgateBudget *b;
@@ -382,24 +420,30 @@ install_entries(const DbgateConfig *config, bool locked)
 		if (idx < 0 || kept[idx])
 			continue;
 		b = &sh->budgets[idx].d;
-		if (locked && !reshape)
-			LWLockAcquire(dbgate_budget_lock(idx), LW_EXCLUSIVE);
+		lock_one(in, idx);
 		b->incarnation++;
 		dbgate_admission_budget_created(b);
-		dbgate_admission_set_limits(b, &config->budgets[n], -1, 0);
+		dbgate_admission_set_limits(b, &in->config->budgets[n], -1, 0);
 		pg_atomic_write_u64(&b->state, dbgate_st_make(b->incarnation, 0, 0));
-		dbgate_reset_budget_stats(b, now);
+		dbgate_reset_budget_stats(b, in->now);
 		b->root = idx;
 		b->first_child = -1;
 		b->next_sibling = -1;
 		b->in_use = true;
-		if (locked && !reshape)
-			LWLockRelease(dbgate_budget_lock(idx));
+		unlock_one(in, idx);
 	}
+}
 
-	/* 5. the limits of every budget, with parents resolved */
-	for (n = 0; n < nb; n++)
+/* 5. The limits of every budget, with parents resolved. */
+static void
+set_all_limits(const Install *in)
+{
+	DbgateShared *sh = dbgate_shared;
+	int			n;
+
+	for (n = 0; n < in->nb; n++)
 	{
+		const DbgateBudgetConf *c = &in->config->budgets[n];
 		int			idx = entry_of[n];
 		int			p;
 		DbgateBudget *b;
@@ -408,15 +452,14 @@ install_entries(const DbgateConfig *config, bool locked)
 		if (idx < 0)
 			continue;
 		b = &sh->budgets[idx].d;
-		p = parent_entry(config, n);
-		if (memcmp(&b->conf, &config->budgets[n],
-				   offsetof(DbgateBudgetConf, src_index)) == 0 &&
+		p = parent_entry(in, n);
+		if (memcmp(&b->conf, c, offsetof(DbgateBudgetConf, src_index)) == 0 &&
 			b->lim.parent == p &&
 			(p < 0 || b->lim.parent_incarnation == sh->budgets[p].d.incarnation))
 			continue;			/* unchanged */
-		if (locked && !reshape)
+		if (in->locked && !in->reshape)
 			root = dbgate_admission_lock_tree(idx);
-		dbgate_admission_set_limits(b, &config->budgets[n], p,
+		dbgate_admission_set_limits(b, c, p,
 									p >= 0 ? sh->budgets[p].d.incarnation : 0);
 		if (!b->conf.enforce)
 			dbgate_admission_admit_all(b);
@@ -427,27 +470,61 @@ install_entries(const DbgateConfig *config, bool locked)
 			LWLockRelease(dbgate_budget_lock(root));
 		}
 	}
+}
 
-	/* 6. a new shape: rebuild the trees, count the waiters again */
-	if (reshape)
+/* 6. A new shape: rebuild the trees, count the waiters again. */
+static void
+rebuild_shape(const Install *in)
+{
+	DbgateShared *sh = dbgate_shared;
+	int			i;
+
+	build_trees();
+	for (i = 0; i < sh->max_budgets; i++)
 	{
-		build_trees();
-		for (i = 0; i < sh->max_budgets; i++)
-		{
-			DbgateBudget *b = &sh->budgets[i].d;
+		DbgateBudget *b = &sh->budgets[i].d;
 
-			/* a budget with children has no statements of its own */
-			if (b->in_use && b->first_child >= 0)
-				dbgate_admission_release_waiters(b);
-		}
-		dbgate_admission_recount_queued();
-		for (i = 0; i < sh->max_budgets; i++)
-		{
-			DbgateBudget *b = &sh->budgets[i].d;
+		/* a budget with children has no statements of its own */
+		if (b->in_use && b->first_child >= 0)
+			dbgate_admission_release_waiters(b);
+	}
+	dbgate_admission_recount_queued();
+	for (i = 0; i < sh->max_budgets; i++)
+	{
+		DbgateBudget *b = &sh->budgets[i].d;
 
-			if (b->in_use && b->root == i)
-				dbgate_admission_grant(i);
-		}
+		if (b->in_use && b->root == i)
+			dbgate_admission_grant(i);
+	}
+}
+
+/*
+ * Install the budgets of 'config' (the role and database maps are the
+ * caller's).  With 'locked', budget locks are taken as the header above
+ * says (the caller holds config_lock exclusively); without, the caller is
+ * alone (start-up).  Cannot fail.
+ */
+static void
+install_entries(const DbgateConfig *config, bool locked)
+{
+	Install		in;
+
+	in.config = config;
+	in.nb = Min(config->nbudgets, dbgate_shared->max_budgets);
+	in.locked = locked;
+	in.reshape = false;
+	in.now = GetCurrentTimestamp();
+
+	match_entries(&in);
+	in.reshape = shape_changes(&in);
+	if (in.reshape)
+		lock_all(locked);
+	drop_gone(&in);
+	create_new(&in);
+	set_all_limits(&in);
+	if (in.reshape)
+	{
+		rebuild_shape(&in);
 		unlock_all(locked);
 	}
 }
