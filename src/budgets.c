@@ -180,6 +180,13 @@ fill_maps(const DbgateConfig *config)
  * trees, counts every waiter again at the levels of its budget's new chain
  * and runs the grant step of every tree: waiters keep their places, slot
  * holders return their slots to the budgets they took them from.
+ *
+ * An image always fits the table (the committing backend checks capacity;
+ * the state file and WAL replay keep what fits, dbgate_image_fit()), so
+ * every budget of it gets an entry and so does every parent.  Should one
+ * not, the budget is installed top-level rather than under an entry that
+ * serves something else: a budget is never its own parent or ancestor,
+ * which the statement path relies on.
  * ----------
  */
 
@@ -214,13 +221,26 @@ image_budget(const DbgateConfig *config, const char *name)
 	return -1;
 }
 
-/* The entry of the parent of image budget n (after entry_of is set). */
+/*
+ * The entry of the parent of image budget n, -1 for none (after step 1
+ * set entry_of for the first nb budgets).  A parent outside them, without
+ * an entry, or in n's own entry cannot be: it would read a slot of
+ * entry_of that was not set for it, or make n its own parent.
+ */
 static int
 parent_entry(const Install *in, int n)
 {
 	int			p = image_budget(in->config, in->config->budgets[n].parent);
+	bool		named = in->config->budgets[n].parent[0] != '\0';
 
-	return p >= 0 ? entry_of[p] : -1;
+	if (!named)
+		return -1;
+	if (p < 0 || p >= in->nb || entry_of[p] < 0 || entry_of[p] == entry_of[n])
+	{
+		Assert(false);
+		return -1;				/* installed top-level (see the header) */
+	}
+	return entry_of[p];
 }
 
 static void
@@ -245,7 +265,12 @@ unlock_all(bool locked)
 		LWLockRelease(dbgate_budget_lock(i));
 }
 
-/* Rebuild root, first_child and next_sibling of every entry in use. */
+/*
+ * Rebuild root, first_child and next_sibling of every entry in use.  A
+ * parent that is not an entry in use, or the entry itself, is not linked
+ * (install sets none such; a link to itself would make the tree walks of
+ * admission.c go round for ever).
+ */
 static void
 build_trees(void)
 {
@@ -267,6 +292,11 @@ build_trees(void)
 
 		if (!b->in_use || p < 0)
 			continue;
+		if (p >= sh->max_budgets || p == i || !sh->budgets[p].d.in_use)
+		{
+			Assert(false);
+			continue;
+		}
 		b->next_sibling = sh->budgets[p].d.first_child;
 		sh->budgets[p].d.first_child = i;
 	}
@@ -278,7 +308,8 @@ build_trees(void)
 
 		if (!b->in_use)
 			continue;
-		while (sh->budgets[r].d.lim.parent >= 0 && d++ < DBGATE_MAX_DEPTH)
+		while (sh->budgets[r].d.lim.parent >= 0 && d++ < DBGATE_MAX_DEPTH &&
+			   sh->budgets[r].d.lim.parent < sh->max_budgets)
 			r = sh->budgets[r].d.lim.parent;
 		b->root = r;
 	}
@@ -324,7 +355,7 @@ match_entries(const Install *in)
 		}
 		if (i >= sh->max_budgets)
 		{
-			/* cannot happen: the committing backend checked capacity */
+			/* cannot happen: the image fits (see the header) */
 			elog(WARNING, "no free budget entry for \"%s\"",
 				 in->config->budgets[n].name);
 			continue;
@@ -509,6 +540,7 @@ install_entries(const DbgateConfig *config, bool locked)
 {
 	Install		in;
 
+	Assert(config->nbudgets <= dbgate_shared->max_budgets);
 	in.config = config;
 	in.nb = Min(config->nbudgets, dbgate_shared->max_budgets);
 	in.locked = locked;
@@ -738,15 +770,24 @@ dbgate_snapshot_config(DbgateConfig *config)
 
 /*
  * Install an image replayed from WAL (wal.c: the startup process, during
- * crash recovery, archive recovery or on a standby).  The image names its
- * budgets' entries in the shared table of the server that logged it: they
- * are matched here by name with the entries of this server instead.
+ * crash recovery, archive recovery or on a standby).  What does not fit
+ * this server's tables is left out first, by the rule the state file is
+ * loaded with, with a WARNING (a standby with smaller settings than its
+ * primary).  The image names its budgets' entries in the shared table of
+ * the server that logged it: they are matched here by name with the
+ * entries of this server instead.
  */
 void
 dbgate_install_replayed(DbgateConfig *config, XLogRecPtr lsn)
 {
 	DbgateShared *sh = dbgate_shared;
+	char		what[64];
 	int			i;
+
+	snprintf(what, sizeof(what), "the configuration change replayed at %X/%X",
+			 LSN_FORMAT_ARGS(lsn));
+	(void) dbgate_image_fit(config, sh->max_budgets, sh->max_roles, what,
+							"Give this server dbgate.max_budgets and dbgate.max_roles at least as large as the primary's and restart it.  Until then a role or database whose assignment was left out is classified as if it had none.");
 
 	/* only the startup process installs while in recovery: nothing moves */
 	LWLockAcquire(sh->config_lock, LW_SHARED);
@@ -765,9 +806,8 @@ dbgate_install_replayed(DbgateConfig *config, XLogRecPtr lsn)
 /*
  * Make 'config' the installed configuration.  Runs in the COMMIT callback
  * of a transaction that changed the configuration, holding the commit lock,
- * or in WAL redo: it must not fail.  The caller has checked that the image
- * fits (a standby with smaller settings than its primary keeps what fits,
- * with a WARNING).
+ * or in WAL redo: it must not fail.  The image fits: the committing backend
+ * checked capacity, and WAL redo kept what fits (above).
  */
 void
 dbgate_install_config(const DbgateConfig *config, XLogRecPtr lsn)
