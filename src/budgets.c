@@ -775,7 +775,9 @@ dbgate_snapshot_config(DbgateConfig *config)
  * loaded with, with a WARNING (a standby with smaller settings than its
  * primary).  The image names its budgets' entries in the shared table of
  * the server that logged it: they are matched here by name with the
- * entries of this server instead.
+ * entries of this server instead, but for a budget that its transaction
+ * dropped and created again (marked DBGATE_SRC_RECREATED by wal.c): that
+ * is a new budget, as on the primary.
  */
 void
 dbgate_install_replayed(DbgateConfig *config, XLogRecPtr lsn)
@@ -794,7 +796,8 @@ dbgate_install_replayed(DbgateConfig *config, XLogRecPtr lsn)
 	for (i = 0; i < config->nbudgets; i++)
 	{
 		DbgateBudgetConf *c = &config->budgets[i];
-		int			idx = dbgate_find_budget(c->name);
+		int			idx = c->src_index == DBGATE_SRC_RECREATED ? -1 :
+			dbgate_find_budget(c->name);
 
 		c->src_index = idx;
 		c->src_incarnation = idx >= 0 ? sh->budgets[idx].d.incarnation : 0;
