@@ -240,14 +240,26 @@ typedef struct ChainLimits
 	DbgateLimits lim[DBGATE_MAX_DEPTH];
 } ChainLimits;
 
+/* What chain_limits() found. */
+typedef enum ChainRead
+{
+	CHAIN_OK,
+	CHAIN_CHANGED,				/* a parent is no longer the budget named */
+	CHAIN_BROKEN				/* too long, or a parent out of range */
+} ChainRead;
+
 /*
  * The chain of budget idx (incarnation inc, limits l already read) up to
  * its root, with the limits of every level.  Without a lock the parents
  * are read as they are now; a level that changed meanwhile shows in its
- * tag when its slot is taken.  Returns false if a parent is no longer the
- * budget the child named.
+ * tag when its slot is taken.  CHAIN_CHANGED if a parent is no longer the
+ * budget the child named; CHAIN_BROKEN for a chain longer than
+ * DBGATE_MAX_DEPTH (a budget on a cycle, or its own parent) or a parent
+ * index out of range: read without a lock, that may be a change of shape
+ * under way (levels of the old and the new trees mixed); under the tree
+ * lock it cannot be.
  */
-static bool
+static ChainRead
 chain_limits(int idx, uint32 inc, const DbgateLimits *l, ChainLimits *cl)
 {
 	int			n = 0;
@@ -262,17 +274,17 @@ chain_limits(int idx, uint32 inc, const DbgateLimits *l, ChainLimits *cl)
 		DbgateBudget *pb;
 
 		if (n >= DBGATE_MAX_DEPTH || p >= dbgate_shared->max_budgets)
-			return false;
+			return CHAIN_BROKEN;
 		pb = budget_entry(p);
 		cl->c.idx[n] = p;
 		cl->c.inc[n] = cl->lim[n - 1].parent_incarnation;
 		dbgate_read_limits(pb, &cl->lim[n]);
 		if (pb->incarnation != cl->c.inc[n])
-			return false;
+			return CHAIN_CHANGED;
 		n++;
 	}
 	cl->c.n = n;
-	return true;
+	return CHAIN_OK;
 }
 
 /* ----------
@@ -507,17 +519,26 @@ depth_of(int idx)
  * and at every level below it now (room and tokens; idx's own room is the
  * caller's to check).  Returns false if none; *blocked then names the
  * candidate whose missing token is due first (procno -1 if none is
- * missing only a token).
+ * missing only a token).  'depth' is idx's level below the root: a tree
+ * has at most DBGATE_MAX_DEPTH levels and a list of children at most
+ * every budget (build_trees() in budgets.c), so a walk that goes further
+ * is on a broken tree and stops rather than going round for ever.
  */
 static bool
-select_in(int idx, TimestampTz now, int64 now_ns, Pick *pick, Pick *blocked)
+select_in(int idx, int depth, TimestampTz now, int64 now_ns, Pick *pick,
+		  Pick *blocked)
 {
 	DbgateBudget *b = budget_entry(idx);
 	DbgateLimits l;
 	bool		found = false;
 
-	dbgate_read_limits(b, &l);
 	pick->procno = -1;
+	if (depth >= DBGATE_MAX_DEPTH)
+	{
+		Assert(false);
+		return false;
+	}
+	dbgate_read_limits(b, &l);
 
 	if (b->first_child < 0)
 	{
@@ -532,6 +553,7 @@ select_in(int idx, TimestampTz now, int64 now_ns, Pick *pick, Pick *blocked)
 	{
 		uint32		best_active = 0;
 		int32		best_weight = 1;
+		int			siblings = 0;
 		int			c;
 
 		for (c = b->first_child; c >= 0; c = budget_entry(c)->next_sibling)
@@ -543,12 +565,17 @@ select_in(int idx, TimestampTz now, int64 now_ns, Pick *pick, Pick *blocked)
 			uint32		active = dbgate_st_active(st);
 			bool		better;
 
+			if (++siblings > dbgate_shared->max_budgets)
+			{
+				Assert(false);
+				break;
+			}
 			if (dbgate_st_queued(st) == 0)
 				continue;		/* nobody waits below */
 			dbgate_read_limits(cb, &cl);
 			if (cl.enforce && active >= (uint32) cl.max_active)
 				continue;		/* the child is at its own cap */
-			if (!select_in(c, now, now_ns, &cand, blocked))
+			if (!select_in(c, depth + 1, now, now_ns, &cand, blocked))
 				continue;
 			/* smallest active / weight; ties: the longest waiting */
 			if (!found)
@@ -605,7 +632,7 @@ select_tree(int root, TimestampTz now, int64 now_ns, Pick *pick,
 		return false;
 	if (r->lim.enforce && dbgate_st_active(st) >= (uint32) r->lim.max_active)
 		return false;
-	return select_in(root, now, now_ns, pick, blocked);
+	return select_in(root, 0, now, now_ns, pick, blocked);
 }
 
 /* ----------
@@ -998,6 +1025,7 @@ admit_slow(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 	DbgateBudget *b = budget_entry(lk->budget);
 	uint32		tag = dbgate_tag_of(lk->incarnation);
 	ChainLimits cl;
+	ChainRead	chain;
 	DbgateLimits l;
 	Wakeups		w;
 	QueueWait	q;
@@ -1016,9 +1044,18 @@ admit_slow(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 		return DBGATE_ADMIT_RETRY;
 	}
 	dbgate_read_limits(b, &l);
-	if ((utility && !l.utility) || !l.enforce || b->first_child >= 0 ||
-		!chain_limits(lk->budget, lk->incarnation, &l, &cl))
+	chain = chain_limits(lk->budget, lk->incarnation, &l, &cl);
+	if (chain == CHAIN_BROKEN)
 	{
+		/* cannot be under the tree lock: go on ungated, never round */
+		unlock_tree(root);
+		Assert(false);
+		return DBGATE_ADMIT_NONE;
+	}
+	if ((utility && !l.utility) || !l.enforce || b->first_child >= 0 ||
+		chain != CHAIN_OK)
+	{
+		/* changed since the lookup (classify.c never gives a parent) */
 		unlock_tree(root);
 		return DBGATE_ADMIT_RETRY;
 	}
@@ -1212,15 +1249,26 @@ admit_slow(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 
 /*
  * Admission to a budget in shadow mode: its chain with every level's
- * limits, then a slot at every level whatever the counts.
+ * limits, then a slot at every level whatever the counts.  A chain that
+ * reads as broken without a lock is looked at again under the tree lock
+ * (admit_slow), so that a broken one cannot make the caller retry for
+ * ever.
  */
 static pg_noinline DbgateAdmit
-admit_shadow_leaf(const DbgateLookup *lk, TimestampTz now, DbgateAdmission *a)
+admit_shadow_leaf(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
+				  TimestampTz now, DbgateAdmission *a)
 {
 	ChainLimits cl;
 
-	if (!chain_limits(lk->budget, lk->incarnation, &a->lim, &cl))
-		return DBGATE_ADMIT_RETRY;
+	switch (chain_limits(lk->budget, lk->incarnation, &a->lim, &cl))
+	{
+		case CHAIN_OK:
+			break;
+		case CHAIN_CHANGED:
+			return DBGATE_ADMIT_RETRY;
+		case CHAIN_BROKEN:
+			return admit_slow(lk, utility, queryDesc, now, a);
+	}
 	return admit_shadow(lk, &cl, now, a);
 }
 
@@ -1268,12 +1316,14 @@ admit_rest(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 	while (parent >= 0)
 	{
 		DbgateLimits pl;
-		int			r = -1;
+		int			r = 0;
 
+		/* a chain too long or out of range is decided under the lock */
 		if (n < DBGATE_MAX_DEPTH && parent < dbgate_shared->max_budgets)
 		{
 			lv[n] = budget_entry(parent);
 			dbgate_read_limits(lv[n], &pl);
+			r = -1;
 			if (lv[n]->incarnation == pinc)
 				r = level_take(lv[n], dbgate_tag_of(pinc), pl.max_active,
 							   pl.enforce, false, &before);
@@ -1363,7 +1413,7 @@ dbgate_admit(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 	if (utility && !a->lim.utility)
 		return DBGATE_ADMIT_NONE;
 	if (unlikely(!a->lim.enforce))
-		return admit_shadow_leaf(lk, now, a);
+		return admit_shadow_leaf(lk, utility, queryDesc, now, a);
 
 	old = pg_atomic_read_u64(&b->state);
 	for (;;)

@@ -103,6 +103,9 @@ typedef struct DbgateBudgetConf
 	uint32		src_incarnation;
 } DbgateBudgetConf;
 
+/* src_index of a replayed budget that its transaction dropped and created */
+#define DBGATE_SRC_RECREATED		(-2)
+
 /* What a slot covers: see admission.c. */
 #define DBGATE_SCOPE_STATEMENT		0
 #define DBGATE_SCOPE_TRANSACTION	1
@@ -824,6 +827,9 @@ extern void dbgate_image_remove_role(DbgateConfig *config, int i);
 extern void dbgate_image_add_db(DbgateConfig *config, Oid dbid,
 								const char *budget);
 extern void dbgate_image_remove_db(DbgateConfig *config, int i);
+extern int *dbgate_image_tree_order(const DbgateConfig *config);
+extern bool dbgate_image_fit(DbgateConfig *config, int max_budgets,
+							 int max_roles, const char *what, const char *hint);
 
 /* persist.c */
 extern char *dbgate_state_encode(const DbgateConfig *config, XLogRecPtr lsn,

@@ -278,8 +278,8 @@ slot_enter(SlotState to, TimestampTz since)
 	set_run_work();
 }
 
-/* admitted: the admission filled in 'slot'. */
-static void
+/* admitted: the admission filled in 'slot'.  Inline in both callers. */
+static pg_attribute_always_inline void
 slot_admitted(void)
 {
 	/*
@@ -513,6 +513,69 @@ in_commit(void)
 }
 
 /*
+ * Lookups of one admission before it goes on ungated.  A retry follows a
+ * configuration change that the lookup raced with, and each one needs
+ * another change committed meanwhile; this many in a row mean a
+ * configuration that admission cannot take (which the install and the
+ * classification never leave: budgets.c, classify.c).  Going on ungated,
+ * with a WARNING, beats spinning until statement_timeout.
+ */
+#define GATE_MAX_RETRIES	1000
+
+/* gate() goes on ungated: say so (a function apart keeps gate() small). */
+static pg_noinline void
+gate_gave_up(int budget, int retries)
+{
+	char		name[NAMEDATALEN];
+
+	/* read without a lock: a name, for the message only */
+	memcpy(name, dbgate_shared->budgets[budget].d.conf.name, NAMEDATALEN);
+	name[NAMEDATALEN - 1] = '\0';
+	ereport(WARNING,
+			(errmsg("dbgate could not admit a statement to budget \"%s\" after %d attempts",
+					name, retries),
+			 errdetail("The statement runs ungated.")));
+}
+
+/*
+ * The rest of gate() after an admission found the lookup out of date:
+ * look up and admit again, GATE_MAX_RETRIES times at most (apart from
+ * gate(), which stays as small as the statement path needs).
+ */
+static pg_noinline bool
+gate_again(int budget, bool utility, QueryDesc *queryDesc)
+{
+	int			retries;
+
+	for (retries = 1;; retries++)
+	{
+		const DbgateLookup *lk;
+		DbgateAdmit r;
+
+		if (retries >= GATE_MAX_RETRIES)
+		{
+			gate_gave_up(budget, retries);
+			return false;
+		}
+		dbgate_invalidate_lookup();
+		CHECK_FOR_INTERRUPTS();
+		lk = dbgate_classify();
+		if (lk->budget < 0)
+			return false;
+		budget = lk->budget;
+		ensure_ref_space();
+		r = dbgate_admit(lk, utility, queryDesc, &slot);
+		if (r == DBGATE_ADMIT_SLOT)
+		{
+			slot_admitted();
+			return true;
+		}
+		if (r == DBGATE_ADMIT_NONE)
+			return false;
+	}
+}
+
+/*
  * Admit to the budget lk names; a budget replaced between the lookup and
  * the admission is looked up again, so that every statement is gated by
  * the configuration in force.  Returns whether a slot is held.
@@ -520,25 +583,20 @@ in_commit(void)
 static pg_noinline bool
 gate(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc)
 {
-	for (;;)
-	{
-		DbgateAdmit r;
+	DbgateAdmit r;
 
-		if (lk->budget < 0)
-			return false;
-		ensure_ref_space();
-		r = dbgate_admit(lk, utility, queryDesc, &slot);
-		if (likely(r == DBGATE_ADMIT_SLOT))
-		{
-			slot_admitted();
-			return true;
-		}
-		if (r == DBGATE_ADMIT_NONE)
-			return false;
-		dbgate_invalidate_lookup();
-		CHECK_FOR_INTERRUPTS();
-		lk = dbgate_classify();
+	if (lk->budget < 0)
+		return false;
+	ensure_ref_space();
+	r = dbgate_admit(lk, utility, queryDesc, &slot);
+	if (likely(r == DBGATE_ADMIT_SLOT))
+	{
+		slot_admitted();
+		return true;
 	}
+	if (r == DBGATE_ADMIT_NONE)
+		return false;
+	return gate_again(lk->budget, utility, queryDesc);
 }
 
 /* ----------
