@@ -92,7 +92,8 @@ CREATE DATABASE regress_dbgate_v12_db;
 SELECT dbgate.assign_database('regress_dbgate_v12_db', 'v12_a_child');
 
 --
--- config_script(): every field of every budget, parents before children
+-- config_script(): max_active and the fields not at their defaults, parents
+-- before children
 --
 \pset format unaligned
 \pset tuples_only on

@@ -156,15 +156,26 @@ admit_shadow(const DbgateLookup *lk, const ChainLimits *cl, TimestampTz now,
 
 /*
  * Admission to a budget in shadow mode: its chain with every level's
- * limits, then a slot at every level whatever the counts.
+ * limits, then a slot at every level whatever the counts.  A chain that
+ * reads as broken without a lock is looked at again under the tree lock
+ * (dbgate_admit_slow()), so that a broken one cannot make the caller retry
+ * for ever.
  */
 static pg_noinline DbgateAdmit
-admit_shadow_leaf(const DbgateLookup *lk, TimestampTz now, DbgateAdmission *a)
+admit_shadow_leaf(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
+				  TimestampTz now, DbgateAdmission *a)
 {
 	ChainLimits cl;
 
-	if (!chain_limits(lk->budget, lk->incarnation, &a->lim, &cl))
-		return DBGATE_ADMIT_RETRY;
+	switch (chain_limits(lk->budget, lk->incarnation, &a->lim, &cl))
+	{
+		case CHAIN_OK:
+			break;
+		case CHAIN_CHANGED:
+			return DBGATE_ADMIT_RETRY;
+		case CHAIN_BROKEN:
+			return dbgate_admit_slow(lk, utility, queryDesc, now, a);
+	}
 	return admit_shadow(lk, &cl, now, a);
 }
 
@@ -247,12 +258,14 @@ admit_rest(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 	while (parent >= 0)
 	{
 		DbgateLimits pl;
-		int			r = -1;
+		int			r = 0;
 
+		/* a chain too long or out of range is decided under the lock */
 		if (n < DBGATE_MAX_DEPTH && parent < dbgate_shared->max_budgets)
 		{
 			lv[n] = budget_entry(parent);
 			dbgate_read_limits(lv[n], &pl);
+			r = -1;
 			if (lv[n]->incarnation == pinc)
 				r = level_take(lv[n], dbgate_tag_of(pinc), pl.max_active,
 							   pl.enforce, false, &before);
@@ -307,7 +320,8 @@ admit_rest(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
  * a slot: the budget stopped gating while it waited, or a utility command
  * of a budget without 'utility'), or DBGATE_ADMIT_RETRY (the budget changed
  * identity: classify again).  Throws 53300 (full, timed out), and whatever
- * ends a wait (cancel, terminate).
+ * ends a wait (cancel, terminate).  queryDesc is the executor run's, NULL
+ * for a utility command and for a fast-path function call.
  */
 DbgateAdmit
 dbgate_admit(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
@@ -322,7 +336,7 @@ dbgate_admit(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 	if (utility && !a->lim.utility)
 		return DBGATE_ADMIT_NONE;
 	if (unlikely(!a->lim.enforce))
-		return admit_shadow_leaf(lk, now, a);
+		return admit_shadow_leaf(lk, utility, queryDesc, now, a);
 
 	old = pg_atomic_read_u64(&b->state);
 	for (;;)

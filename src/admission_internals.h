@@ -113,14 +113,26 @@ typedef struct ChainLimits
 	DbgateLimits lim[DBGATE_MAX_DEPTH];
 } ChainLimits;
 
+/* What chain_limits() found. */
+typedef enum ChainRead
+{
+	CHAIN_OK,
+	CHAIN_CHANGED,				/* a parent is no longer the budget named */
+	CHAIN_BROKEN				/* too long, or a parent out of range */
+} ChainRead;
+
 /*
  * The chain of budget idx (incarnation inc, limits l already read) up to
  * its root, with the limits of every level.  Without a lock the parents
  * are read as they are now; a level that changed meanwhile shows in its
- * tag when its slot is taken.  Returns false if a parent is no longer the
- * budget the child named.
+ * tag when its slot is taken.  CHAIN_CHANGED if a parent is no longer the
+ * budget the child named; CHAIN_BROKEN for a chain longer than
+ * DBGATE_MAX_DEPTH (a budget on a cycle, or its own parent) or a parent
+ * index out of range: read without a lock, that may be a change of shape
+ * under way (levels of the old and the new trees mixed); under the tree
+ * lock it cannot be.
  */
-static inline bool
+static inline ChainRead
 chain_limits(int idx, uint32 inc, const DbgateLimits *l, ChainLimits *cl)
 {
 	int			n = 0;
@@ -135,17 +147,17 @@ chain_limits(int idx, uint32 inc, const DbgateLimits *l, ChainLimits *cl)
 		DbgateBudget *pb;
 
 		if (n >= DBGATE_MAX_DEPTH || p >= dbgate_shared->max_budgets)
-			return false;
+			return CHAIN_BROKEN;
 		pb = budget_entry(p);
 		cl->c.idx[n] = p;
 		cl->c.inc[n] = cl->lim[n - 1].parent_incarnation;
 		dbgate_read_limits(pb, &cl->lim[n]);
 		if (pb->incarnation != cl->c.inc[n])
-			return false;
+			return CHAIN_CHANGED;
 		n++;
 	}
 	cl->c.n = n;
-	return true;
+	return CHAIN_OK;
 }
 
 /* ----------

@@ -151,6 +151,13 @@ fill_maps(const DbgateConfig *config)
  * trees, counts every waiter again at the levels of its budget's new chain
  * and runs the grant step of every tree: waiters keep their places, slot
  * holders return their slots to the budgets they took them from.
+ *
+ * An image always fits the table (the committing backend checks capacity;
+ * the state file and WAL replay keep what fits, dbgate_image_fit()), so
+ * every budget of it gets an entry and so does every parent.  Should one
+ * not, the budget is installed top-level rather than under an entry that
+ * serves something else: a budget is never its own parent or ancestor,
+ * which the statement path relies on.
  * ----------
  */
 
@@ -158,6 +165,16 @@ fill_maps(const DbgateConfig *config)
 static int32 entry_of[DBGATE_MAX_BUDGETS_LIMIT];	/* image budget -> entry */
 static int32 image_of[DBGATE_MAX_BUDGETS_LIMIT];	/* entry -> image budget */
 static bool kept[DBGATE_MAX_BUDGETS_LIMIT];	/* entry keeps its budget */
+
+/* What one install does, passed from step to step. */
+typedef struct Install
+{
+	const DbgateConfig *config;
+	int			nb;				/* image budgets installed */
+	bool		locked;			/* take budget locks (not at start-up) */
+	bool		reshape;		/* the shape of a tree changes */
+	TimestampTz now;
+} Install;
 
 /* The image budget named 'name', or -1. */
 static int
@@ -175,13 +192,26 @@ image_budget(const DbgateConfig *config, const char *name)
 	return -1;
 }
 
-/* The entry of the parent of image budget n (after entry_of is set). */
+/*
+ * The entry of the parent of image budget n, -1 for none (after step 1
+ * set entry_of for the first nb budgets).  A parent outside them, without
+ * an entry, or in n's own entry cannot be: it would read a slot of
+ * entry_of that was not set for it, or make n its own parent.
+ */
 static int
-parent_entry(const DbgateConfig *config, int n)
+parent_entry(const Install *in, int n)
 {
-	int			p = image_budget(config, config->budgets[n].parent);
+	int			p = image_budget(in->config, in->config->budgets[n].parent);
+	bool		named = in->config->budgets[n].parent[0] != '\0';
 
-	return p >= 0 ? entry_of[p] : -1;
+	if (!named)
+		return -1;
+	if (p < 0 || p >= in->nb || entry_of[p] < 0 || entry_of[p] == entry_of[n])
+	{
+		Assert(false);
+		return -1;				/* installed top-level (see the header) */
+	}
+	return entry_of[p];
 }
 
 static void
@@ -206,7 +236,12 @@ unlock_all(bool locked)
 		LWLockRelease(dbgate_budget_lock(i));
 }
 
-/* Rebuild root, first_child and next_sibling of every entry in use. */
+/*
+ * Rebuild root, first_child and next_sibling of every entry in use.  A
+ * parent that is not an entry in use, or the entry itself, is not linked
+ * (install sets none such; a link to itself would make the tree walks of
+ * admission.c go round for ever).
+ */
 static void
 build_trees(void)
 {
@@ -228,6 +263,11 @@ build_trees(void)
 
 		if (!b->in_use || p < 0)
 			continue;
+		if (p >= sh->max_budgets || p == i || !sh->budgets[p].d.in_use)
+		{
+			Assert(false);
+			continue;
+		}
 		b->next_sibling = sh->budgets[p].d.first_child;
 		sh->budgets[p].d.first_child = i;
 	}
@@ -239,37 +279,29 @@ build_trees(void)
 
 		if (!b->in_use)
 			continue;
-		while (sh->budgets[r].d.lim.parent >= 0 && d++ < DBGATE_MAX_DEPTH)
+		while (sh->budgets[r].d.lim.parent >= 0 && d++ < DBGATE_MAX_DEPTH &&
+			   sh->budgets[r].d.lim.parent < sh->max_budgets)
 			r = sh->budgets[r].d.lim.parent;
 		b->root = r;
 	}
 }
 
-/*
- * Install the budgets of 'config' (the role and database maps are the
- * caller's).  With 'locked', budget locks are taken as the header above
- * says (the caller holds config_lock exclusively); without, the caller is
- * alone (start-up).  Cannot fail.
- */
+/* 1. Which entry serves which image budget. */
 static void
-install_entries(const DbgateConfig *config, bool locked)
+match_entries(const Install *in)
 {
 	DbgateShared *sh = dbgate_shared;
-	TimestampTz now = GetCurrentTimestamp();
-	bool		reshape = false;
-	int			nb = Min(config->nbudgets, sh->max_budgets);
 	int			i;
 	int			n;
 
-	/* 1. which entry serves which budget */
 	for (i = 0; i < sh->max_budgets; i++)
 	{
 		image_of[i] = -1;
 		kept[i] = false;
 	}
-	for (n = 0; n < nb; n++)
+	for (n = 0; n < in->nb; n++)
 	{
-		const DbgateBudgetConf *c = &config->budgets[n];
+		const DbgateBudgetConf *c = &in->config->budgets[n];
 		int			idx = c->src_index;
 
 		entry_of[n] = -1;
@@ -282,7 +314,7 @@ install_entries(const DbgateConfig *config, bool locked)
 			kept[idx] = true;
 		}
 	}
-	for (n = 0; n < nb; n++)
+	for (n = 0; n < in->nb; n++)
 	{
 		if (entry_of[n] >= 0)
 			continue;
@@ -294,58 +326,95 @@ install_entries(const DbgateConfig *config, bool locked)
 		}
 		if (i >= sh->max_budgets)
 		{
-			/* cannot happen: the committing backend checked capacity */
+			/* cannot happen: the image fits (see the header) */
 			elog(WARNING, "no free budget entry for \"%s\"",
-				 config->budgets[n].name);
+				 in->config->budgets[n].name);
 			continue;
 		}
 		entry_of[n] = i;
 		image_of[i] = n;
 	}
+}
 
-	/* 2. does the shape of a tree change? */
-	for (i = 0; i < sh->max_budgets && !reshape; i++)
+/* 2. Does the shape of a tree change? */
+static bool
+shape_changes(const Install *in)
+{
+	DbgateShared *sh = dbgate_shared;
+	int			i;
+	int			n;
+
+	for (i = 0; i < sh->max_budgets; i++)
 	{
 		DbgateBudget *b = &sh->budgets[i].d;
 
 		if (b->in_use && !kept[i] &&
 			(b->lim.parent >= 0 || b->first_child >= 0))
-			reshape = true;		/* a member of a tree dropped */
+			return true;		/* a member of a tree dropped */
 	}
-	for (n = 0; n < nb && !reshape; n++)
+	for (n = 0; n < in->nb; n++)
 	{
+		int			idx = entry_of[n];
 		int			p;
 
-		if (entry_of[n] < 0)
+		if (idx < 0)
 			continue;
-		p = parent_entry(config, n);
-		if (kept[entry_of[n]] ? p != sh->budgets[entry_of[n]].d.lim.parent : p >= 0)
-			reshape = true;
+		p = parent_entry(in, n);
+		if (kept[idx] ? p != sh->budgets[idx].d.lim.parent : p >= 0)
+			return true;
 	}
+	return false;
+}
 
-	if (reshape)
-		lock_all(locked);
+/* Lock one entry, unless the whole table is locked for a new shape. */
+static void
+lock_one(const Install *in, int idx)
+{
+	if (in->locked && !in->reshape)
+		LWLockAcquire(dbgate_budget_lock(idx), LW_EXCLUSIVE);
+}
 
-	/* 3. drop the budgets that are gone: their waiters go on ungated */
+static void
+unlock_one(const Install *in, int idx)
+{
+	if (in->locked && !in->reshape)
+		LWLockRelease(dbgate_budget_lock(idx));
+}
+
+/* 3. Drop the budgets that are gone: their waiters go on ungated. */
+static void
+drop_gone(const Install *in)
+{
+	DbgateShared *sh = dbgate_shared;
+	int			i;
+
 	for (i = 0; i < sh->max_budgets; i++)
 	{
 		DbgateBudget *b = &sh->budgets[i].d;
 
 		if (!b->in_use || kept[i])
 			continue;
-		if (locked && !reshape)
-			LWLockAcquire(dbgate_budget_lock(i), LW_EXCLUSIVE);
+		lock_one(in, i);
 		dbgate_admission_release_waiters(b);
 		b->in_use = false;
 		b->incarnation++;
 		/* fast-path CASes against the old word fail from now on */
 		pg_atomic_write_u64(&b->state, dbgate_st_make(b->incarnation, 0, 0));
-		if (locked && !reshape)
-			LWLockRelease(dbgate_budget_lock(i));
+		unlock_one(in, i);
 	}
+}
 
-	/* 4. create the new ones (their limits follow in 5) */
-	for (n = 0; n < nb; n++)
+/*
+ * 4. Create the new ones: counters from zero, an empty queue, a full token
+ * bucket (their limits follow in 5).
+ */
+static void
+create_new(const Install *in)
+{
+	DbgateShared *sh = dbgate_shared;
+	int			n;
+
+	for (n = 0; n < in->nb; n++)
 	{
 		int			idx = entry_of[n];
 		DbgateBudget *b;
@@ -353,24 +422,30 @@ install_entries(const DbgateConfig *config, bool locked)
 		if (idx < 0 || kept[idx])
 			continue;
 		b = &sh->budgets[idx].d;
-		if (locked && !reshape)
-			LWLockAcquire(dbgate_budget_lock(idx), LW_EXCLUSIVE);
+		lock_one(in, idx);
 		b->incarnation++;
 		dbgate_admission_budget_created(b);
-		dbgate_admission_set_limits(b, &config->budgets[n], -1, 0);
+		dbgate_admission_set_limits(b, &in->config->budgets[n], -1, 0);
 		pg_atomic_write_u64(&b->state, dbgate_st_make(b->incarnation, 0, 0));
-		dbgate_reset_budget_stats(b, now);
+		dbgate_reset_budget_stats(b, in->now);
 		b->root = idx;
 		b->first_child = -1;
 		b->next_sibling = -1;
 		b->in_use = true;
-		if (locked && !reshape)
-			LWLockRelease(dbgate_budget_lock(idx));
+		unlock_one(in, idx);
 	}
+}
 
-	/* 5. the limits of every budget, with parents resolved */
-	for (n = 0; n < nb; n++)
+/* 5. The limits of every budget, with parents resolved. */
+static void
+set_all_limits(const Install *in)
+{
+	DbgateShared *sh = dbgate_shared;
+	int			n;
+
+	for (n = 0; n < in->nb; n++)
 	{
+		const DbgateBudgetConf *c = &in->config->budgets[n];
 		int			idx = entry_of[n];
 		int			p;
 		DbgateBudget *b;
@@ -379,15 +454,14 @@ install_entries(const DbgateConfig *config, bool locked)
 		if (idx < 0)
 			continue;
 		b = &sh->budgets[idx].d;
-		p = parent_entry(config, n);
-		if (memcmp(&b->conf, &config->budgets[n],
-				   offsetof(DbgateBudgetConf, src_index)) == 0 &&
+		p = parent_entry(in, n);
+		if (memcmp(&b->conf, c, offsetof(DbgateBudgetConf, src_index)) == 0 &&
 			b->lim.parent == p &&
 			(p < 0 || b->lim.parent_incarnation == sh->budgets[p].d.incarnation))
 			continue;			/* unchanged */
-		if (locked && !reshape)
+		if (in->locked && !in->reshape)
 			root = dbgate_admission_lock_tree(idx);
-		dbgate_admission_set_limits(b, &config->budgets[n], p,
+		dbgate_admission_set_limits(b, c, p,
 									p >= 0 ? sh->budgets[p].d.incarnation : 0);
 		if (!b->conf.enforce)
 			dbgate_admission_admit_all(b);
@@ -398,27 +472,62 @@ install_entries(const DbgateConfig *config, bool locked)
 			LWLockRelease(dbgate_budget_lock(root));
 		}
 	}
+}
 
-	/* 6. a new shape: rebuild the trees, count the waiters again */
-	if (reshape)
+/* 6. A new shape: rebuild the trees, count the waiters again. */
+static void
+rebuild_shape(const Install *in)
+{
+	DbgateShared *sh = dbgate_shared;
+	int			i;
+
+	build_trees();
+	for (i = 0; i < sh->max_budgets; i++)
 	{
-		build_trees();
-		for (i = 0; i < sh->max_budgets; i++)
-		{
-			DbgateBudget *b = &sh->budgets[i].d;
+		DbgateBudget *b = &sh->budgets[i].d;
 
-			/* a budget with children has no statements of its own */
-			if (b->in_use && b->first_child >= 0)
-				dbgate_admission_release_waiters(b);
-		}
-		dbgate_admission_recount_queued();
-		for (i = 0; i < sh->max_budgets; i++)
-		{
-			DbgateBudget *b = &sh->budgets[i].d;
+		/* a budget with children has no statements of its own */
+		if (b->in_use && b->first_child >= 0)
+			dbgate_admission_release_waiters(b);
+	}
+	dbgate_admission_recount_queued();
+	for (i = 0; i < sh->max_budgets; i++)
+	{
+		DbgateBudget *b = &sh->budgets[i].d;
 
-			if (b->in_use && b->root == i)
-				dbgate_admission_grant(i);
-		}
+		if (b->in_use && b->root == i)
+			dbgate_admission_grant(i);
+	}
+}
+
+/*
+ * Install the budgets of 'config' (the role and database maps are the
+ * caller's).  With 'locked', budget locks are taken as the header above
+ * says (the caller holds config_lock exclusively); without, the caller is
+ * alone (start-up).  Cannot fail.
+ */
+static void
+install_entries(const DbgateConfig *config, bool locked)
+{
+	Install		in;
+
+	Assert(config->nbudgets <= dbgate_shared->max_budgets);
+	in.config = config;
+	in.nb = Min(config->nbudgets, dbgate_shared->max_budgets);
+	in.locked = locked;
+	in.reshape = false;
+	in.now = GetCurrentTimestamp();
+
+	match_entries(&in);
+	in.reshape = shape_changes(&in);
+	if (in.reshape)
+		lock_all(locked);
+	drop_gone(&in);
+	create_new(&in);
+	set_all_limits(&in);
+	if (in.reshape)
+	{
+		rebuild_shape(&in);
 		unlock_all(locked);
 	}
 }
@@ -544,22 +653,34 @@ dbgate_snapshot_config(DbgateConfig *config)
 
 /*
  * Install an image replayed from WAL (wal.c: the startup process, during
- * crash recovery, archive recovery or on a standby).  The image names its
- * budgets' entries in the shared table of the server that logged it: they
- * are matched here by name with the entries of this server instead.
+ * crash recovery, archive recovery or on a standby).  What does not fit
+ * this server's tables is left out first, by the rule the state file is
+ * loaded with, with a WARNING (a standby with smaller settings than its
+ * primary).  The image names its budgets' entries in the shared table of
+ * the server that logged it: they are matched here by name with the
+ * entries of this server instead, but for a budget that its transaction
+ * dropped and created again (marked DBGATE_SRC_RECREATED by wal.c): that
+ * is a new budget, as on the primary.
  */
 void
 dbgate_install_replayed(DbgateConfig *config, XLogRecPtr lsn)
 {
 	DbgateShared *sh = dbgate_shared;
+	char		what[64];
 	int			i;
+
+	snprintf(what, sizeof(what), "the configuration change replayed at %X/%X",
+			 LSN_FORMAT_ARGS(lsn));
+	(void) dbgate_image_fit(config, sh->max_budgets, sh->max_roles, what,
+							"Give this server dbgate.max_budgets and dbgate.max_roles at least as large as the primary's and restart it.  Until then a role or database whose assignment was left out is classified as if it had none.");
 
 	/* only the startup process installs while in recovery: nothing moves */
 	LWLockAcquire(sh->config_lock, LW_SHARED);
 	for (i = 0; i < config->nbudgets; i++)
 	{
 		DbgateBudgetConf *c = &config->budgets[i];
-		int			idx = dbgate_find_budget(c->name);
+		int			idx = c->src_index == DBGATE_SRC_RECREATED ? -1 :
+			dbgate_find_budget(c->name);
 
 		c->src_index = idx;
 		c->src_incarnation = idx >= 0 ? sh->budgets[idx].d.incarnation : 0;
@@ -571,9 +692,8 @@ dbgate_install_replayed(DbgateConfig *config, XLogRecPtr lsn)
 /*
  * Make 'config' the installed configuration.  Runs in the COMMIT callback
  * of a transaction that changed the configuration, holding the commit lock,
- * or in WAL redo: it must not fail.  The caller has checked that the image
- * fits (a standby with smaller settings than its primary keeps what fits,
- * with a WARNING).
+ * or in WAL redo: it must not fail.  The image fits: the committing backend
+ * checked capacity, and WAL redo kept what fits (above).
  */
 void
 dbgate_install_config(const DbgateConfig *config, XLogRecPtr lsn)

@@ -112,6 +112,24 @@ dbgate_invalidate_lookup(void)
 }
 
 /*
+ * An assignment names a budget without children (config.c and persist.c
+ * see to that).  Admission refuses a budget with children and has the
+ * statement classified again, so a map entry that broke the rule would
+ * have it classified again for ever: it counts as no assignment.  Caller
+ * must hold config_lock.
+ */
+static inline int
+assigned_budget(int idx)
+{
+	if (dbgate_shared->budgets[idx].d.first_child >= 0)
+	{
+		Assert(false);
+		return -1;
+	}
+	return idx;
+}
+
+/*
  * The budget index assigned to roleid, or -1.  Caller must hold config_lock.
  */
 static int
@@ -127,7 +145,7 @@ rolemap_find(Oid roleid)
 		Oid			r = sh->roles[mid].roleid;
 
 		if (r == roleid)
-			return sh->roles[mid].budget;
+			return assigned_budget(sh->roles[mid].budget);
 		if (r < roleid)
 			lo = mid + 1;
 		else
@@ -155,7 +173,7 @@ dbmap_find(Oid dbid)
 		Oid			d = sh->dbs[mid].dbid;
 
 		if (d == dbid)
-			return sh->dbs[mid].budget;
+			return assigned_budget(sh->dbs[mid].budget);
 		if (d < dbid)
 			lo = mid + 1;
 		else

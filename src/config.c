@@ -56,6 +56,7 @@
 #include "dbgate.h"
 #include "fields.h"
 #include "persist.h"
+#include "shmem.h"
 #include "wal.h"
 
 typedef enum PendingKind
@@ -820,6 +821,61 @@ lock_commit(void)
 	(void) LockAcquire(&tag, ExclusiveLock, false, false);
 }
 
+/*
+ * A budget that this transaction dropped and created again is a new budget
+ * (src_index -1 under the name of an installed one): its counters start
+ * from zero and its token bucket full.  Replay matches budgets by name,
+ * so for such a transaction the configuration without those budgets (as
+ * if they had been dropped last, with force) is logged first, in the same
+ * transaction: replay takes a budget that the last image of a transaction
+ * has and an earlier one of it lacks as new (wal.c).  A server that does
+ * not know this (dbgate 1.1) drops the earlier image as one whose
+ * transaction never committed, as it drops any image followed by another,
+ * and installs the last one as before.  Caller holds the commit lock, so
+ * the installed configuration cannot change meanwhile.
+ */
+static void
+log_without_recreated(const DbgateConfig *config)
+{
+	DbgateConfig without;
+	bool	   *recreated = palloc0(sizeof(bool) * Max(config->nbudgets, 1));
+	int			n = 0;
+	int			i;
+
+	LWLockAcquire(dbgate_shared->config_lock, LW_SHARED);
+	for (i = 0; i < config->nbudgets; i++)
+	{
+		if (config->budgets[i].src_index < 0 &&
+			dbgate_find_budget(config->budgets[i].name) >= 0)
+		{
+			recreated[i] = true;
+			n++;
+		}
+	}
+	LWLockRelease(dbgate_shared->config_lock);
+
+	if (n > 0)
+	{
+		dbgate_image_copy(&without, config);
+		for (i = 0; i < config->nbudgets; i++)
+		{
+			PendingOp	op;
+
+			if (!recreated[i])
+				continue;
+			memset(&op, 0, sizeof(op));
+			op.kind = OP_DROP;
+			strlcpy(op.name, config->budgets[i].name, NAMEDATALEN);
+			op.flag = true;
+			/* a budget of the image, dropped with force: cannot fail */
+			apply_op(&without, &op);
+		}
+		(void) dbgate_wal_log_image(&without);
+		dbgate_image_free(&without);
+	}
+	pfree(recreated);
+}
+
 static void
 pre_commit(void)
 {
@@ -849,6 +905,7 @@ pre_commit(void)
 	 */
 	MyProc->delayChkptFlags |= DELAY_CHKPT_COMPLETE;
 	delaying_checkpoint = true;
+	log_without_recreated(config);
 	prepared_lsn = dbgate_wal_log_image(config);
 	prepared_xid = GetTopTransactionId();
 

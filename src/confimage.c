@@ -14,11 +14,23 @@
  * the functions here, so that a transaction making many assignments costs
  * time linear in their number.
  *
+ * What fits: a server whose dbgate.max_budgets or dbgate.max_roles is
+ * smaller than the configuration it loads from its state file or replays
+ * from WAL (a standby with smaller settings than its primary) keeps what
+ * fits by one rule, dbgate_image_fit(): budgets in the order of
+ * config_script() (top-level budgets by name, each followed by its
+ * subtree, each level by name), each kept while there is room and its
+ * parent is kept -- a budget whose parent is left out is left out too,
+ * never made top-level or given another parent; then the assignments to
+ * the budgets kept, by OID, while there is room.  One WARNING names what
+ * was left out.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "common/hashfn.h"
+#include "lib/stringinfo.h"
 #include "utils/memutils.h"
 
 #include "confimage.h"
@@ -339,4 +351,317 @@ dbgate_image_remove_db(DbgateConfig *config, int i)
 	oid_index_removing(&config->db_index, config->dbs, sizeof(DbgateDbConf),
 				   config->ndbs, i);
 	config->dbs[i] = config->dbs[--config->ndbs];
+}
+
+/* ----------
+ * The order of trees, and what fits
+ * ----------
+ */
+static int
+budget_name_cmp(const void *a, const void *b)
+{
+	/* a key may be a bare name: 'name' is the first field */
+	return strcmp(((const DbgateBudgetConf *) a)->name,
+				  ((const DbgateBudgetConf *) b)->name);
+}
+
+/*
+ * A budget with the names on its way from its top-level ancestor down to
+ * itself.  Sorting by that path lists every budget after its parent and
+ * its subtree right after it, each level by name.
+ */
+typedef struct TreePath
+{
+	int			idx;
+	int			depth;
+	const char *path[DBGATE_MAX_DEPTH];
+} TreePath;
+
+static int
+tree_path_cmp(const void *a, const void *b)
+{
+	const TreePath *x = (const TreePath *) a;
+	const TreePath *y = (const TreePath *) b;
+	int			i;
+
+	for (i = 0; i < x->depth && i < y->depth; i++)
+	{
+		int			r = strcmp(x->path[i], y->path[i]);
+
+		if (r != 0)
+			return r;
+	}
+	return x->depth - y->depth;
+}
+
+/*
+ * The budgets of 'config' (sorted by name) with parents first, as indexes
+ * into config->budgets (palloc'd, nbudgets of them): the order of
+ * config_script().  An image has no cycle and no chain longer than
+ * DBGATE_MAX_DEPTH (config.c and persist.c see to that); should one appear
+ * all the same, its budgets come out in some order rather than never.
+ */
+int *
+dbgate_image_tree_order(const DbgateConfig *config)
+{
+	int			n = config->nbudgets;
+	TreePath   *tp = palloc0(sizeof(TreePath) * Max(n, 1));
+	int		   *order = palloc(sizeof(int) * Max(n, 1));
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		const DbgateBudgetConf *c = &config->budgets[i];
+		const char *up[DBGATE_MAX_DEPTH];
+		int			d = 0;
+		int			k;
+
+		while (c != NULL && d < DBGATE_MAX_DEPTH)
+		{
+			up[d++] = c->name;
+			c = c->parent[0] == '\0' ? NULL :
+				bsearch(c->parent, config->budgets, n,
+						sizeof(DbgateBudgetConf), budget_name_cmp);
+		}
+		tp[i].idx = i;
+		tp[i].depth = d;
+		for (k = 0; k < d; k++)
+			tp[i].path[k] = up[d - 1 - k];
+	}
+	qsort(tp, n, sizeof(TreePath), tree_path_cmp);
+	for (i = 0; i < n; i++)
+		order[i] = tp[i].idx;
+	pfree(tp);
+	return order;
+}
+
+/* At most this many names of each kind in the WARNING of a fit. */
+#define FIT_NAMES	5
+
+/* What dbgate_image_fit() left out, for its WARNING. */
+typedef struct FitReport
+{
+	int			nbudgets;		/* of the image, before */
+	int			nroles;
+	int			ndbs;
+	int			budgets_out;	/* left out */
+	int			roles_out;
+	int			dbs_out;
+	StringInfoData budget_names;	/* the first FIT_NAMES of each */
+	StringInfoData role_oids;
+	StringInfoData db_oids;
+} FitReport;
+
+static void
+note_name(StringInfo buf, int *count, const char *name, Oid oid)
+{
+	if (++*count > FIT_NAMES)
+		return;
+	if (buf->len > 0)
+		appendStringInfoString(buf, ", ");
+	if (name != NULL)
+		appendStringInfo(buf, "\"%s\"", name);
+	else
+		appendStringInfo(buf, "%u", oid);
+}
+
+/*
+ * Which budgets of 'config' (sorted by name) fit in max_budgets: in tree
+ * order, while there is room and the parent is kept.  A parent comes
+ * before its children in that order, so one pass decides; a budget whose
+ * parent is not in the image, or that is on a cycle, is never kept.
+ */
+static void
+fit_budgets(const DbgateConfig *config, int max_budgets, bool *keep)
+{
+	int		   *order = dbgate_image_tree_order(config);
+	int			kept = 0;
+	int			i;
+
+	memset(keep, 0, sizeof(bool) * Max(config->nbudgets, 1));
+	for (i = 0; i < config->nbudgets && kept < max_budgets; i++)
+	{
+		const DbgateBudgetConf *c = &config->budgets[order[i]];
+
+		if (c->parent[0] != '\0')
+		{
+			DbgateBudgetConf *p = bsearch(c->parent, config->budgets,
+										  config->nbudgets,
+										  sizeof(DbgateBudgetConf),
+										  budget_name_cmp);
+
+			if (p == NULL || !keep[p - config->budgets])
+				continue;
+		}
+		keep[order[i]] = true;
+		kept++;
+	}
+	pfree(order);
+}
+
+/* Whether budget 'name' of 'config' (sorted by name) is kept. */
+static bool
+budget_kept(const DbgateConfig *config, const bool *keep, const char *name)
+{
+	DbgateBudgetConf *b = bsearch(name, config->budgets, config->nbudgets,
+								  sizeof(DbgateBudgetConf), budget_name_cmp);
+
+	return b != NULL && keep[b - config->budgets];
+}
+
+static int
+role_oid_cmp(const void *a, const void *b)
+{
+	Oid			x = ((const DbgateRoleConf *) a)->roleid;
+	Oid			y = ((const DbgateRoleConf *) b)->roleid;
+
+	return (x > y) - (x < y);
+}
+
+static int
+db_oid_cmp(const void *a, const void *b)
+{
+	Oid			x = ((const DbgateDbConf *) a)->dbid;
+	Oid			y = ((const DbgateDbConf *) b)->dbid;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * Keep the assignments (role or database: 'dbs') to kept budgets, by OID,
+ * at most max_roles of them; note the others in 'r'.
+ */
+static void
+fit_assignments(DbgateConfig *config, const bool *keep, int max_roles,
+				bool dbs, FitReport *r)
+{
+	int			n = dbs ? config->ndbs : config->nroles;
+	int			kept = 0;
+	int			i;
+
+	if (dbs)
+		qsort(config->dbs, n, sizeof(DbgateDbConf), db_oid_cmp);
+	else
+		qsort(config->roles, n, sizeof(DbgateRoleConf), role_oid_cmp);
+	for (i = 0; i < n; i++)
+	{
+		const char *budget = dbs ? config->dbs[i].budget : config->roles[i].budget;
+		Oid			oid = dbs ? config->dbs[i].dbid : config->roles[i].roleid;
+
+		if (kept >= max_roles || !budget_kept(config, keep, budget))
+		{
+			if (dbs)
+				note_name(&r->db_oids, &r->dbs_out, NULL, oid);
+			else
+				note_name(&r->role_oids, &r->roles_out, NULL, oid);
+			continue;
+		}
+		if (dbs)
+			config->dbs[kept++] = config->dbs[i];
+		else
+			config->roles[kept++] = config->roles[i];
+	}
+	/* the arrays were reordered: their OID indexes are rebuilt when needed */
+	if (dbs)
+	{
+		config->ndbs = kept;
+		oid_index_drop(&config->db_index);
+	}
+	else
+	{
+		config->nroles = kept;
+		oid_index_drop(&config->role_index);
+	}
+}
+
+/* "...: "a", "b" and 3 more." */
+static void
+append_names(StringInfo detail, const char *what, const char *names, int count)
+{
+	if (count == 0)
+		return;
+	appendStringInfo(detail, " %s left out: %s", what, names);
+	if (count > FIT_NAMES)
+		appendStringInfo(detail, " and %d more", count - FIT_NAMES);
+	appendStringInfoChar(detail, '.');
+}
+
+static void
+fit_warning(const FitReport *r, int max_budgets, int max_roles,
+			const char *what, const char *hint)
+{
+	StringInfoData detail;
+
+	initStringInfo(&detail);
+	appendStringInfo(&detail, "This server has dbgate.max_budgets = %d and dbgate.max_roles = %d.",
+					 max_budgets, max_roles);
+	append_names(&detail, "Budgets", r->budget_names.data, r->budgets_out);
+	append_names(&detail, "Assignments of roles (OIDs)", r->role_oids.data,
+				 r->roles_out);
+	append_names(&detail, "Assignments of databases (OIDs)", r->db_oids.data,
+				 r->dbs_out);
+	appendStringInfoString(&detail, " Budgets are kept in the order of config_script() while there is room and their parent is kept; assignments by OID while there is room and their budget is kept.");
+	ereport(WARNING,
+			(errmsg("dbgate left out %d of %d budgets, %d of %d role assignments and %d of %d database assignments of %s",
+					r->budgets_out, r->nbudgets, r->roles_out, r->nroles,
+					r->dbs_out, r->ndbs, what),
+			 errdetail_internal("%s", detail.data),
+			 errhint("%s", hint)));
+	pfree(detail.data);
+}
+
+/*
+ * Make 'config' fit in max_budgets budgets and max_roles role (and
+ * database) assignments by the rule in the file header, with one WARNING
+ * naming what was left out: "dbgate left out ... of 'what'", and 'hint'.
+ * The image's budgets come out sorted by name, its assignments by OID.
+ * Returns whether anything was left out.  Nothing is allocated when
+ * everything fits.
+ */
+bool
+dbgate_image_fit(DbgateConfig *config, int max_budgets, int max_roles,
+				 const char *what, const char *hint)
+{
+	FitReport	r;
+	bool	   *keep;
+	int			i;
+	int			n;
+
+	if (config->nbudgets <= max_budgets && config->nroles <= max_roles &&
+		config->ndbs <= max_roles)
+		return false;			/* an image's parents are in it: all fits */
+
+	memset(&r, 0, sizeof(r));
+	r.nbudgets = config->nbudgets;
+	r.nroles = config->nroles;
+	r.ndbs = config->ndbs;
+	initStringInfo(&r.budget_names);
+	initStringInfo(&r.role_oids);
+	initStringInfo(&r.db_oids);
+
+	qsort(config->budgets, config->nbudgets, sizeof(DbgateBudgetConf),
+		  budget_name_cmp);
+	keep = palloc(sizeof(bool) * Max(config->nbudgets, 1));
+	fit_budgets(config, max_budgets, keep);
+	fit_assignments(config, keep, max_roles, false, &r);
+	fit_assignments(config, keep, max_roles, true, &r);
+
+	/* budgets last: the assignments look them up by name */
+	for (i = 0, n = 0; i < config->nbudgets; i++)
+	{
+		if (keep[i])
+			config->budgets[n++] = config->budgets[i];
+		else
+			note_name(&r.budget_names, &r.budgets_out,
+					  config->budgets[i].name, InvalidOid);
+	}
+	config->nbudgets = n;
+	pfree(keep);
+
+	if (r.budgets_out + r.roles_out + r.dbs_out > 0)
+		fit_warning(&r, max_budgets, max_roles, what, hint);
+	pfree(r.budget_names.data);
+	pfree(r.role_oids.data);
+	pfree(r.db_oids.data);
+	return r.budgets_out + r.roles_out + r.dbs_out > 0;
 }

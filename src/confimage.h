@@ -74,5 +74,8 @@ extern void dbgate_image_remove_role(DbgateConfig *config, int i);
 extern void dbgate_image_add_db(DbgateConfig *config, Oid dbid,
 								const char *budget);
 extern void dbgate_image_remove_db(DbgateConfig *config, int i);
+extern int *dbgate_image_tree_order(const DbgateConfig *config);
+extern bool dbgate_image_fit(DbgateConfig *config, int max_budgets,
+							 int max_roles, const char *what, const char *hint);
 
 #endif							/* DBGATE_CONFIMAGE_H */

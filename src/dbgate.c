@@ -20,6 +20,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/objectaccess.h"
 #include "catalog/pg_authid.h"
 #include "commands/dbcommands.h"
 #include "commands/user.h"
@@ -27,9 +28,12 @@
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "storage/ipc.h"
+#include "tcop/pquery.h"
+#include "tcop/tcopprot.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/guc.h"
+#include "utils/memutils.h"
 
 #include "budgets.h"
 #include "classify.h"
@@ -56,6 +60,7 @@ static ExecutorRun_hook_type prev_ExecutorRun = NULL;
 static ExecutorFinish_hook_type prev_ExecutorFinish = NULL;
 static ExecutorEnd_hook_type prev_ExecutorEnd = NULL;
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
+static object_access_hook_type prev_object_access_hook = NULL;
 
 void		_PG_init(void);
 
@@ -71,6 +76,8 @@ static void dbgate_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 								  ParamListInfo params,
 								  QueryEnvironment *queryEnv,
 								  DestReceiver *dest, QueryCompletion *qc);
+static void dbgate_object_access(ObjectAccessType access, Oid classId,
+								 Oid objectId, int subId, void *arg);
 static void dbgate_xact_callback(XactEvent event, void *arg);
 static void dbgate_subxact_callback(SubXactEvent event,
 									SubTransactionId mySubid,
@@ -167,6 +174,8 @@ _PG_init(void)
 	ExecutorEnd_hook = dbgate_ExecutorEnd;
 	prev_ProcessUtility = ProcessUtility_hook;
 	ProcessUtility_hook = dbgate_ProcessUtility;
+	prev_object_access_hook = object_access_hook;
+	object_access_hook = dbgate_object_access;
 	/* planner_hook: planner.c */
 	dbgate_planner_init();
 
@@ -500,6 +509,54 @@ dbgate_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 	}
 	if (OidIsValid(dropped_db))
 		dbgate_config_database_dropped(dropped_db);
+}
+
+/* ----------
+ * Fast-path function calls
+ * ----------
+ */
+
+/*
+ * object_access_hook.  A fast-path function call (the protocol's
+ * FunctionCall message, libpq's PQfn: its large-object functions and
+ * drivers that use them) runs one function with no query around it, so
+ * no executor hook sees it.  HandleFunctionRequest() invokes
+ * OAT_FUNCTION_EXECUTE for the function once it has checked the
+ * privileges, before it reads the arguments and calls it: the call is
+ * gated there (slot.c).
+ *
+ * OAT_FUNCTION_EXECUTE is also invoked for every function of an
+ * expression when the expression is prepared -- by the executor, the
+ * planner, a domain check, a utility command, PL/pgSQL -- so the call is
+ * recognised by what holds there together (PostgreSQL 15 to 18):
+ *	  - debug_query_string is NULL: postgres.c sets it for every message
+ *		that carries SQL (Query, Parse, Bind, Execute) until that message
+ *		is done or has failed, and a FunctionCall message carries none (so
+ *		this alone tells the call from whatever a statement prepares);
+ *	  - no portal runs (ActivePortal is NULL);
+ *	  - the current memory context is MessageContext, to which postgres.c
+ *		switches just before HandleFunctionRequest(), which switches to no
+ *		other before the hook, while the executor, the planner and
+ *		PL/pgSQL prepare expressions in contexts of their own (the queries
+ *		of a function called so, a login event trigger's PL/pgSQL).
+ * The first two tests are all that every other event, and every function
+ * of an ordinary statement's plans, costs: a comparison or two, no call.
+ * Should work of a commit pass them all (the deferred triggers that the
+ * COMMIT of a Sync message fires prepare their expressions in contexts of
+ * their own), slot.c turns it away as it does the commit's executor runs.
+ * The previous hook runs first, so that a call it refuses takes no slot.
+ */
+static void
+dbgate_object_access(ObjectAccessType access, Oid classId, Oid objectId,
+					 int subId, void *arg)
+{
+	if (prev_object_access_hook)
+		prev_object_access_hook(access, classId, objectId, subId, arg);
+
+	if (unlikely(access == OAT_FUNCTION_EXECUTE) &&
+		debug_query_string == NULL && ActivePortal == NULL &&
+		CurrentMemoryContext == MessageContext)
+		dbgate_slot_call_start();
 }
 
 /* ----------

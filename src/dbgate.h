@@ -64,6 +64,9 @@ typedef struct DbgateBudgetConf
 	uint32		src_incarnation;
 } DbgateBudgetConf;
 
+/* src_index of a replayed budget that its transaction dropped and created */
+#define DBGATE_SRC_RECREATED		(-2)
+
 /* What a slot covers: see slot.c. */
 #define DBGATE_SCOPE_STATEMENT		0
 #define DBGATE_SCOPE_TRANSACTION	1

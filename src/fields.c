@@ -16,7 +16,10 @@
  *	  - the encoding of a budget in the state file and WAL records, and the
  *		checks of every decoded value (persist.c),
  *	  - the columns of dbgate.budgets and the arguments in config_script()
- *		(sqlfuncs.c).
+ *		(sqlfuncs.c): the arguments of required fields and those whose
+ *		values are not their defaults, so that the script of a
+ *		configuration that uses no newer field runs on the SQL objects of
+ *		an older version.
  * The aim: a new field is one entry here plus its behaviour (what admission
  * does with it).
  *
@@ -63,7 +66,7 @@ const DbgateField dbgate_fields[DBGATE_NFIELDS] = {
 	/* 1.0, format 1 */
 	{
 		.name = "max_active", .kind = DBGATE_KIND_INT, .offset = F(max_active),
-		.api = DBGATE_API_1_0, .format = 1, .column = 1,
+		.api = DBGATE_API_1_0, .format = 1, .column = 1, .required = true,
 		.def = 1, .min = 1, .max = PG_INT32_MAX,
 		.range_msg = "max_active must be at least 1"
 	},
@@ -309,6 +312,20 @@ dbgate_field_is_default(int i, const DbgateBudgetConf *c)
 			return *float_ptr(i, c) == f->def;
 	}
 	return false;				/* keep compiler quiet */
+}
+
+/*
+ * Does config_script() name field i of 'c'?  A create_budget argument is
+ * given when the SQL function has no default for it or the value is not
+ * its default: a call that names only those runs on the SQL objects of
+ * every version that has them, and a field at its default is the same
+ * whether it is given or not (an older version's SQL objects, whose
+ * create_budget lacks the newer arguments, leave them at their defaults).
+ */
+bool
+dbgate_field_in_script(int i, const DbgateBudgetConf *c)
+{
+	return field(i)->required || !dbgate_field_is_default(i, c);
 }
 
 /* ----------

@@ -66,7 +66,11 @@ typedef struct DbgateField
 	uint8		format;			/* stored since this format version */
 	int16		column;			/* in dbgate.budgets (0 = budget) */
 	bool		nullable;		/* create_budget: NULL means the default */
-	double		def;			/* the default (BUDGET: always "") */
+	bool		required;		/* create_budget: an argument without a
+								 * default, always given */
+	double		def;			/* the default (BUDGET: always ""); of a
+								 * required field, the value an image
+								 * starts from */
 	double		min;			/* INT, DURATION (ms), FLOAT: the range */
 	double		max;
 	bool		zero_ok;		/* FLOAT: 0 besides min..max */
@@ -94,6 +98,7 @@ extern int	dbgate_fields_of_api(DbgateApi api);
 extern void dbgate_field_from_arg(int i, Datum arg, DbgateBudgetConf *c);
 extern bool dbgate_field_valid(int i, const DbgateBudgetConf *c);
 extern bool dbgate_field_is_default(int i, const DbgateBudgetConf *c);
+extern bool dbgate_field_in_script(int i, const DbgateBudgetConf *c);
 extern void dbgate_field_copy(int i, DbgateBudgetConf *dst,
 							  const DbgateBudgetConf *src);
 extern Datum dbgate_field_datum(int i, const DbgateBudgetConf *c,

@@ -385,12 +385,6 @@ sorted_find_budget(const DbgateConfig *config, const char *name)
 	return found ? (int) (found - config->budgets) : -1;
 }
 
-static bool
-sorted_has_budget(const DbgateConfig *config, const char *name)
-{
-	return sorted_find_budget(config, name) >= 0;
-}
-
 /*
  * Decode one budget record of format 'version' into 'c', with every check
  * of the SQL functions.  Returns false when the record is invalid.
@@ -582,62 +576,18 @@ decode_records(const char *p, uint32 version, uint32 nbudgets, uint32 nroles,
 }
 
 /*
- * A lowered dbgate.max_budgets or max_roles keeps what fits, with a
- * WARNING; the file is left as it is until the next committed change.
+ * A lowered dbgate.max_budgets or max_roles keeps what fits, by the rule
+ * that WAL replay follows too (confimage.c), with a WARNING; the file is
+ * left as it is until the next committed change.
  */
 static void
 trim_to_capacity(DbgateConfig *config)
 {
-	int			i;
-	int			n;
+	char	   *what = psprintf("state file \"%s\"", DBGATE_STATE_FILE);
 
-	if (config->nbudgets > dbgate_max_budgets)
-	{
-		ereport(WARNING,
-				(errmsg("dbgate state file \"%s\" has %d budgets but dbgate.max_budgets is %d",
-						DBGATE_STATE_FILE, config->nbudgets, dbgate_max_budgets),
-				 errdetail("Only the first %d budgets are loaded.", dbgate_max_budgets),
-				 errhint("Raise dbgate.max_budgets and restart the server before changing budgets, or the others are lost.")));
-		config->nbudgets = dbgate_max_budgets;
-		/* budgets are sorted by name: the children of the others become
-		 * top-level, the assignments to the others go */
-		for (i = 0; i < config->nbudgets; i++)
-		{
-			if (config->budgets[i].parent[0] != '\0' &&
-				!sorted_has_budget(config, config->budgets[i].parent))
-				memset(config->budgets[i].parent, 0, NAMEDATALEN);
-		}
-		for (i = 0, n = 0; i < config->nroles; i++)
-		{
-			if (sorted_has_budget(config, config->roles[i].budget))
-				config->roles[n++] = config->roles[i];
-		}
-		config->nroles = n;
-		for (i = 0, n = 0; i < config->ndbs; i++)
-		{
-			if (sorted_has_budget(config, config->dbs[i].budget))
-				config->dbs[n++] = config->dbs[i];
-		}
-		config->ndbs = n;
-	}
-	if (config->nroles > dbgate_max_roles)
-	{
-		ereport(WARNING,
-				(errmsg("dbgate state file \"%s\" has %d role assignments but dbgate.max_roles is %d",
-						DBGATE_STATE_FILE, config->nroles, dbgate_max_roles),
-				 errdetail("Only the first %d assignments are loaded.", dbgate_max_roles),
-				 errhint("Raise dbgate.max_roles and restart the server before changing budgets, or the others are lost.")));
-		config->nroles = dbgate_max_roles;
-	}
-	if (config->ndbs > dbgate_max_roles)
-	{
-		ereport(WARNING,
-				(errmsg("dbgate state file \"%s\" has %d database assignments but dbgate.max_roles is %d",
-						DBGATE_STATE_FILE, config->ndbs, dbgate_max_roles),
-				 errdetail("Only the first %d assignments are loaded.", dbgate_max_roles),
-				 errhint("Raise dbgate.max_roles and restart the server before changing budgets, or the others are lost.")));
-		config->ndbs = dbgate_max_roles;
-	}
+	(void) dbgate_image_fit(config, dbgate_max_budgets, dbgate_max_roles, what,
+							"Raise dbgate.max_budgets and dbgate.max_roles and restart the server before changing budgets, or what was left out is lost.");
+	pfree(what);
 }
 
 

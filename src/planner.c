@@ -20,7 +20,8 @@
  * differ: when some memory-using node of the first plan is planned to need
  * more than w (its rows x width, as the planner estimated them).  When
  * every node fits in w, the planner's choices at w are the same ones.
- * README ("Memory") gives the cost of the second planning as measured.
+ * docs/benchmarks.md ("Memory and cheap statements") gives the cost of the
+ * second planning as measured.
  * The second planning needs the statement's Query as it was (planning
  * changes it in place): it is copied before the first planning, unless
  * the Query cannot produce a memory-using node worth planning for (one

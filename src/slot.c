@@ -25,10 +25,12 @@
  *				the transaction by the scope rule
  *
  * Events (the function that handles each)
- *	  admitted	  NONE -> RUNNING	   ExecutorStart, gated utility command
- *	  resumed	  OPEN/KEPT -> RUNNING  ExecutorStart or a utility command
- *									   under a slot held, the outermost
- *									   ExecutorRun/ExecutorFinish of a run
+ *	  admitted	  NONE -> RUNNING	   ExecutorStart, gated utility command,
+ *									   fast-path function call
+ *	  resumed	  OPEN/KEPT -> RUNNING  ExecutorStart, a utility command or a
+ *									   fast-path call under a slot held, the
+ *									   outermost ExecutorRun/ExecutorFinish
+ *									   of a run
  *	  bound		  RUNNING -> OPEN	   ExecutorStart of a top-level run in
  *									   a transaction block of a budget with
  *									   an idle timeout (Bind may be followed
@@ -47,7 +49,9 @@
  * Every executor run started while the slot is held, including the one
  * that took it, is a *reference* (SlotRef) keyed by its QueryDesc; so is a
  * gated utility command (from dbgate_utility_begin() to _end(); it
- * survives the transactions that VACUUM runs internally) and a *portal*
+ * survives the transactions that VACUUM runs internally), a fast-path
+ * function call (from its admission to the end of its protocol message,
+ * see below) and a *portal*
  * whose statements have not all run yet (the actions of a rule: the runs of
  * one portal are one admission, SPEC §4 Classification).  A reference
  * goes away at its ExecutorEnd, when the subtransaction it was started in
@@ -70,12 +74,28 @@
  * Every executor run of a gated session that starts while no slot is
  * held: a statement's own run (in a portal), and also one started while a
  * statement is parsed, planned or bound (functions the planner evaluates,
- * domain checks of bound parameters) or by the fast-path function call,
- * which run outside any portal.  Only runs of the commit itself are not
- * gated (a COMMIT never queues): deferred triggers fired by COMMIT or
- * PREPARE TRANSACTION (they run outside any portal, inside a trigger, and
- * before the commit's XACT_EVENT_PRE_COMMIT), and anything after that
- * event.
+ * domain checks of bound parameters), which run outside any portal.  Only
+ * runs of the commit itself are not gated (a COMMIT never queues):
+ * deferred triggers fired by COMMIT or PREPARE TRANSACTION (they run
+ * outside any portal, inside a trigger, and before the commit's
+ * XACT_EVENT_PRE_COMMIT), and anything after that event.
+ *
+ * Fast-path function calls
+ * ------------------------
+ * The protocol's FunctionCall message (libpq's PQfn, which its large-object
+ * functions use) calls one function with no query around it: lo_open or
+ * lowrite run no executor.  dbgate.c recognises the call where
+ * HandleFunctionRequest() invokes the function-execute hook, just before
+ * it reads the arguments and calls the function, and the call is then
+ * gated like a statement of its own (dbgate_slot_call_start()): admitted,
+ * queued or refused with 53300 like an executor run, counted, and run
+ * under the budget's statement_timeout and lock_timeout; queries that the
+ * function runs run under its slot.  The call is a reference until its
+ * message has been processed, which PostgresMain marks by resetting
+ * MessageContext before it tells the client that it is ready (a reset
+ * callback ends the reference there); then the scope rule decides.  In
+ * an implicit transaction the transaction's end has returned the slot
+ * before that; a call that fails is ended by the (sub)transaction abort.
  *
  *-------------------------------------------------------------------------
  */
@@ -117,6 +137,7 @@ typedef enum RefKind
 {
 	REF_RUN,					/* an executor run (key: its QueryDesc) */
 	REF_UTILITY,				/* a gated utility command */
+	REF_CALL,					/* a fast-path function call */
 	REF_PORTAL					/* a portal with statements still to run */
 } RefKind;
 
@@ -140,6 +161,14 @@ static int	running_refs = 0;	/* refs with run_subid set */
 static char utility_key;
 static bool utility_running = false;
 static const void *portal_ref = NULL;	/* the portal of a REF_PORTAL */
+
+/* A fast-path function call (REF_CALL): see the file header. */
+static char call_key;
+static bool call_running = false;
+static bool call_cb_pending = false;	/* its reset callback is registered */
+static DbgateLimitState call_limits;	/* its lock_timeout (limits.c) */
+
+static void call_forget(void);
 
 /*
  * A subtransaction started while references exist: a run may then end in
@@ -256,8 +285,8 @@ slot_enter(SlotState to, TimestampTz since)
 	set_run_work();
 }
 
-/* admitted: the admission filled in 'slot'. */
-static void
+/* admitted: the admission filled in 'slot'.  Inline in both callers. */
+static pg_attribute_always_inline void
 slot_admitted(void)
 {
 	/*
@@ -377,6 +406,8 @@ remove_ref(int i)
 static void
 drop_all_refs(void)
 {
+	if (call_running)
+		call_forget();
 	dbgate_nrefs = 0;
 	running_refs = 0;
 	portal_ref = NULL;
@@ -489,6 +520,69 @@ in_commit(void)
 }
 
 /*
+ * Lookups of one admission before it goes on ungated.  A retry follows a
+ * configuration change that the lookup raced with, and each one needs
+ * another change committed meanwhile; this many in a row mean a
+ * configuration that admission cannot take (which the install and the
+ * classification never leave: budgets.c, classify.c).  Going on ungated,
+ * with a WARNING, beats spinning until statement_timeout.
+ */
+#define GATE_MAX_RETRIES	1000
+
+/* gate() goes on ungated: say so (a function apart keeps gate() small). */
+static pg_noinline void
+gate_gave_up(int budget, int retries)
+{
+	char		name[NAMEDATALEN];
+
+	/* read without a lock: a name, for the message only */
+	memcpy(name, dbgate_shared->budgets[budget].d.conf.name, NAMEDATALEN);
+	name[NAMEDATALEN - 1] = '\0';
+	ereport(WARNING,
+			(errmsg("dbgate could not admit a statement to budget \"%s\" after %d attempts",
+					name, retries),
+			 errdetail("The statement runs ungated.")));
+}
+
+/*
+ * The rest of gate() after an admission found the lookup out of date:
+ * look up and admit again, GATE_MAX_RETRIES times at most (apart from
+ * gate(), which stays as small as the statement path needs).
+ */
+static pg_noinline bool
+gate_again(int budget, bool utility, QueryDesc *queryDesc)
+{
+	int			retries;
+
+	for (retries = 1;; retries++)
+	{
+		const DbgateLookup *lk;
+		DbgateAdmit r;
+
+		if (retries >= GATE_MAX_RETRIES)
+		{
+			gate_gave_up(budget, retries);
+			return false;
+		}
+		dbgate_invalidate_lookup();
+		CHECK_FOR_INTERRUPTS();
+		lk = dbgate_classify();
+		if (lk->budget < 0)
+			return false;
+		budget = lk->budget;
+		ensure_ref_space();
+		r = dbgate_admit(lk, utility, queryDesc, &slot);
+		if (r == DBGATE_ADMIT_SLOT)
+		{
+			slot_admitted();
+			return true;
+		}
+		if (r == DBGATE_ADMIT_NONE)
+			return false;
+	}
+}
+
+/*
  * Admit to the budget lk names; a budget replaced between the lookup and
  * the admission is looked up again, so that every statement is gated by
  * the configuration in force.  Returns whether a slot is held.
@@ -496,25 +590,20 @@ in_commit(void)
 static pg_noinline bool
 gate(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc)
 {
-	for (;;)
-	{
-		DbgateAdmit r;
+	DbgateAdmit r;
 
-		if (lk->budget < 0)
-			return false;
-		ensure_ref_space();
-		r = dbgate_admit(lk, utility, queryDesc, &slot);
-		if (likely(r == DBGATE_ADMIT_SLOT))
-		{
-			slot_admitted();
-			return true;
-		}
-		if (r == DBGATE_ADMIT_NONE)
-			return false;
-		dbgate_invalidate_lookup();
-		CHECK_FOR_INTERRUPTS();
-		lk = dbgate_classify();
+	if (lk->budget < 0)
+		return false;
+	ensure_ref_space();
+	r = dbgate_admit(lk, utility, queryDesc, &slot);
+	if (likely(r == DBGATE_ADMIT_SLOT))
+	{
+		slot_admitted();
+		return true;
 	}
+	if (r == DBGATE_ADMIT_NONE)
+		return false;
+	return gate_again(lk->budget, utility, queryDesc);
 }
 
 /* ----------
@@ -675,10 +764,12 @@ dbgate_run_end(QueryDesc *queryDesc, DbgateLimitState *st, bool is_error)
 
 			/*
 			 * paused: the run of a portal that stays open ended; the session
-			 * may now wait for its client while the portal holds the slot.
+			 * may now wait for its client while the portal holds the slot
+			 * (not while a fast-path call whose query this was still runs).
 			 */
 			if (running_refs == 0 && slot_state == SLOT_RUNNING &&
-				slot_limits.idle_timeout_ms > 0 && IsTransactionBlock())
+				slot_limits.idle_timeout_ms > 0 && IsTransactionBlock() &&
+				!call_running)
 				slot_enter(SLOT_OPEN, GetCurrentTimestamp());
 		}
 	}
@@ -757,7 +848,11 @@ dbgate_slot_subxact_abort(SubTransactionId mySubid)
 		if (refs[i].create_subid >= mySubid ||
 			(refs[i].run_subid != InvalidSubTransactionId &&
 			 refs[i].run_subid >= mySubid))
+		{
+			if (refs[i].kind == REF_CALL)
+				call_forget();
 			remove_ref(i);
+		}
 	}
 	if (dbgate_nrefs == 0 && slot_state != SLOT_NONE)
 		slot_unreferenced();
@@ -884,6 +979,109 @@ dbgate_utility_end(void)
 	}
 }
 
+/* ----------
+ * Fast-path function calls (see the file header)
+ * ----------
+ */
+
+/*
+ * The call is over: put its lock_timeout back (the statement timer that
+ * its statement_timeout set is postgres.c's to disarm, see limits.c).  The
+ * caller drops its reference (every place that drops a REF_CALL calls
+ * this; remove_ref() does not look, it is on every statement's path).
+ */
+static void
+call_forget(void)
+{
+	call_running = false;
+	if (call_limits.applied)
+		dbgate_limits_restore(&call_limits, true);
+}
+
+/*
+ * MessageContext is being reset: PostgresMain has processed the call's
+ * message (or recovered from its error) and is about to tell the client
+ * that it is ready.  The reference goes, and the scope rule decides about
+ * the slot, as at the ExecutorEnd of a statement's last run.  A reset
+ * callback must not fail; nothing here allocates.
+ */
+static void
+call_message_done(void *arg)
+{
+	int			i;
+
+	call_cb_pending = false;
+	if (!call_running)
+		return;					/* the transaction's end took the call */
+	call_forget();
+	i = find_ref(&call_key);
+	if (i >= 0)
+		remove_ref(i);
+	if (slot_state == SLOT_NONE)
+		return;
+	if (dbgate_nrefs == 0)
+		slot_unreferenced();
+	else if (running_refs == 0 && IsTransactionBlock())
+		slot_enter(SLOT_OPEN, GetCurrentTimestamp());	/* a portal holds it */
+}
+
+/*
+ * A fast-path function call is about to run (dbgate.c recognised it, in
+ * the call's transaction command, with MessageContext current): gate it
+ * like an executor run that starts while no slot is held, or run it under
+ * a slot kept between statements or held by an open portal.  Inside an
+ * admitted call or command it runs under that slot.
+ */
+void
+dbgate_slot_call_start(void)
+{
+	const DbgateLookup *lk = NULL;
+	MemoryContextCallback *cb = NULL;
+
+	if (call_running || utility_running || slot_state == SLOT_RUNNING)
+		return;
+	if (slot_state == SLOT_NONE)
+	{
+		if (!dbgate_enabled || !backend_init() || in_commit())
+			return;
+		lk = dbgate_classify();
+		if (lk->budget < 0)
+			return;
+	}
+
+	/* allocated before the slot is taken: nothing below may fail then */
+	if (!call_cb_pending)
+		cb = MemoryContextAlloc(MessageContext, sizeof(MemoryContextCallback));
+	if (lk != NULL)
+	{
+		if (!gate(lk, false, NULL))
+			return;
+	}
+	else
+	{
+		/* resumed */
+		ensure_ref_space();
+		slot_enter(SLOT_RUNNING, GetCurrentStatementStartTimestamp());
+	}
+	add_ref(&call_key, REF_CALL, NULL);
+	call_running = true;
+	if (cb != NULL)
+	{
+		cb->func = call_message_done;
+		cb->arg = NULL;
+		MemoryContextRegisterResetCallback(MessageContext, cb);
+		call_cb_pending = true;
+	}
+
+	/* the budget's statement_timeout counts from admission, as for a run */
+	if (slot_limits.statement_timeout_ms > 0 || slot_limits.lock_timeout_ms > 0)
+		dbgate_limits_apply_call(&call_limits,
+								 Max(slot_admitted_at,
+									 GetCurrentStatementStartTimestamp()),
+								 slot_limits.statement_timeout_ms,
+								 slot_limits.lock_timeout_ms);
+}
+
 /*
  * Backend exit (before_shmem_exit, so before ProcKill recycles our PGPROC):
  * leave a queue, return the slot (slot_enter() counts a session ended by
@@ -896,5 +1094,6 @@ backend_exit(int code, Datum arg)
 	dbgate_nrefs = 0;
 	running_refs = 0;
 	utility_running = false;
+	call_running = false;
 	slot_enter(SLOT_NONE, 0);
 }

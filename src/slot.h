@@ -33,6 +33,7 @@ extern void dbgate_slot_subxact_start(void);
 extern void dbgate_slot_subxact_abort(SubTransactionId mySubid);
 extern void dbgate_slot_utility_start(void);
 extern void dbgate_slot_utility_done(PlannedStmt *pstmt, bool toplevel);
+extern void dbgate_slot_call_start(void);
 
 /* Around ExecutorRun / ExecutorFinish */
 extern bool dbgate_run_begin(QueryDesc *queryDesc, DbgateLimitState *st);

@@ -538,71 +538,6 @@ budget_conf_cmp(const void *a, const void *b)
 				  ((const DbgateBudgetConf *) b)->name);
 }
 
-/*
- * A budget in config_script(), with the names on its way from its
- * top-level ancestor down to itself.  Sorting by that path lists every
- * budget after its parent and its subtree right after it, each level by
- * name.
- */
-typedef struct ScriptBudget
-{
-	const DbgateBudgetConf *conf;
-	int			depth;
-	const char *path[DBGATE_MAX_DEPTH];
-} ScriptBudget;
-
-static int
-script_budget_cmp(const void *a, const void *b)
-{
-	const ScriptBudget *x = (const ScriptBudget *) a;
-	const ScriptBudget *y = (const ScriptBudget *) b;
-	int			i;
-
-	for (i = 0; i < x->depth && i < y->depth; i++)
-	{
-		int			r = strcmp(x->path[i], y->path[i]);
-
-		if (r != 0)
-			return r;
-	}
-	return x->depth - y->depth;
-}
-
-/*
- * The budgets of 'config' (sorted by name) with parents first.  The image
- * has no cycle and no chain longer than DBGATE_MAX_DEPTH (config.c and
- * persist.c see to that); should one appear all the same, its budgets come
- * out in some order rather than never.
- */
-static ScriptBudget *
-script_budgets(const DbgateConfig *config)
-{
-	ScriptBudget *sb = palloc0(sizeof(ScriptBudget) * Max(config->nbudgets, 1));
-	int			i;
-
-	for (i = 0; i < config->nbudgets; i++)
-	{
-		const DbgateBudgetConf *c = &config->budgets[i];
-		const char *up[DBGATE_MAX_DEPTH];
-		int			n = 0;
-		int			k;
-
-		while (c != NULL && n < DBGATE_MAX_DEPTH)
-		{
-			up[n++] = c->name;
-			c = c->parent[0] == '\0' ? NULL :
-				bsearch(c->parent, config->budgets, config->nbudgets,
-						sizeof(DbgateBudgetConf), budget_conf_cmp);
-		}
-		sb[i].conf = &config->budgets[i];
-		sb[i].depth = n;
-		for (k = 0; k < n; k++)
-			sb[i].path[k] = up[n - 1 - k];
-	}
-	qsort(sb, config->nbudgets, sizeof(ScriptBudget), script_budget_cmp);
-	return sb;
-}
-
 typedef struct ScriptLine
 {
 	char	   *object;			/* the quoted argument */
@@ -649,15 +584,19 @@ script_assignments(StringInfo buf, const DbgateConfig *config, bool dbs)
 
 /*
  * SQL statements that recreate every budget and assignment of what the
- * transaction sees, in one transaction.  Roles are named as regrole input
- * (a quoted identifier), databases by their plain name; assignments of
- * roles or databases that no longer exist are left out.
+ * transaction sees, in one transaction: every budget, parents first, then
+ * the assignments.  Each create_budget call names only the fields that are
+ * not at their defaults (fields.c), so that the script also runs on the
+ * SQL objects of an older version while no newer field is in use.  Roles
+ * are named as regrole input (a quoted identifier), databases by their
+ * plain name; assignments of roles or databases that no longer exist are
+ * left out.
  */
 Datum
 dbgate_config_script(PG_FUNCTION_ARGS)
 {
 	DbgateConfig config;
-	ScriptBudget *sb;
+	int		   *order;
 	StringInfoData buf;
 	int			i;
 
@@ -666,18 +605,23 @@ dbgate_config_script(PG_FUNCTION_ARGS)
 	qsort(config.budgets, config.nbudgets, sizeof(DbgateBudgetConf),
 		  budget_conf_cmp);
 
-	sb = script_budgets(&config);
+	/* parents first: each budget followed by its subtree, each level by name */
+	order = dbgate_image_tree_order(&config);
 
 	initStringInfo(&buf);
 	appendStringInfoString(&buf, "BEGIN;\n");
 	for (i = 0; i < config.nbudgets; i++)
 	{
+		const DbgateBudgetConf *c = &config.budgets[order[i]];
 		int			f;
 
 		appendStringInfo(&buf, "SELECT dbgate.create_budget(%s",
-						 quote_literal_cstr(sb[i].conf->name));
+						 quote_literal_cstr(c->name));
 		for (f = 0; f < DBGATE_NFIELDS; f++)
-			dbgate_field_append_sql(&buf, f, sb[i].conf);
+		{
+			if (dbgate_field_in_script(f, c))
+				dbgate_field_append_sql(&buf, f, c);
+		}
 		appendStringInfoString(&buf, ");\n");
 	}
 	script_assignments(&buf, &config, false);

@@ -24,6 +24,10 @@
  *	  (which arms and disarms the session's timer per message) never sees
  *	  ours.
  *
+ *	  A fast-path function call (slot.c) gets the same deadline, counted
+ *	  from its admission, on the same timer, which postgres.c disarms when
+ *	  the call's message has been processed.
+ *
  * lock_timeout
  *	  The lock manager reads the variable behind the lock_timeout GUC when a
  *	  lock wait starts, so the gate sets that variable for the run and puts
@@ -114,6 +118,23 @@ dbgate_limits_apply(DbgateLimitState *st, TimestampTz start,
 	}
 
 	st->applied = st->stmt_armed || st->lock.applied;
+}
+
+/*
+ * dbgate_limits_apply() for a fast-path function call (slot.c), which no
+ * hook wraps: PostgreSQL's STATEMENT_TIMEOUT timer is set as for a run,
+ * and left to postgres.c, which disarms it when it has processed the
+ * call's message (finish_xact_command()) or on error, as it does the
+ * session's own.  dbgate_limits_restore() then only puts lock_timeout
+ * back.
+ */
+void
+dbgate_limits_apply_call(DbgateLimitState *st, TimestampTz start,
+						 int statement_timeout_ms, int lock_timeout_ms)
+{
+	dbgate_limits_apply(st, start, statement_timeout_ms, lock_timeout_ms);
+	st->stmt_armed = false;
+	st->applied = st->lock.applied;
 }
 
 /*

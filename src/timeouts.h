@@ -29,6 +29,9 @@ typedef struct DbgateLimitState
 
 extern void dbgate_limits_apply(DbgateLimitState *st, TimestampTz start,
 								int statement_timeout_ms, int lock_timeout_ms);
+extern void dbgate_limits_apply_call(DbgateLimitState *st, TimestampTz start,
+									 int statement_timeout_ms,
+									 int lock_timeout_ms);
 extern void dbgate_limits_restore(DbgateLimitState *st, bool is_error);
 extern void dbgate_idle_timeout_arm(int idle_timeout_ms);
 extern void dbgate_idle_timeout_disarm(void);

@@ -119,17 +119,26 @@ depth_of(int idx)
  * and at every level below it now (room and tokens; idx's own room is the
  * caller's to check).  Returns false if none; *blocked then names the
  * candidate whose missing token is due first (procno -1 if none is
- * missing only a token).
+ * missing only a token).  'depth' is idx's level below the root: a tree
+ * has at most DBGATE_MAX_DEPTH levels and a list of children at most
+ * every budget (build_trees() in budgets.c), so a walk that goes further
+ * is on a broken tree and stops rather than going round for ever.
  */
 static bool
-select_in(int idx, TimestampTz now, int64 now_ns, Pick *pick, Pick *blocked)
+select_in(int idx, int depth, TimestampTz now, int64 now_ns, Pick *pick,
+		  Pick *blocked)
 {
 	DbgateBudget *b = budget_entry(idx);
 	DbgateLimits l;
 	bool		found = false;
 
-	dbgate_read_limits(b, &l);
 	pick->procno = -1;
+	if (depth >= DBGATE_MAX_DEPTH)
+	{
+		Assert(false);
+		return false;
+	}
+	dbgate_read_limits(b, &l);
 
 	if (b->first_child < 0)
 	{
@@ -144,6 +153,7 @@ select_in(int idx, TimestampTz now, int64 now_ns, Pick *pick, Pick *blocked)
 	{
 		uint32		best_active = 0;
 		int32		best_weight = 1;
+		int			siblings = 0;
 		int			c;
 
 		for (c = b->first_child; c >= 0; c = budget_entry(c)->next_sibling)
@@ -155,12 +165,17 @@ select_in(int idx, TimestampTz now, int64 now_ns, Pick *pick, Pick *blocked)
 			uint32		active = dbgate_st_active(st);
 			bool		better;
 
+			if (++siblings > dbgate_shared->max_budgets)
+			{
+				Assert(false);
+				break;
+			}
 			if (dbgate_st_queued(st) == 0)
 				continue;		/* nobody waits below */
 			dbgate_read_limits(cb, &cl);
 			if (cl.enforce && active >= (uint32) cl.max_active)
 				continue;		/* the child is at its own cap */
-			if (!select_in(c, now, now_ns, &cand, blocked))
+			if (!select_in(c, depth + 1, now, now_ns, &cand, blocked))
 				continue;
 			/* smallest active / weight; ties: the longest waiting */
 			if (!found)
@@ -217,5 +232,5 @@ dbgate_select_tree(int root, TimestampTz now, int64 now_ns, Pick *pick,
 		return false;
 	if (r->lim.enforce && dbgate_st_active(st) >= (uint32) r->lim.max_active)
 		return false;
-	return select_in(root, now, now_ns, pick, blocked);
+	return select_in(root, 0, now, now_ns, pick, blocked);
 }

@@ -153,37 +153,51 @@ typedef enum SlowDecision
 {
 	SLOW_ADMITTED,				/* slots taken at every level */
 	SLOW_QUEUED,				/* linked into the budget's queue */
-	SLOW_RETRY					/* the budget changed: classify again */
+	SLOW_RETRY,					/* the budget changed: classify again */
+	SLOW_UNGATED				/* a broken chain: go on without a slot */
 } SlowDecision;
 
 /*
  * Lock the tree of lk's budget and read the budget's limits (*l) and its
- * chain's (*cl).  Returns false, with the lock released, when the budget
- * is not the one of the lookup any more (dropped or replaced, children
- * now) or does not gate this statement (shadow mode, a utility command of
- * a budget without 'utility'): the caller classifies again.
+ * chain's (*cl).  Returns CHAIN_OK with the lock held.  Otherwise the
+ * lock is released: CHAIN_CHANGED when the budget is not the one of the
+ * lookup any more (dropped or replaced, children now) or does not gate
+ * this statement (shadow mode, a utility command of a budget without
+ * 'utility'), and the caller classifies again; CHAIN_BROKEN for a chain
+ * that cannot be under the tree lock, and the statement goes on ungated
+ * rather than round for ever.
  */
-static bool
+static ChainRead
 lock_chain(const DbgateLookup *lk, bool utility, int *root, DbgateLimits *l,
 		   ChainLimits *cl)
 {
 	DbgateBudget *b = budget_entry(lk->budget);
+	ChainRead	chain;
 
 	*root = dbgate_lock_tree(lk->budget);
 	if (unlikely(!b->in_use || b->incarnation != lk->incarnation))
 	{
 		/* dropped or replaced since our lookup: classify again */
 		unlock_tree(*root);
-		return false;
+		return CHAIN_CHANGED;
 	}
 	dbgate_read_limits(b, l);
-	if ((utility && !l->utility) || !l->enforce || b->first_child >= 0 ||
-		!chain_limits(lk->budget, lk->incarnation, l, cl))
+	chain = chain_limits(lk->budget, lk->incarnation, l, cl);
+	if (chain == CHAIN_BROKEN)
 	{
+		/* cannot be under the tree lock: go on ungated, never round */
 		unlock_tree(*root);
-		return false;
+		Assert(false);
+		return CHAIN_BROKEN;
 	}
-	return true;
+	if ((utility && !l->utility) || !l->enforce || b->first_child >= 0 ||
+		chain != CHAIN_OK)
+	{
+		/* changed since the lookup (classify.c never gives a parent) */
+		unlock_tree(*root);
+		return CHAIN_CHANGED;
+	}
+	return CHAIN_OK;
 }
 
 /*
@@ -387,8 +401,15 @@ decide_slow(const DbgateLookup *lk, bool utility, TimestampTz now,
 	int64		now_ns = 0;
 	int			root;
 
-	if (!lock_chain(lk, utility, &root, l, cl))
-		return SLOW_RETRY;
+	switch (lock_chain(lk, utility, &root, l, cl))
+	{
+		case CHAIN_OK:
+			break;
+		case CHAIN_CHANGED:
+			return SLOW_RETRY;
+		case CHAIN_BROKEN:
+			return SLOW_UNGATED;
+	}
 	describe_me(lk, now);
 	for (;;)
 	{
@@ -426,9 +447,10 @@ decide_slow(const DbgateLookup *lk, bool utility, TimestampTz now,
  * Wait in the queue we joined, with no lock held, until a slot is ours or
  * the budget stops gating us (throws what ends the wait otherwise: the
  * queue timeout, cancel, terminate).  No snapshot is held back meanwhile
- * (waitsnap.c): a query's, or the portal's of a gated utility command; it
- * is taken again as the statement goes on, with a slot or ungated.
- * Returns whether we hold a slot.
+ * (waitsnap.c): a query's, the portal's of a gated utility command, or
+ * that of a fast-path function call (no query descriptor, not a utility
+ * command); it is taken again as the statement goes on, with a slot or
+ * ungated.  Returns whether we hold a slot.
  */
 static bool
 wait_in_queue(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
@@ -449,14 +471,18 @@ wait_in_queue(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 
 	if (utility)
 		snap_released = dbgate_waitsnap_utility_release();
-	else
+	else if (queryDesc != NULL)
 		snap_released = dbgate_waitsnap_release(queryDesc);
+	else
+		snap_released = dbgate_waitsnap_call_release();
 	step = queue_wait(&q);
 	proceed = queue_act(&q, step, a);
 	if (snap_released && utility)
 		dbgate_waitsnap_utility_retake();
-	else if (snap_released)
+	else if (snap_released && queryDesc != NULL)
 		dbgate_waitsnap_retake(queryDesc);
+	else if (snap_released)
+		dbgate_waitsnap_call_retake();
 	return proceed;
 }
 
@@ -480,6 +506,8 @@ dbgate_admit_slow(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 		case SLOW_QUEUED:
 			return wait_in_queue(lk, utility, queryDesc, now, &l, a) ?
 				DBGATE_ADMIT_SLOT : DBGATE_ADMIT_NONE;
+		case SLOW_UNGATED:
+			return DBGATE_ADMIT_NONE;
 		case SLOW_RETRY:
 			break;
 	}

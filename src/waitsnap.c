@@ -52,6 +52,14 @@
  * running the command itself: a COPY ... FROM run by a procedure or a
  * non-atomic DO block runs on that portal's snapshot, which stays.
  *
+ * A fast-path function call (slot.c) waits in the function-execute hook,
+ * where the only snapshot is the one HandleFunctionRequest() pushed as
+ * the active snapshot (unregistered) for the call, and pops after it:
+ * dbgate_waitsnap_call_release() gives it up for the wait and
+ * dbgate_waitsnap_call_retake() pushes a new one on admission, as
+ * HandleFunctionRequest() pushes it (the same code in PostgreSQL 15 to
+ * 18), under the same conditions.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -187,4 +195,48 @@ dbgate_waitsnap_utility_retake(void)
 	PushActiveSnapshotWithLevel(GetTransactionSnapshot(), portal->createLevel);
 	/* PushActiveSnapshotWithLevel() may have copied it */
 	portal->portalSnapshot = GetActiveSnapshot();
+}
+
+/*
+ * Before the queue wait of a fast-path function call: give up the call's
+ * snapshot if it is the only one the backend holds.  Returns true when it
+ * was given up; the caller must then call dbgate_waitsnap_call_retake()
+ * before the call goes on.
+ */
+bool
+dbgate_waitsnap_call_release(void)
+{
+	Snapshot	snap;
+
+	if (IsolationUsesXactSnapshot() || IsInParallelMode() ||
+		!ActiveSnapshotSet())
+		return false;
+	snap = GetActiveSnapshot();
+	if (snap->active_count != 1 || snap->regd_count != 0)
+		return false;
+
+	/* held by a registration while looking underneath, as above */
+	snap = RegisterSnapshot(snap);
+	PopActiveSnapshot();
+	if (ActiveSnapshotSet())
+	{
+		/* an outer snapshot keeps the horizon anyway: change nothing */
+		PushActiveSnapshot(snap);
+		UnregisterSnapshot(snap);
+		return false;
+	}
+	UnregisterSnapshot(snap);
+	/* the catalog snapshot would keep an xmin too; it is retaken on use */
+	InvalidateCatalogSnapshot();
+	return true;
+}
+
+/*
+ * On admission after dbgate_waitsnap_call_release(): the call's snapshot,
+ * taken now, as HandleFunctionRequest() takes it.
+ */
+void
+dbgate_waitsnap_call_retake(void)
+{
+	PushActiveSnapshot(GetTransactionSnapshot());
 }

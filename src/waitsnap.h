@@ -14,5 +14,7 @@ extern bool dbgate_waitsnap_release(QueryDesc *queryDesc);
 extern void dbgate_waitsnap_retake(QueryDesc *queryDesc);
 extern bool dbgate_waitsnap_utility_release(void);
 extern void dbgate_waitsnap_utility_retake(void);
+extern bool dbgate_waitsnap_call_release(void);
+extern void dbgate_waitsnap_call_retake(void);
 
 #endif							/* DBGATE_WAITSNAP_H */

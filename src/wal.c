@@ -21,11 +21,31 @@
  * Redo (the startup process) keeps the image of the last IMAGE record
  * aside and installs it, and writes the state file, when
  *	  - the CONFIRM record of its transaction is replayed, or
- *	  - the next IMAGE record is replayed and the commit log says the
- *		transaction committed (its commit record came before: commits are
- *		serialised, so a transaction that logged an IMAGE record and did not
- *		commit before the next one was logged never will), or
+ *	  - the next IMAGE record of another transaction is replayed and the
+ *		commit log says the transaction committed (its commit record came
+ *		before: commits are serialised, so a transaction that logged an
+ *		IMAGE record and did not commit before another one was logged never
+ *		will), or
  *	  - recovery ends (rm_cleanup) and the commit log says it committed.
+ * What does not fit this server's dbgate.max_budgets and max_roles is left
+ * out of the installed configuration by the rule of the state file's load
+ * (confimage.c, dbgate_image_fit()), with a WARNING; the state file that
+ * replay writes holds the whole image, as the primary's does.
+ *
+ * Budgets dropped and created again.  Replay matches the budgets of an
+ * image with those installed by name (the primary's entries mean nothing
+ * here), but a budget that one transaction dropped and created again is a
+ * new budget on the primary: counters from zero, a full token bucket.  For
+ * such a transaction the committing backend logs two IMAGE records, first
+ * the configuration without those budgets, then the new configuration
+ * (config.c).  An IMAGE record of the transaction whose image is set aside
+ * replaces that image, and the budgets it has that the earlier image
+ * lacked are marked as new ones (DBGATE_SRC_RECREATED), which the install
+ * does not match by name.  The earlier record is never installed: both
+ * precede the commit record.  A server without this rule (dbgate 1.1)
+ * settles the earlier image at the later record as one whose transaction
+ * has not committed, drops it, and installs the later one matched by name,
+ * as it always did.
  * An image whose transaction aborted (an error after PRE_COMMIT, a crash
  * before the commit record) is therefore never installed: it is dropped
  * by the same checks.  The last two cases cover a crash between the
@@ -69,7 +89,8 @@
  * without the change until the next one).  So when an IMAGE record is
  * replayed, the set-aside image is also written to the file "dbgate.stash"
  * in the data directory: the record's data as logged, its transaction ID
- * and position, with a CRC-32C; through a temporary file, fsynced and
+ * and position, the names of the budgets marked as created again, with a
+ * CRC-32C; through a temporary file, fsynced and
  * durably renamed before the next record is replayed, so before any
  * restartpoint can pass the record.  rm_startup takes the file back as
  * the set-aside image if
@@ -117,6 +138,13 @@
  *		recovery settle it;
  *	  - restart after the CONFIRM: the state file holds the change; the
  *		file is removed;
+ *	  - a transaction of two IMAGE records (budgets created again): the
+ *		file holds the later one with its marks once that is replayed.  A
+ *		restart after the earlier one and before the later one replays
+ *		both again: a restartpoint there is at a checkpoint record before
+ *		the later one, whose redo point precedes the earlier one (a
+ *		checkpoint whose redo point follows it waits for the transaction
+ *		to stop delaying checkpoints, after its CONFIRM);
  *	  - a crash of the server itself while it writes the file: a temporary
  *		file is removed at the next start, and an older file is judged as
  *		above (its record precedes the one being replayed, which settles
@@ -197,11 +225,14 @@ typedef struct DbgateConfirmRecord
 #define STASH_FILE		"dbgate.stash"
 #define STASH_TMPFILE	"dbgate.stash.tmp"
 #define STASH_MAGIC		0x44424753	/* "DBGS" */
-#define STASH_VERSION	1
+#define STASH_VERSION	2
 
 /*
  * The file: this header, then 'len' bytes of the IMAGE record's data as
- * logged, then the CRC-32C of everything before it.  Native byte order.
+ * logged, then (version 2) the number of budgets that the transaction
+ * dropped and created again as a uint32 and their names (NAMEDATALEN bytes
+ * each), then the CRC-32C of everything before it.  Native byte order.
+ * Version 1 (no count and names) is read too.
  */
 typedef struct StashFileHeader
 {
@@ -322,17 +353,27 @@ write_all(int fd, const void *buf, size_t len)
 
 /*
  * Write the set-aside image's file durably: the data of the IMAGE record
- * at 'lsn' of transaction 'xid'.  Throws on failure: recovery stops, as
- * for any record that cannot be applied.
+ * at 'lsn' of transaction 'xid', and the names of the budgets of 'image'
+ * (decoded from it) that the transaction created again.  Throws on
+ * failure: recovery stops, as for any record that cannot be applied.
  */
 static void
 stash_file_write(TransactionId xid, XLogRecPtr lsn, const char *data,
-				 uint32 len)
+				 uint32 len, const DbgateConfig *image)
 {
 	StashFileHeader hdr;
 	pg_crc32c	crc;
 	int			fd;
+	uint32		nrecreated = 0;
+	char	   *names = palloc(NAMEDATALEN * Max(image->nbudgets, 1));
+	int			i;
 
+	for (i = 0; i < image->nbudgets; i++)
+	{
+		if (image->budgets[i].src_index == DBGATE_SRC_RECREATED)
+			memcpy(names + NAMEDATALEN * nrecreated++, image->budgets[i].name,
+				   NAMEDATALEN);
+	}
 	memset(&hdr, 0, sizeof(hdr));
 	hdr.magic = STASH_MAGIC;
 	hdr.version = STASH_VERSION;
@@ -342,6 +383,8 @@ stash_file_write(TransactionId xid, XLogRecPtr lsn, const char *data,
 	INIT_CRC32C(crc);
 	COMP_CRC32C(crc, &hdr, sizeof(hdr));
 	COMP_CRC32C(crc, data, len);
+	COMP_CRC32C(crc, &nrecreated, sizeof(nrecreated));
+	COMP_CRC32C(crc, names, NAMEDATALEN * nrecreated);
 	FIN_CRC32C(crc);
 
 	fd = OpenTransientFile(STASH_TMPFILE,
@@ -351,6 +394,8 @@ stash_file_write(TransactionId xid, XLogRecPtr lsn, const char *data,
 				(errcode_for_file_access(),
 				 errmsg("could not create file \"%s\": %m", STASH_TMPFILE)));
 	if (!write_all(fd, &hdr, sizeof(hdr)) || !write_all(fd, data, len) ||
+		!write_all(fd, &nrecreated, sizeof(nrecreated)) ||
+		!write_all(fd, names, NAMEDATALEN * nrecreated) ||
 		!write_all(fd, &crc, sizeof(crc)))
 	{
 		int			save_errno = errno;
@@ -367,6 +412,7 @@ stash_file_write(TransactionId xid, XLogRecPtr lsn, const char *data,
 				 errmsg("could not close file \"%s\": %m", STASH_TMPFILE)));
 	/* fsyncs the file before and the directory after the rename */
 	(void) durable_rename(STASH_TMPFILE, STASH_FILE, ERROR);
+	pfree(names);
 }
 
 /* Remove the set-aside image's file, if there is one. */
@@ -378,6 +424,72 @@ stash_file_remove(void)
 	if (stat(STASH_FILE, &st) != 0)
 		return;
 	(void) durable_unlink(STASH_FILE, WARNING);
+}
+
+static int
+budget_name_cmp(const void *a, const void *b)
+{
+	/* the key is a bare name: 'name' is the first field */
+	return strcmp(((const DbgateBudgetConf *) a)->name,
+				  ((const DbgateBudgetConf *) b)->name);
+}
+
+/*
+ * Mark budget 'name' of a decoded image (sorted by name) as created again
+ * by its transaction.  Returns false if the image has no such budget.
+ */
+static bool
+mark_recreated(DbgateConfig *image, const char *name)
+{
+	DbgateBudgetConf *c = bsearch(name, image->budgets, image->nbudgets,
+								  sizeof(DbgateBudgetConf), budget_name_cmp);
+
+	if (c == NULL)
+		return false;
+	c->src_index = DBGATE_SRC_RECREATED;
+	return true;
+}
+
+/* mark_recreated() for 'n' names of NAMEDATALEN bytes each, as stored */
+static bool
+mark_recreated_names(DbgateConfig *image, const char *names, uint32 n)
+{
+	uint32		i;
+
+	for (i = 0; i < n; i++)
+	{
+		char		name[NAMEDATALEN];
+
+		memcpy(name, names + (Size) NAMEDATALEN * i, NAMEDATALEN);
+		name[NAMEDATALEN - 1] = '\0';
+		if (!mark_recreated(image, name))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * An IMAGE record of the transaction whose image is set aside: 'next'
+ * replaces 'earlier'.  The transaction logged 'earlier' without the
+ * budgets it dropped and created again (config.c), so a budget of 'next'
+ * that 'earlier' lacks, or had marked, is such a budget: a new one.
+ */
+static void
+mark_recreated_since(DbgateConfig *next, const DbgateConfig *earlier)
+{
+	int			i;
+
+	for (i = 0; i < next->nbudgets; i++)
+	{
+		DbgateBudgetConf *c = &next->budgets[i];
+		const DbgateBudgetConf *e = bsearch(c->name, earlier->budgets,
+											earlier->nbudgets,
+											sizeof(DbgateBudgetConf),
+											budget_name_cmp);
+
+		if (e == NULL || e->src_index == DBGATE_SRC_RECREATED)
+			c->src_index = DBGATE_SRC_RECREATED;
+	}
 }
 
 /*
@@ -397,6 +509,8 @@ stash_file_read(void)
 	int			fd;
 	XLogRecPtr	unused;
 	uint32		format;
+	uint32		nrecreated = 0;
+	Size		trailer;
 	MemoryContext old;
 
 	why[0] = '\0';
@@ -431,17 +545,23 @@ stash_file_read(void)
 	CloseTransientFile(fd);
 
 	memcpy(&hdr, buf, sizeof(hdr));
-	if (hdr.magic != STASH_MAGIC || hdr.version != STASH_VERSION ||
-		(Size) hdr.len != (Size) st.st_size - sizeof(hdr) - sizeof(crc) ||
+	if (hdr.version == 2 &&
+		(Size) st.st_size >= sizeof(hdr) + (Size) hdr.len + sizeof(nrecreated) + sizeof(crc))
+		memcpy(&nrecreated, buf + sizeof(hdr) + hdr.len, sizeof(nrecreated));
+	trailer = hdr.version == 2 ?
+		sizeof(nrecreated) + (Size) NAMEDATALEN * nrecreated : 0;
+	if (hdr.magic != STASH_MAGIC || (hdr.version != 1 && hdr.version != 2) ||
+		nrecreated > DBGATE_MAX_BUDGETS_LIMIT ||
+		(Size) st.st_size != sizeof(hdr) + (Size) hdr.len + trailer + sizeof(crc) ||
 		!TransactionIdIsNormal(hdr.xid) || hdr.lsn == InvalidXLogRecPtr)
 	{
 		snprintf(why, sizeof(why), "The file's header is invalid.");
 		goto bad;
 	}
 	INIT_CRC32C(crc);
-	COMP_CRC32C(crc, buf, sizeof(hdr) + hdr.len);
+	COMP_CRC32C(crc, buf, sizeof(hdr) + hdr.len + trailer);
 	FIN_CRC32C(crc);
-	memcpy(&file_crc, buf + sizeof(hdr) + hdr.len, sizeof(file_crc));
+	memcpy(&file_crc, buf + sizeof(hdr) + hdr.len + trailer, sizeof(file_crc));
 	if (!EQ_CRC32C(crc, file_crc))
 	{
 		snprintf(why, sizeof(why), "The file's checksum does not match.");
@@ -456,6 +576,13 @@ stash_file_read(void)
 		goto bad;
 	}
 	MemoryContextSwitchTo(old);
+	if (!mark_recreated_names(&stash_image,
+							  buf + sizeof(hdr) + hdr.len + sizeof(nrecreated),
+							  nrecreated))
+	{
+		snprintf(why, sizeof(why), "The file names a budget created again that its image lacks.");
+		goto bad;
+	}
 	pfree(buf);
 	stash_xid = hdr.xid;
 	stash_lsn = (XLogRecPtr) hdr.lsn;
@@ -659,25 +786,34 @@ dbgate_redo(XLogReaderState *record)
 				XLogRecPtr	unused;
 				uint32		format;
 				DbgateDecodeResult result;
+				DbgateConfig next;
+				TransactionId xid = XLogRecGetXid(record);
+				bool		same = stash_valid && stash_xid == xid;
 
-				(void) settle_stash();
+				/* an earlier image of the same transaction is not settled */
+				if (!same)
+					(void) settle_stash();
 				old = MemoryContextSwitchTo(redo_context);
 				result = dbgate_state_decode(XLogRecGetData(record),
 											 XLogRecGetDataLen(record),
-											 &stash_image, &unused, &format,
+											 &next, &unused, &format,
 											 why, sizeof(why));
 				if (result == DBGATE_DECODE_NEWER)
 					refuse_newer(record, format);
 				if (result != DBGATE_DECODE_OK)
 					elog(PANIC, "invalid dbgate configuration record at %X/%X: %s",
 						 LSN_FORMAT_ARGS(record->ReadRecPtr), why);
+				if (same)
+					mark_recreated_since(&next, &stash_image);
+				dbgate_image_free(&stash_image);
 				MemoryContextSwitchTo(old);
+				stash_image = next;
 				stash_valid = true;
-				stash_xid = XLogRecGetXid(record);
+				stash_xid = xid;
 				stash_lsn = record->ReadRecPtr;
 				/* kept across a restart until settled */
 				stash_file_write(stash_xid, stash_lsn, XLogRecGetData(record),
-								 XLogRecGetDataLen(record));
+								 XLogRecGetDataLen(record), &stash_image);
 			}
 			break;
 

@@ -178,7 +178,9 @@ busiest_cg() {
 # Instructions per statement spent in dbgate's hooks, from the callgrind
 # file of the busiest process of the last run (N statements): the inclusive
 # cost of each hook minus that of the PostgreSQL function it wraps, plus the
-# transaction callback.  Exact, unlike the difference of two runs, which
+# transaction callback and the object access hook (called for every
+# function that an executor run or the planner prepares, inside the
+# wrapped functions).  Exact, unlike the difference of two runs, which
 # also carries PostgreSQL's own time-dependent work (statistics flushes).
 # callgrind_annotate lists the code of a hook that was inlined from a
 # header under that header's name: this count (in-hooks, as recorded since
@@ -197,6 +199,7 @@ hook_cost() { # statements
 		/:dbgate_ExecutorFinish / { t += num($1) } /:standard_ExecutorFinish / { t -= num($1) }
 		/:dbgate_ExecutorEnd /    { t += num($1) } /:standard_ExecutorEnd /    { t -= num($1) }
 		/:dbgate_xact_callback /  { t += num($1) }
+		/:dbgate_object_access /  { t += num($1) }
 		END { printf "%d", t / n }'
 }
 
@@ -226,6 +229,7 @@ hook_cost_whole() { # statements
 		END {
 			t = inc["dbgate_planner"] + inc["dbgate_ExecutorStart"] + inc["dbgate_ExecutorRun"]
 			t += inc["dbgate_ExecutorFinish"] + inc["dbgate_ExecutorEnd"] + inc["dbgate_xact_callback"]
+			t += inc["dbgate_object_access"]
 			t -= inc["standard_planner"] + inc["standard_ExecutorStart"] + inc["standard_ExecutorRun"]
 			t -= inc["standard_ExecutorFinish"] + inc["standard_ExecutorEnd"]
 			printf "%d", t / n

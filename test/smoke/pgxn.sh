@@ -8,9 +8,10 @@
 # repository (its .gitignore keeps build products and test results out, as
 # in a checkout) and `make dist` must write dbgate-VERSION.zip: every entry
 # under dbgate-VERSION/; META.json, dbgate.control, the Makefile, README.md,
-# the install scripts and the C sources in it; no build products, test
-# results, recorded benchmark runs or git files.  The unpacked archive must
-# build with PGXS, as `pgxn install` builds it.
+# the documents under docs/ it links to, the install scripts and the C
+# sources in it; no build products, test results, recorded benchmark runs
+# or git files.  The unpacked archive must build with PGXS, as `pgxn
+# install` builds it.
 # Exit 0 = pass, 77 = skipped (git or python3 missing), anything else = fail.
 set -euo pipefail
 
@@ -141,7 +142,8 @@ with zipfile.ZipFile(path) as z:
               "debian/control", "debian/rules"):
         if f not in rel:
             errors.append("missing: %s" % f)
-    for pattern, what in ((r"^sql/dbgate--[0-9.]+\.sql$", "an install script"),
+    for pattern, what in ((r"^docs/.*\.md$", "a document under docs/"),
+                          (r"^sql/dbgate--[0-9.]+\.sql$", "an install script"),
                           (r"^sql/.*\.sql$", "a regression test"),
                           (r"^expected/.*\.out$", "expected output"),
                           (r"^src/.*\.c$", "a C source"),

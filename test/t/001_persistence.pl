@@ -168,13 +168,14 @@ $expected =~ s/^p_three.*\n//m;
 is($node->safe_psql('postgres', $budgets_sql),
 	$expected, 'a change committed after the crash survives a restart');
 
-# A lowered dbgate.max_budgets loads only what fits, with a warning; the
-# state file is left alone, so raising it again brings everything back.
+# A lowered dbgate.max_budgets loads only what fits, with a warning naming
+# what was left out (p_two and its roles, p_bob and p_carol2); the state
+# file is left alone, so raising it again brings everything back.
 $node->append_conf('postgresql.conf', "dbgate.max_budgets = 1\n");
 my $offset = -s $node->logfile;
 $node->restart;
 ok( $node->log_contains(
-		qr/WARNING:.*"dbgate\.state" has 2 budgets but dbgate\.max_budgets is 1/,
+		qr/WARNING:  dbgate left out 1 of 2 budgets, 2 of 3 role assignments and 0 of 0 database assignments of state file "dbgate\.state"\n.*DETAIL:  This server has dbgate\.max_budgets = 1 and dbgate\.max_roles = 1024\. Budgets left out: "p_two"\. Assignments of roles \(OIDs\) left out: \d+, \d+\./,
 		$offset),
 	'lowered dbgate.max_budgets: warning at start');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM dbgate.budgets'),

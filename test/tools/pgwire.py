@@ -17,6 +17,8 @@ that matters, flushed at once:
     fastpath OID [A...]      FunctionCall with text arguments, then wait
     wait                     wait for ReadyForQuery
     sleep SECONDS
+    waitfor PATH             wait until the file PATH exists (the test
+                             creates it when it has looked at the server)
     quit                     Terminate
 
 Printed: "ROW v1|v2...", "COMPLETE tag", "NOTICE sqlstate message",
@@ -191,6 +193,9 @@ def main():
                 c.wait_ready()
             elif cmd == "sleep":
                 time.sleep(float(rest))
+            elif cmd == "waitfor":
+                while not os.path.exists(rest):
+                    time.sleep(0.02)
             elif cmd == "quit":
                 c.send(b"X", b"")
                 break

@@ -1,0 +1,219 @@
+# A budget dropped and created again in one transaction is a new budget on
+# the primary -- its counters start from zero and its token bucket is full
+# -- and now on a standby too, which used to match it by name with the
+# budget it replaced and keep that one's counters and bucket.  A budget
+# changed in the same transaction but not dropped keeps its counters on
+# both.  The transaction logs the configuration without the re-created
+# budget first.  A standby restarted while such a change waits for its
+# CONFIRM (a crash of the primary between the commit record and it, as in
+# 037) keeps the mark in dbgate.stash and still installs a new budget; a
+# promoted standby keeps the configuration.
+use strict;
+use warnings FATAL => 'all';
+
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+use DbgateTest;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(usleep);
+
+my $primary = PostgreSQL::Test::Cluster->new('rc_primary');
+$primary->init(allows_streaming => 1);
+$primary->append_conf('postgresql.conf',
+	"shared_preload_libraries = 'dbgate'\nrestart_after_crash = on\n");
+$primary->start;
+$primary->safe_psql(
+	'postgres', q{
+	CREATE EXTENSION dbgate;
+	CREATE EXTENSION pg_walinspect;
+	CREATE ROLE rc_rate LOGIN;
+	CREATE ROLE rc_other LOGIN;
+	-- one statement per 1000 s: a used token does not come back during the test
+	SELECT dbgate.create_budget('rc_rate', 5, 0, max_rate => 0.01, rate_burst => 1);
+	SELECT dbgate.create_budget('rc_other', 5);
+	SELECT dbgate.assign_role('rc_rate', 'rc_rate');
+	SELECT dbgate.assign_role('rc_other', 'rc_other');
+});
+$primary->backup('b1');
+my $standby = PostgreSQL::Test::Cluster->new('rc_standby');
+$standby->init_from_backup($primary, 'b1', has_streaming => 1);
+$standby->start;
+
+# admitted:rejected_full of a budget
+sub counts
+{
+	my ($node, $budget) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT admitted || ':' || rejected_full FROM dbgate.status WHERE budget = '$budget'");
+}
+
+# The rate budget's token used, and a statement refused for lack of the
+# next one (no queue); a statement of the other budget.
+sub use_token
+{
+	my ($node, $what) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	my ($st, $out) = run_sql($node, 'SELECT 1', user => 'rc_rate');
+	is($out, '1', "$what: the first statement of rc_rate takes the token");
+	($st) = run_sql($node, 'SELECT 2', user => 'rc_rate');
+	is($st, '53300', "$what: the second finds none");
+	($st, $out) = run_sql($node, 'SELECT 3', user => 'rc_other');
+	is($out, '3', "$what: a statement of rc_other");
+	is(counts($node, 'rc_rate') . ' ' . counts($node, 'rc_other'), '1:1 1:0',
+		"$what: counted");
+	return;
+}
+use_token($primary, 'primary');
+use_token($standby, 'standby');
+my $reset_sql = q{SELECT stats_reset FROM dbgate.status WHERE budget = 'rc_rate'};
+my $primary_reset = $primary->safe_psql('postgres', $reset_sql);
+my $standby_reset = $standby->safe_psql('postgres', $reset_sql);
+
+# Drop and create again in one transaction; change the other one.
+my $start_lsn = $primary->safe_psql('postgres', 'SELECT pg_current_wal_lsn()');
+$primary->safe_psql(
+	'postgres', q{
+	BEGIN;
+	SELECT dbgate.drop_budget('rc_rate', force => true);
+	SELECT dbgate.create_budget('rc_rate', 5, 0, max_rate => 0.01, rate_burst => 1);
+	SELECT dbgate.assign_role('rc_rate', 'rc_rate');
+	SELECT dbgate.alter_budget('rc_other', max_active => 6);
+	COMMIT;
+});
+$primary->wait_for_catchup($standby);
+is($primary->safe_psql('postgres',
+		"SELECT string_agg(record_type, ' ' ORDER BY start_lsn)
+		   FROM pg_get_wal_records_info('$start_lsn', pg_current_wal_flush_lsn())
+		  WHERE resource_manager = 'dbgate'"),
+	'IMAGE IMAGE CONFIRM',
+	'the transaction logged the configuration without rc_rate, then with it');
+
+# What the primary does: a new budget.
+sub renewed_ok
+{
+	my ($node, $what, $reset_before) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	is(counts($node, 'rc_rate'), '0:0', "$what: the re-created budget counts from zero");
+	isnt($node->safe_psql('postgres', $reset_sql), $reset_before,
+		"$what: its stats_reset is new");
+	is(counts($node, 'rc_other'), '1:0', "$what: the one only changed keeps its counters");
+	my ($st, $out, $err) = run_sql($node, 'SELECT 4', user => 'rc_rate');
+	is($out, '4', "$what: a statement of the re-created budget finds a full token bucket")
+	  or diag($err);
+	is(counts($node, 'rc_rate'), '1:0', "$what: and is admitted");
+	return;
+}
+renewed_ok($primary, 'primary', $primary_reset);
+renewed_ok($standby, 'standby', $standby_reset);
+
+# A plain change keeps the budget on both.
+$primary->safe_psql('postgres',
+	q{SELECT dbgate.alter_budget('rc_rate', max_active => 6)});
+$primary->wait_for_catchup($standby);
+is(counts($primary, 'rc_rate') . ' ' . counts($standby, 'rc_rate'), '1:0 1:0',
+	'an alter_budget keeps the counters on the primary and on the standby');
+my ($st) = run_sql($standby, 'SELECT 5', user => 'rc_rate');
+is($st, '53300', 'and the standby keeps its token bucket (empty)');
+
+# After a restart (counters from zero), once more.
+$standby->restart;
+is($standby->safe_psql('postgres',
+		q{SELECT max_active FROM dbgate.budgets WHERE budget = 'rc_rate'}),
+	'6', 'after a restart the standby has the configuration');
+($st) = run_sql($standby, 'SELECT 6', user => 'rc_other');
+is(counts($standby, 'rc_other'), '1:0', 'after the restart, rc_other counts a statement');
+$primary->safe_psql(
+	'postgres', q{
+	BEGIN;
+	SELECT dbgate.drop_budget('rc_other', force => true);
+	SELECT dbgate.create_budget('rc_other', 7);
+	SELECT dbgate.assign_role('rc_other', 'rc_other');
+	COMMIT;
+});
+$primary->wait_for_catchup($standby);
+is(counts($standby, 'rc_other'), '0:0',
+	'rc_other dropped and created again: a new budget on the standby');
+($st) = run_sql($standby, 'SELECT 7', user => 'rc_other');
+is(counts($standby, 'rc_other'), '1:0', 'which counts from there');
+# The same across a restart of the standby while the change waits for its
+# CONFIRM (as in 037): the primary crashes between the commit record and
+# the CONFIRM record; the standby, restarted with a restartpoint after
+# both IMAGE records, takes the change back from dbgate.stash with the
+# mark of the re-created budget, and installs it at the late CONFIRM as a
+# new budget.  At the start every budget loaded from the state file has
+# the same stats_reset; the re-created one gets a later one.  Then the
+# standby is promoted.
+$primary->safe_psql('postgres',
+	"ALTER SYSTEM SET synchronous_standby_names = 'nobody'; SELECT pg_reload_conf()");
+my $s = DbgateTest::Session->new($primary);
+$s->send(q{BEGIN;
+	SELECT dbgate.drop_budget('rc_rate', force => true);
+	SELECT dbgate.create_budget('rc_rate', 5, 0, max_rate => 0.01, rate_burst => 1);
+	SELECT dbgate.assign_role('rc_rate', 'rc_rate');
+	COMMIT});
+ok( $primary->poll_query_until(
+		'postgres',
+		'SELECT count(*) FROM pg_stat_activity WHERE pid = ' . $s->pid
+		  . " AND wait_event = 'SyncRep'",
+		'1'),
+	'window: the commit waits for the synchronous standby');
+my $flushed = $primary->lsn('flush');
+$primary->wait_for_catchup($standby, 'replay', $flushed);
+$standby->stop;
+my $offset = -s $primary->logfile;
+kill 'KILL', $s->pid or die "kill: $!";
+$primary->wait_for_log(qr/all server processes terminated; reinitializing/,
+	$offset);
+ok($primary->poll_query_until('postgres', 'SELECT 1', '1'),
+	'window: the primary is back after the crash');
+$s->wait_exit;
+ok( $primary->wait_for_log(
+		qr/dbgate logged the confirmation of the configuration change of transaction \d+/,
+		$offset),
+	'window: the missing CONFIRM record is logged after recovery');
+my $ckpt = $primary->safe_psql('postgres',
+	'SELECT checkpoint_lsn FROM pg_control_checkpoint()');
+my $after = $primary->lsn('insert');
+$standby->append_conf('postgresql.conf',
+	"recovery_target_lsn = '$ckpt'\nrecovery_target_action = 'shutdown'\n");
+run_log([ 'pg_ctl', '-D', $standby->data_dir, '-l', $standby->logfile,
+	'start' ]);
+foreach my $i (0 .. 10 * $PostgreSQL::Test::Utils::timeout_default)
+{
+	last if !-f $standby->data_dir . '/postmaster.pid';
+	usleep(100_000);
+}
+ok(!-f $standby->data_dir . '/postmaster.pid',
+	'window: the standby shut down at the end-of-recovery checkpoint');
+like(slurp_file($standby->data_dir . '/dbgate.stash'), qr/rc_rate\0/,
+	'window: dbgate.stash names the re-created budget');
+$standby->append_conf('postgresql.conf',
+	"recovery_target_lsn = ''\nrecovery_target_action = 'pause'\n");
+my $soffset = -s $standby->logfile;
+$standby->start;
+ok( $standby->wait_for_log(
+		qr/dbgate took back the configuration change of transaction \d+ logged at/,
+		$soffset),
+	'window: the standby takes the change back from dbgate.stash');
+$primary->wait_for_catchup($standby, 'replay', $after);
+is($standby->safe_psql('postgres',
+		q{SELECT (SELECT stats_reset FROM dbgate.status WHERE budget = 'rc_rate')
+		       > (SELECT stats_reset FROM dbgate.status WHERE budget = 'rc_other')}),
+	't', 'window: at the late CONFIRM the re-created budget is a new one');
+$primary->safe_psql('postgres',
+	'ALTER SYSTEM RESET synchronous_standby_names; SELECT pg_reload_conf()');
+
+$standby->promote;
+ok($standby->poll_query_until('postgres', 'SELECT pg_is_in_recovery()', 'f'),
+	'the standby is promoted');
+is($standby->safe_psql('postgres',
+		q{SELECT string_agg(budget || ':' || max_active, ' ' ORDER BY budget) FROM dbgate.budgets}),
+	'rc_other:7 rc_rate:5', 'the promoted standby has the configuration');
+($st) = run_sql($standby, 'SELECT 8', user => 'rc_other');
+is(counts($standby, 'rc_other'), '1:0', 'and gates with it');
+
+$standby->stop;
+$primary->stop;
+done_testing();
