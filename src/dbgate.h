@@ -668,7 +668,7 @@ extern int	dbgate_admission_idle_count(int idx);
  * The child plans of a plan node other than lefttree and righttree (the
  * members of an Append, MergeAppend, BitmapAnd, BitmapOr or CustomScan);
  * a SubqueryScan's plan comes back in *subplan.  For the plan walks of
- * parallel.c and memestimate.c.
+ * parallel.c, memestimate.c and mincost.c.
  */
 static inline List *
 dbgate_plan_children(Plan *plan, Plan **subplan)
