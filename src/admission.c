@@ -86,7 +86,9 @@
  * ancestor counts what it would have held back.  A shadow level's token is
  * taken whether it is due or not, one per admission: an attempt that an
  * enforcing level turns back gives back every token it took and counts
- * nothing.  A
+ * nothing.  A shadow budget's statement takes a token of an enforcing
+ * ancestor only if one is there: what the ancestor would have held back
+ * must not hold back its enforcing statements later.  A
  * budget switched to shadow mode admits its waiters at once.  A
  * lock-holder admission (lockgraph.c) takes a slot at every level beyond
  * any limit and no token.
@@ -941,8 +943,12 @@ count_shadow(const ChainLimits *cl, const uint32 *before, uint32 lacked)
 /*
  * A statement of a budget in shadow mode: a slot at every level, whatever
  * the counts; what enforcement would have done is counted.  Tokens are
- * taken once every slot is (so a failure takes none), whether they are
- * due or not.
+ * taken once every slot is (so a failure takes none): a shadow level's
+ * whether it is due or not, an enforcing ancestor's only if it is there
+ * (SPEC: only enforcing levels hold a statement back; a shadow child's
+ * statements count at an enforcing ancestor as far as they use it, and one
+ * that the ancestor would have held back takes no token, so that it does
+ * not hold back the ancestor's enforcing statements after it).
  */
 static pg_noinline DbgateAdmit
 admit_shadow(const DbgateLookup *lk, const ChainLimits *cl, TimestampTz now,
@@ -972,7 +978,8 @@ admit_shadow(const DbgateLookup *lk, const ChainLimits *cl, TimestampTz now,
 			continue;
 		if (now_ns == 0)
 			now_ns = dbgate_now_ns();
-		if (dbgate_token_take(budget_entry(cl->c.idx[i]), now_ns, true) != 0)
+		if (dbgate_token_take(budget_entry(cl->c.idx[i]), now_ns,
+							  !cl->lim[i].enforce) != 0)
 			lacked |= 1 << i;
 	}
 	count_shadow(cl, before, lacked);

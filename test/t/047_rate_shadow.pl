@@ -8,8 +8,15 @@
 #    the two statements and its would_queue stays 0.
 # 2. A shadow level counts a statement once in would_queue (or
 #    would_reject), also when it is both full and out of tokens.
+# 3. A shadow child's flood does not hold its enforcing sibling back
+#    beyond the tokens it used: at an enforcing parent a shadow statement
+#    takes a token if one is there and otherwise takes none (counted in the
+#    parent's would_queue), so the sibling waits for the next token (5 s
+#    at most), not for the tokens of every statement of the flood (40 s;
+#    its queue timeout is 25 s).
 #
-# Assertions are on counters and on what succeeded.
+# Assertions are on counters and on what succeeded; the only timing is a
+# queue timeout five times the longest wait that may happen.
 use strict;
 use warnings FATAL => 'all';
 
@@ -94,6 +101,29 @@ $_->result for @holders;
 $_->quit for @holders;
 is(counts('ra_s,dq_s', 'would_queue, would_reject'), 'dq_s:0:1 ra_s:1:0',
 	'once: one would_queue at ra_s, one would_reject (and no would_queue) at dq_s');
+
+# ---------------------------------------------------------------------------
+# 3. a shadow child's flood and its enforcing sibling
+$node->safe_psql(
+	'postgres', q{
+	CREATE ROLE sf_shadow LOGIN;
+	CREATE ROLE sf_enforce LOGIN;
+	SELECT dbgate.create_budget('sf_p', 20, max_rate => 0.2, rate_burst => 1);
+	SELECT dbgate.create_budget('sf_s', 20, parent => 'sf_p', enforce => false);
+	SELECT dbgate.create_budget('sf_e', 5, 5, parent => 'sf_p', queue_timeout => '25s');
+	SELECT dbgate.assign_role('sf_shadow', 'sf_s');
+	SELECT dbgate.assign_role('sf_enforce', 'sf_e');
+});
+($st) = run_sql($node, join(' ', ('SELECT 1;') x 8), user => 'sf_shadow');
+is($st, '', 'flood: eight statements of the shadow child, none held back');
+is(counts('sf_s,sf_p', 'admitted, would_queue'), 'sf_p:0:7 sf_s:8:0',
+	'flood: the first took the token of sf_p, the parent would have held back seven');
+my ($err, $state);
+($st, $out, $err) = run_sql($node, 'SELECT 6', user => 'sf_enforce');
+is($st, '', 'flood: the enforcing sibling waits only for the next token of sf_p')
+  or diag($err);
+is(counts('sf_e', 'admitted, rejected_timeout'), 'sf_e:1:0',
+	'flood: admitted, not timed out');
 
 $node->stop;
 done_testing();
