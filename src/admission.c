@@ -82,7 +82,13 @@
  * budget takes a slot at every level whatever the counts (a level may then
  * exceed its max_active) and what enforcement would have done is counted
  * (would_queue, would_reject at the budget; would_queue at every full
- * ancestor).  A shadow ancestor counts what it would have held back.  A
+ * ancestor, or one without a token), once per statement.  A shadow
+ * ancestor counts what it would have held back.  A shadow level's token is
+ * taken whether it is due or not, one per admission: an attempt that an
+ * enforcing level turns back gives back every token it took and counts
+ * nothing.  A shadow budget's statement takes a token of an enforcing
+ * ancestor only if one is there: what the ancestor would have held back
+ * must not hold back its enforcing statements later.  A
  * budget switched to shadow mode admits its waiters at once.  A
  * lock-holder admission (lockgraph.c) takes a slot at every level beyond
  * any limit and no token.
@@ -703,6 +709,8 @@ promote(int procno, bool beyond, int64 now_ns, int64 asof_ns)
 
 	if (!beyond)
 	{
+		uint32		lacked = 0; /* shadow levels without a token due */
+
 		for (t = 0; t < n; t++)
 		{
 			DbgateBudget *b = budget_entry(p->chain.idx[t]);
@@ -712,19 +720,25 @@ promote(int procno, bool beyond, int64 now_ns, int64 asof_ns)
 			if (dbgate_token_take_at(b, now_ns, asof_ns, !lim[t].enforce) != 0)
 			{
 				if (!lim[t].enforce)
-					pg_atomic_fetch_add_u64(&b->would_queue, 1);
+					lacked |= 1 << t;
 				else
 				{
-					/* give back the tokens taken, then the slots */
+					/* give back the tokens (shadow levels' too), the slots */
 					while (--t >= 0)
 					{
-						if (lim[t].rate && lim[t].enforce &&
-							before[t] != UINT32_MAX)
+						if (lim[t].rate && before[t] != UINT32_MAX)
 							dbgate_token_return(budget_entry(p->chain.idx[t]));
 					}
 					goto undo;
 				}
 			}
+		}
+		for (t = 0; lacked != 0 && t < n; t++)
+		{
+			DbgateBudget *b = budget_entry(p->chain.idx[t]);
+
+			if (lacked & (1 << t))
+				pg_atomic_fetch_add_u64(&b->would_queue, 1);
 		}
 	}
 
@@ -900,9 +914,13 @@ return_levels(const DbgateChain *c, int n)
 	dbgate_admission_release(&part, 0);
 }
 
-/* Count at the levels of a chain what a shadow admission would have met. */
+/*
+ * Count at the levels of a chain what a shadow admission would have met:
+ * a full level, or one whose bit is set in 'lacked' (no token was due),
+ * counts the statement once.
+ */
 static void
-count_shadow(const ChainLimits *cl, const uint32 *before)
+count_shadow(const ChainLimits *cl, const uint32 *before, uint32 lacked)
 {
 	int			i;
 
@@ -910,10 +928,11 @@ count_shadow(const ChainLimits *cl, const uint32 *before)
 	{
 		const DbgateLimits *l = &cl->lim[i];
 		DbgateBudget *b = budget_entry(cl->c.idx[i]);
+		bool		full = before[i] >= (uint32) l->max_active;
 
-		if (before[i] < (uint32) l->max_active)
+		if (!full && !(lacked & (1 << i)))
 			continue;
-		if (i == 0 && !l->enforce &&
+		if (full && i == 0 && !l->enforce &&
 			before[i] - (uint32) l->max_active >= (uint32) l->max_queued)
 			pg_atomic_fetch_add_u64(&b->would_reject, 1);
 		else
@@ -923,13 +942,20 @@ count_shadow(const ChainLimits *cl, const uint32 *before)
 
 /*
  * A statement of a budget in shadow mode: a slot at every level, whatever
- * the counts; what enforcement would have done is counted.
+ * the counts; what enforcement would have done is counted.  Tokens are
+ * taken once every slot is (so a failure takes none): a shadow level's
+ * whether it is due or not, an enforcing ancestor's only if it is there
+ * (SPEC: only enforcing levels hold a statement back; a shadow child's
+ * statements count at an enforcing ancestor as far as they use it, and one
+ * that the ancestor would have held back takes no token, so that it does
+ * not hold back the ancestor's enforcing statements after it).
  */
 static pg_noinline DbgateAdmit
 admit_shadow(const DbgateLookup *lk, const ChainLimits *cl, TimestampTz now,
 			 DbgateAdmission *a)
 {
 	uint32		before[DBGATE_MAX_DEPTH];
+	uint32		lacked = 0;		/* levels without a token due */
 	int			i;
 	int64		now_ns = 0;
 
@@ -945,15 +971,18 @@ admit_shadow(const DbgateLookup *lk, const ChainLimits *cl, TimestampTz now,
 			return r < 0 ? DBGATE_ADMIT_RETRY : DBGATE_ADMIT_NONE;
 		}
 		note_peak_active(b, before[i] + 1);
-		if (cl->lim[i].rate)
-		{
-			if (now_ns == 0)
-				now_ns = dbgate_now_ns();
-			if (dbgate_token_take(b, now_ns, true) != 0)
-				pg_atomic_fetch_add_u64(&b->would_queue, 1);
-		}
 	}
-	count_shadow(cl, before);
+	for (i = 0; i < cl->c.n; i++)
+	{
+		if (!cl->lim[i].rate)
+			continue;
+		if (now_ns == 0)
+			now_ns = dbgate_now_ns();
+		if (dbgate_token_take(budget_entry(cl->c.idx[i]), now_ns,
+							  !cl->lim[i].enforce) != 0)
+			lacked |= 1 << i;
+	}
+	count_shadow(cl, before, lacked);
 	admitted_now(lk, cl, now, a);
 	return DBGATE_ADMIT_SLOT;
 }
@@ -1106,6 +1135,7 @@ admit_slow(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 		if (room)
 		{
 			int			r = 1;
+			uint32		lacked = 0; /* shadow levels without a token due */
 
 			for (i = 0; i < cl.c.n && r == 1; i++)
 				r = level_take(budget_entry(cl.c.idx[i]),
@@ -1138,7 +1168,7 @@ admit_slow(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 				{
 					if (!cl.lim[i].enforce)
 					{
-						pg_atomic_fetch_add_u64(&lb->would_queue, 1);
+						lacked |= 1 << i;	/* counted if admitted */
 						continue;
 					}
 					token_short = true;
@@ -1150,15 +1180,19 @@ admit_slow(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 			{
 				for (i = 0; i < cl.c.n; i++)
 					note_peak_active(budget_entry(cl.c.idx[i]), before[i] + 1);
-				count_shadow(&cl, before);
+				count_shadow(&cl, before, lacked);
 				unlock_tree(root);
 				admitted_now(lk, &cl, now, a);
 				return DBGATE_ADMIT_SLOT;
 			}
-			/* no token: give back the tokens and slots just taken */
+
+			/*
+			 * no token: give back the tokens (shadow levels' too: one per
+			 * admission, not one per attempt) and slots just taken
+			 */
 			while (--i >= 0)
 			{
-				if (cl.lim[i].rate && cl.lim[i].enforce)
+				if (cl.lim[i].rate)
 					dbgate_token_return(budget_entry(cl.c.idx[i]));
 			}
 			for (i = 0; i < cl.c.n; i++)
@@ -1290,7 +1324,7 @@ admit_rest(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 	uint32		before;
 	uint32		rated = a->lim.rate ? 1 : 0;	/* levels with a rate */
 	uint32		shadow = 0;		/* levels in shadow mode */
-	uint32		full = 0;		/* ... of those, the ones that were full */
+	uint32		full = 0;		/* ... of those, full or without a token */
 	int32		parent = a->lim.parent;
 	uint32		pinc = a->lim.parent_incarnation;
 	int			n = 1;
@@ -1366,13 +1400,17 @@ admit_rest(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 				continue;
 			if (shadow & (1 << i))
 			{
-				pg_atomic_fetch_add_u64(&lv[i]->would_queue, 1);
+				full |= 1 << i; /* counted once, like a full level */
 				continue;
 			}
-			/* no token: give back the tokens and slots just taken */
+
+			/*
+			 * no token: give back the tokens (shadow levels' too: one per
+			 * admission, not one per attempt) and slots just taken
+			 */
 			while (--i >= 0)
 			{
-				if (rated & ~shadow & (1 << i))
+				if (rated & (1 << i))
 					dbgate_token_return(lv[i]);
 			}
 			return_levels(c, n);
