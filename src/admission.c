@@ -71,9 +71,14 @@
  * budget takes a slot at every level whatever the counts (a level may then
  * exceed its max_active) and what enforcement would have done is counted
  * (would_queue, would_reject at the budget; would_queue at every full
- * ancestor: trees.c).  A shadow ancestor counts what it would have held
- * back.  A budget switched to shadow mode admits its waiters at once
- * (queue.c).  A lock-holder admission (lockgraph.c) takes a slot at every
+ * ancestor, or one without a token: trees.c), once per statement.  A
+ * shadow ancestor counts what it would have held back.  A shadow level's
+ * token is taken whether it is due or not, one per admission: an attempt
+ * that an enforcing level turns back gives back every token it took and
+ * counts nothing.  A shadow budget's statement takes a token of an
+ * enforcing ancestor only if one is there: what the ancestor would have
+ * held back must not hold back its enforcing statements later.  A budget
+ * switched to shadow mode admits its waiters at once (queue.c).  A lock-holder admission (lockgraph.c) takes a slot at every
  * level beyond any limit and no token.
  *
  * Counters
@@ -119,13 +124,20 @@ return_levels(const DbgateChain *c, int n)
 
 /*
  * A statement of a budget in shadow mode: a slot at every level, whatever
- * the counts; what enforcement would have done is counted.
+ * the counts; what enforcement would have done is counted.  Tokens are
+ * taken once every slot is (so a failure takes none): a shadow level's
+ * whether it is due or not, an enforcing ancestor's only if it is there
+ * (SPEC: only enforcing levels hold a statement back; a shadow child's
+ * statements count at an enforcing ancestor as far as they use it, and one
+ * that the ancestor would have held back takes no token, so that it does
+ * not hold back the ancestor's enforcing statements after it).
  */
 static pg_noinline DbgateAdmit
 admit_shadow(const DbgateLookup *lk, const ChainLimits *cl, TimestampTz now,
 			 DbgateAdmission *a)
 {
 	uint32		before[DBGATE_MAX_DEPTH];
+	uint32		lacked = 0;		/* levels without a token due */
 	int			i;
 	int64		now_ns = 0;
 
@@ -141,15 +153,18 @@ admit_shadow(const DbgateLookup *lk, const ChainLimits *cl, TimestampTz now,
 			return r < 0 ? DBGATE_ADMIT_RETRY : DBGATE_ADMIT_NONE;
 		}
 		note_peak_active(b, before[i] + 1);
-		if (cl->lim[i].rate)
-		{
-			if (now_ns == 0)
-				now_ns = dbgate_now_ns();
-			if (dbgate_token_take(b, now_ns, true) != 0)
-				pg_atomic_fetch_add_u64(&b->would_queue, 1);
-		}
 	}
-	dbgate_count_shadow(cl, before);
+	for (i = 0; i < cl->c.n; i++)
+	{
+		if (!cl->lim[i].rate)
+			continue;
+		if (now_ns == 0)
+			now_ns = dbgate_now_ns();
+		if (dbgate_token_take(budget_entry(cl->c.idx[i]), now_ns,
+							  !cl->lim[i].enforce) != 0)
+			lacked |= 1 << i;
+	}
+	dbgate_count_shadow(cl, before, lacked);
 	admitted_now(lk, cl, now, a);
 	return DBGATE_ADMIT_SLOT;
 }
@@ -182,12 +197,14 @@ admit_shadow_leaf(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 /*
  * A token at levels [0, n) of a chain whose budgets are lv (the bits of
  * 'rated': the levels with a rate, of 'shadow': those in shadow mode, which
- * take one whatever the bucket holds and count would_queue when none was
- * due).  Returns false, with the tokens taken given back, when an
- * enforcing level has none.
+ * take one whatever the bucket holds and, when none was due, set their bit
+ * in *full: counted once, like a full level).  Returns false, with the
+ * tokens taken given back (shadow levels' too: one per admission, not one
+ * per attempt), when an enforcing level has none.
  */
 static inline bool
-take_tokens(DbgateBudget **lv, int n, uint32 rated, uint32 shadow)
+take_tokens(DbgateBudget **lv, int n, uint32 rated, uint32 shadow,
+			uint32 *full)
 {
 	int64		now_ns = dbgate_now_ns();
 	int			i;
@@ -200,13 +217,13 @@ take_tokens(DbgateBudget **lv, int n, uint32 rated, uint32 shadow)
 			continue;
 		if (shadow & (1 << i))
 		{
-			pg_atomic_fetch_add_u64(&lv[i]->would_queue, 1);
+			*full |= 1 << i;	/* counted once, like a full level */
 			continue;
 		}
-		/* no token: give back the tokens just taken */
+		/* no token: give back the tokens just taken, shadow levels' too */
 		while (--i >= 0)
 		{
-			if (rated & ~shadow & (1 << i))
+			if (rated & (1 << i))
 				dbgate_token_return(lv[i]);
 		}
 		return false;
@@ -232,7 +249,7 @@ admit_rest(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 	uint32		before;
 	uint32		rated = a->lim.rate ? 1 : 0;	/* levels with a rate */
 	uint32		shadow = 0;		/* levels in shadow mode */
-	uint32		full = 0;		/* ... of those, the ones that were full */
+	uint32		full = 0;		/* ... of those, full or without a token */
 	int32		parent = a->lim.parent;
 	uint32		pinc = a->lim.parent_incarnation;
 	int			n = 1;
@@ -296,7 +313,7 @@ admit_rest(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 	}
 	c->n = n;
 
-	if (rated && !take_tokens(lv, n, rated, shadow))
+	if (rated && !take_tokens(lv, n, rated, shadow, &full))
 	{
 		/* no token: give back the slots just taken */
 		return_levels(c, n);

@@ -370,7 +370,8 @@ extern DBGATE_HIDDEN void dbgate_admission_release(const DbgateChain *c,
  * ----------
  */
 extern DBGATE_HIDDEN void dbgate_count_shadow(const ChainLimits *cl,
-											  const uint32 *before);
+											  const uint32 *before,
+											  uint32 lacked);
 extern DBGATE_HIDDEN bool dbgate_select_tree(int root, TimestampTz now,
 											 int64 now_ns, Pick *pick,
 											 Pick *blocked);

@@ -237,6 +237,24 @@ unlock_all(bool locked)
 }
 
 /*
+ * Whether budget b counted statements of its own: any counter that only a
+ * budget without children counts (SPEC: a parent counts active, queued,
+ * their peaks, would_queue and rate_limited).  The wait times, the
+ * histogram and admitted_overdue go with admitted.
+ */
+static bool
+has_own_counts(DbgateBudget *b)
+{
+	return (pg_atomic_read_u64(&b->admitted) |
+			pg_atomic_read_u64(&b->active_time_total_us) |
+			pg_atomic_read_u64(&b->terminated_idle) |
+			pg_atomic_read_u64(&b->would_reject) |
+			pg_atomic_read_u64(&b->bypassed) |
+			b->rejected_full | b->rejected_timeout | b->canceled_waiting |
+			b->admitted_lock_holder) != 0;
+}
+
+/*
  * Rebuild root, first_child and next_sibling of every entry in use.  A
  * parent that is not an entry in use, or the entry itself, is not linked
  * (install sets none such; a link to itself would make the tree walks of
@@ -486,9 +504,19 @@ rebuild_shape(const Install *in)
 	{
 		DbgateBudget *b = &sh->budgets[i].d;
 
-		/* a budget with children has no statements of its own */
+		/*
+		 * A budget with children has no statements of its own: its waiters
+		 * go on ungated, and the counts of its statements so far (it was a
+		 * leaf until now) start anew, so that its row shows only what a
+		 * parent counts (SPEC: a parent's other counters are 0; stats_reset
+		 * says they went back).
+		 */
 		if (b->in_use && b->first_child >= 0)
+		{
 			dbgate_admission_release_waiters(b);
+			if (has_own_counts(b))
+				dbgate_reset_budget_stats(b, in->now);
+		}
 	}
 	dbgate_admission_recount_queued();
 	for (i = 0; i < sh->max_budgets; i++)

@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * plantree.h
- *	  The child plans of a plan node, for the plan walks of parallel.c and
- *	  memestimate.c.
+ *	  The child plans of a plan node, for the plan walks of parallel.c,
+ *	  memestimate.c and mincost.c.
  *
  *-------------------------------------------------------------------------
  */

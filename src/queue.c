@@ -207,6 +207,8 @@ dbgate_promote(int procno, bool beyond, int64 now_ns, int64 asof_ns)
 
 	if (!beyond)
 	{
+		uint32		lacked = 0; /* shadow levels without a token due */
+
 		for (t = 0; t < n; t++)
 		{
 			DbgateBudget *b = budget_entry(p->chain.idx[t]);
@@ -216,19 +218,25 @@ dbgate_promote(int procno, bool beyond, int64 now_ns, int64 asof_ns)
 			if (dbgate_token_take_at(b, now_ns, asof_ns, !lim[t].enforce) != 0)
 			{
 				if (!lim[t].enforce)
-					pg_atomic_fetch_add_u64(&b->would_queue, 1);
+					lacked |= 1 << t;
 				else
 				{
-					/* give back the tokens taken, then the slots */
+					/* give back the tokens (shadow levels' too), the slots */
 					while (--t >= 0)
 					{
-						if (lim[t].rate && lim[t].enforce &&
-							before[t] != UINT32_MAX)
+						if (lim[t].rate && before[t] != UINT32_MAX)
 							dbgate_token_return(budget_entry(p->chain.idx[t]));
 					}
 					goto undo;
 				}
 			}
+		}
+		for (t = 0; lacked != 0 && t < n; t++)
+		{
+			DbgateBudget *b = budget_entry(p->chain.idx[t]);
+
+			if (lacked & (1 << t))
+				pg_atomic_fetch_add_u64(&b->would_queue, 1);
 		}
 	}
 

@@ -75,6 +75,34 @@ typedef struct StatusRow
 } StatusRow;
 
 /*
+ * A budget with children shows only what a parent counts: active, queued,
+ * their peaks, oldest_wait and memory_mb_active of its subtree, and what
+ * it held back (would_queue, rate_limited); every other counter and its
+ * histogram are 0 (SPEC).  Its own counts were reset when it got its first
+ * child (budgets.c); this hides what statements admitted before that still
+ * add (a kept slot returned later, a waiter that went on ungated).
+ */
+static void
+parent_row(StatusRow *r)
+{
+	r->admitted = 0;
+	r->after_wait = 0;
+	r->rejected_full = 0;
+	r->rejected_timeout = 0;
+	r->canceled = 0;
+	r->lock_holder = 0;
+	r->wait_total_us = 0;
+	r->wait_max_us = 0;
+	r->active_time_us = 0;
+	r->idle_in_xact = 0;
+	r->terminated_idle = 0;
+	r->would_reject = 0;
+	r->overdue = 0;
+	r->bypassed = 0;
+	memset(r->hist, 0, sizeof(r->hist));
+}
+
+/*
  * Copy what dbgate.status and dbgate.wait_histogram show of budget i.
  * Caller holds config_lock (shared).  One reading of the state word gives
  * consistent active and queued counts; the rest is copied under the
@@ -86,6 +114,7 @@ copy_status(int i, StatusRow *r)
 	DbgateBudget *b = &dbgate_shared->budgets[i].d;
 	int			root;
 	int			k;
+	bool		parent;
 
 	root = dbgate_admission_lock_tree(i);
 	strlcpy(r->name, b->conf.name, NAMEDATALEN);
@@ -114,9 +143,12 @@ copy_status(int i, StatusRow *r)
 	r->memory_kb = pg_atomic_read_u64(&b->memory_kb_active);
 	for (k = 0; k < DBGATE_HIST_BUCKETS; k++)
 		r->hist[k] = pg_atomic_read_u64(&b->wait_hist[k]);
+	parent = (b->first_child >= 0);
 	LWLockRelease(dbgate_budget_lock(root));
 	r->oldest_wait_us = dbgate_admission_oldest_wait(i);
 	r->idle_in_xact = dbgate_admission_idle_count(i);
+	if (parent)
+		parent_row(r);
 }
 
 /*

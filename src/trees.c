@@ -54,9 +54,14 @@
  * ----------
  */
 
-/* Count at the levels of a chain what a shadow admission would have met. */
+/*
+ * Count at the levels of a chain what a shadow admission would have met:
+ * a full level, or one whose bit is set in 'lacked' (no token was due),
+ * counts the statement once.
+ */
 void
-dbgate_count_shadow(const ChainLimits *cl, const uint32 *before)
+dbgate_count_shadow(const ChainLimits *cl, const uint32 *before,
+					uint32 lacked)
 {
 	int			i;
 
@@ -64,10 +69,11 @@ dbgate_count_shadow(const ChainLimits *cl, const uint32 *before)
 	{
 		const DbgateLimits *l = &cl->lim[i];
 		DbgateBudget *b = budget_entry(cl->c.idx[i]);
+		bool		full = before[i] >= (uint32) l->max_active;
 
-		if (before[i] < (uint32) l->max_active)
+		if (!full && !(lacked & (1 << i)))
 			continue;
-		if (i == 0 && !l->enforce &&
+		if (full && i == 0 && !l->enforce &&
 			before[i] - (uint32) l->max_active >= (uint32) l->max_queued)
 			pg_atomic_fetch_add_u64(&b->would_reject, 1);
 		else

@@ -233,12 +233,15 @@ chain_has_room(const ChainLimits *cl, bool fair, uint64 st, HeldBy *held)
 
 /*
  * A token at every level of cl that has a rate (a shadow level takes one
- * whatever the bucket holds, and counts would_queue when none was due).
- * Returns false, with the tokens taken given back and *held naming the
- * level, when an enforcing level has none.
+ * whatever the bucket holds, and sets its bit in *lacked when none was
+ * due: counted if the statement is admitted).  Returns false, with the
+ * tokens taken given back (shadow levels' too: one per admission, not one
+ * per attempt) and *held naming the level, when an enforcing level has
+ * none.
  */
 static bool
-take_tokens(const ChainLimits *cl, HeldBy *held, int64 *now_ns)
+take_tokens(const ChainLimits *cl, HeldBy *held, int64 *now_ns,
+			uint32 *lacked)
 {
 	int			i;
 
@@ -254,15 +257,15 @@ take_tokens(const ChainLimits *cl, HeldBy *held, int64 *now_ns)
 			continue;
 		if (!cl->lim[i].enforce)
 		{
-			pg_atomic_fetch_add_u64(&lb->would_queue, 1);
+			*lacked |= 1 << i;	/* counted if admitted */
 			continue;
 		}
 		held->token = true;
 		held->name = lb->conf.name;
-		/* give back the tokens just taken */
+		/* give back the tokens just taken, shadow levels' too */
 		while (--i >= 0)
 		{
-			if (cl->lim[i].rate && cl->lim[i].enforce)
+			if (cl->lim[i].rate)
 				dbgate_token_return(budget_entry(cl->c.idx[i]));
 		}
 		return false;
@@ -280,6 +283,7 @@ static TakeResult
 take_chain(const ChainLimits *cl, bool fair, HeldBy *held, int64 *now_ns)
 {
 	uint32		before[DBGATE_MAX_DEPTH];
+	uint32		lacked = 0;		/* shadow levels without a token due */
 	int			r = 1;
 	int			i;
 
@@ -296,7 +300,7 @@ take_chain(const ChainLimits *cl, bool fair, HeldBy *held, int64 *now_ns)
 							 dbgate_tag_of(cl->c.inc[i]), -1, 0);
 		return r < 0 ? TAKE_RETRY : TAKE_AGAIN;
 	}
-	if (!take_tokens(cl, held, now_ns))
+	if (!take_tokens(cl, held, now_ns, &lacked))
 	{
 		/* no token: give back the slots just taken */
 		for (i = 0; i < cl->c.n; i++)
@@ -306,7 +310,7 @@ take_chain(const ChainLimits *cl, bool fair, HeldBy *held, int64 *now_ns)
 	}
 	for (i = 0; i < cl->c.n; i++)
 		note_peak_active(budget_entry(cl->c.idx[i]), before[i] + 1);
-	dbgate_count_shadow(cl, before);
+	dbgate_count_shadow(cl, before, lacked);
 	return TAKE_DONE;
 }
 

@@ -367,6 +367,10 @@ CREATE TRIGGER soak_hot_after AFTER UPDATE ON soak_hot
   FOR EACH ROW EXECUTE FUNCTION soak_trig();
 CREATE FUNCTION soak_secdef() RETURNS bigint LANGUAGE sql SECURITY DEFINER
   AS $$SELECT count(*) FROM soak_hot$$;
+-- pg_sleep() declared stable: a cheap read of soak_m that takes its time
+-- (min_cost gates a plan that calls a volatile function; it trusts this one)
+CREATE FUNCTION soak_nap(float8) RETURNS void STABLE STRICT LANGUAGE internal
+  AS 'pg_sleep';
 CREATE PROCEDURE soak_proc(k int, ms int, fail bool) LANGUAGE plpgsql AS $$
 BEGIN
   FOR i IN 1 .. k LOOP

@@ -1372,15 +1372,18 @@ sub op_hold_cursor
 }
 
 # (1.2) The operations of a budget with min_cost 100 and max_memory_mb.
-# Reads that cost about 1 (EXPLAIN's total cost: a pg_sleep() 0.01, a read
-# of soak_hot 1.05, a division by zero 0.02) are never gated.
+# Reads that cost about 1 (EXPLAIN's total cost: a soak_nap() 0.01, a read
+# of soak_hot 1.05, a division by zero 0.02) are never gated.  They call
+# no volatile function (1.3: such a plan is gated whatever its cost):
+# soak_nap() is pg_sleep() declared stable, and the division by zero is
+# not folded at planning as pg_backend_pid() is stable.
 sub op_m_cheap
 {
 	my ($self) = @_;
 	my $r = rand();
 	if ($r < 0.5)
 	{
-		$self->sql('SELECT pg_sleep(' . sprintf('%.3f', rand(0.1)) . ')', 'cheap');
+		$self->sql('SELECT soak_nap(' . sprintf('%.3f', rand(0.1)) . ')', 'cheap');
 	}
 	elsif ($r < 0.8)
 	{
@@ -1389,7 +1392,7 @@ sub op_m_cheap
 	}
 	else
 	{
-		$self->sql('SELECT 1 / (random() * 0)::int', 'cheap');
+		$self->sql('SELECT 1 / (pg_backend_pid() * 0)', 'cheap');
 	}
 	return;
 }
@@ -1440,7 +1443,7 @@ sub op_m_amb
 	my $st = 20 + int(rand(100));
 	$self->sql("SET statement_timeout = '${st}ms'", 'none') or return;
 	$self->{st_ms} = $st;
-	$self->sql('SELECT pg_sleep(' . sprintf('%.3f', rand(0.15)) . ')', 'cheap');
+	$self->sql('SELECT soak_nap(' . sprintf('%.3f', rand(0.15)) . ')', 'cheap');
 	$self->{st_ms} = $self->{session_st_ms}
 	  if $self->retry("SET statement_timeout = '$self->{session_st_ms}ms'");
 	return;
