@@ -2,13 +2,17 @@
 MODULE_big = dbgate
 OBJS = \
 	src/dbgate.o \
+	src/shmem.o \
 	src/budgets.o \
 	src/classify.o \
 	src/slot.o \
 	src/admission.o \
+	src/waiting.o \
+	src/queue.o \
+	src/trees.o \
 	src/rate.o \
 	src/lockgraph.o \
-	src/limits.o \
+	src/timeouts.o \
 	src/gucvar.o \
 	src/fields.o \
 	src/confimage.o \
@@ -57,7 +61,8 @@ PG_CFLAGS = -Wextra -Wno-unused-parameter -Wno-missing-field-initializers \
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-$(OBJS): src/dbgate.h src/compat.h src/fields.h src/memgrant.h
+# every object depends on every header of src/
+$(OBJS): $(wildcard src/*.h)
 
 .PHONY: tmp_check_dir
 tmp_check_dir:

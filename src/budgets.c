@@ -1,14 +1,14 @@
 /*-------------------------------------------------------------------------
  *
  * budgets.c
- *	  The shared budget table and the role map: set-up and installation of
- *	  a configuration.
+ *	  A configuration installed into the shared budget table and the role
+ *	  and database maps, and the table copied out again.
  *
- * Shared memory follows the pg_stat_statements pattern: one size function
- * used at request and at initialisation, a named LWLock tranche, and
- * initialisation under AddinShmemInitLock only when the segment is new
- * (also after a crash restart, when the configuration is read back from
- * the state file and every counter starts from zero).
+ * The table itself is set up by shmem.c; at server start and after a
+ * crash restart the configuration of the state file is installed here
+ * (dbgate_install_initial()), then every committed or replayed change
+ * (dbgate_install_config(), dbgate_install_replayed()).  The queues of
+ * the budgets are reached only through queue.h.
  *
  * Which budget a backend belongs to is decided in classify.c, from the
  * maps installed here.
@@ -24,41 +24,12 @@
 #include "utils/memutils.h"
 #include "utils/syscache.h"
 
-#include "compat.h"
+#include "budgets.h"
+#include "confimage.h"
 #include "dbgate.h"
-
-DbgateShared *dbgate_shared = NULL;
-
-static Size
-procs_count(void)
-{
-	return (Size) MaxBackends;
-}
-
-Size
-dbgate_shmem_size(void)
-{
-	Size		size;
-
-	/* the shared memory allocator starts us on a cache line */
-	size = CACHELINEALIGN(sizeof(DbgateShared));
-	size = add_size(size, mul_size(dbgate_max_budgets,
-								   sizeof(DbgateBudgetPadded)));
-	size = add_size(size, CACHELINEALIGN(mul_size(dbgate_max_roles,
-												  sizeof(DbgateRoleMap))));
-	size = add_size(size, CACHELINEALIGN(mul_size(dbgate_max_roles,
-												  sizeof(DbgateDbMap))));
-	size = add_size(size, dbgate_admission_shmem_size((int) procs_count()));
-	return size;
-}
-
-void
-dbgate_shmem_request(void)
-{
-	RequestAddinShmemSpace(dbgate_shmem_size());
-	/* config_lock, then one per budget */
-	RequestNamedLWLockTranche("dbgate", 1 + dbgate_max_budgets);
-}
+#include "persist.h"
+#include "queue.h"
+#include "shmem.h"
 
 static int
 rolemap_cmp(const void *a, const void *b)
@@ -600,95 +571,25 @@ install_initial(const DbgateConfig *config)
 	fill_maps(config);
 }
 
+/*
+ * The configuration of the state file, into the new table of a server
+ * that starts or restarts after a crash (dbgate.c's shared-memory start-up
+ * hook, once dbgate_shmem_init() has set up a new segment): budgets and
+ * assignments survive restarts and crash restarts.  The state file is
+ * read after AddinShmemInitLock is released (as pg_stat_statements reads
+ * its file): this runs in the postmaster before any backend exists, so
+ * nobody can look at the table yet.
+ */
 void
-dbgate_shmem_init(void)
+dbgate_install_initial(void)
 {
-	bool		found;
-	char	   *base;
-	DbgateShared *sh;
-	int			i;
-	int			k;
+	DbgateConfig config;
+	XLogRecPtr	lsn;
 
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	sh = ShmemInitStruct("dbgate", dbgate_shmem_size(), &found);
-	dbgate_shared = sh;
-	if (!found)
-	{
-		LWLockPadded *locks = GetNamedLWLockTranche("dbgate");
-
-		memset(sh, 0, dbgate_shmem_size());
-		sh->config_lock = &locks[0].lock;
-		sh->budget_locks = &locks[1];
-		pg_atomic_init_u64(&sh->generation, 1);
-		sh->max_budgets = dbgate_max_budgets;
-		sh->max_roles = dbgate_max_roles;
-		sh->max_procs = (int) procs_count();
-
-		Assert((uintptr_t) sh == CACHELINEALIGN(sh));
-		base = (char *) sh + CACHELINEALIGN(sizeof(DbgateShared));
-		sh->budgets = (DbgateBudgetPadded *) base;
-		base += mul_size(sh->max_budgets, sizeof(DbgateBudgetPadded));
-		sh->roles = (DbgateRoleMap *) base;
-		base += CACHELINEALIGN(mul_size(sh->max_roles, sizeof(DbgateRoleMap)));
-		sh->dbs = (DbgateDbMap *) base;
-		base += CACHELINEALIGN(mul_size(sh->max_roles, sizeof(DbgateDbMap)));
-		sh->procs = base;
-		dbgate_admission_shmem_init(base, sh->max_procs);
-		pg_atomic_init_u32(&sh->enabled, dbgate_enabled ? 1 : 0);
-		sh->wait_event_info = PG_WAIT_EXTENSION;
-
-		for (i = 0; i < sh->max_budgets; i++)
-		{
-			sh->budgets[i].d.in_use = false;
-			pg_atomic_init_u32(&sh->budgets[i].d.conf_seq, 0);
-			pg_atomic_init_u64(&sh->budgets[i].d.state, 0);
-			pg_atomic_init_u32(&sh->budgets[i].d.peak_active, 0);
-			pg_atomic_init_u64(&sh->budgets[i].d.admitted, 0);
-			pg_atomic_init_u64(&sh->budgets[i].d.active_time_total_us, 0);
-			pg_atomic_init_u64(&sh->budgets[i].d.admitted_after_wait, 0);
-			pg_atomic_init_u64(&sh->budgets[i].d.wait_time_total_us, 0);
-			pg_atomic_init_u64(&sh->budgets[i].d.wait_time_max_us, 0);
-			pg_atomic_init_u64(&sh->budgets[i].d.would_queue, 0);
-			pg_atomic_init_u64(&sh->budgets[i].d.would_reject, 0);
-			pg_atomic_init_u64(&sh->budgets[i].d.terminated_idle, 0);
-			pg_atomic_init_u64(&sh->budgets[i].d.admitted_overdue, 0);
-			pg_atomic_init_u64(&sh->budgets[i].d.rate_limited, 0);
-			pg_atomic_init_u64(&sh->budgets[i].d.bypassed, 0);
-			pg_atomic_init_u64(&sh->budgets[i].d.memory_kb_active, 0);
-			pg_atomic_init_u64(&sh->budgets[i].d.rate_tat, 0);
-			pg_atomic_init_u64(&sh->budgets[i].d.lock_check_due, 0);
-			for (k = 0; k < DBGATE_HIST_BUCKETS; k++)
-				pg_atomic_init_u64(&sh->budgets[i].d.wait_hist[k], 0);
-			sh->budgets[i].d.root = i;
-			sh->budgets[i].d.first_child = -1;
-			sh->budgets[i].d.next_sibling = -1;
-			sh->budgets[i].d.queue_head = -1;
-			sh->budgets[i].d.queue_tail = -1;
-			sh->budgets[i].d.token_waiter = -1;
-			sh->budgets[i].d.lim.parent = -1;
-		}
-
-	}
-	else
-		dbgate_admission_shmem_attach(sh->procs);
-	LWLockRelease(AddinShmemInitLock);
-
-	/*
-	 * Budgets and assignments survive restarts and crash restarts.  The
-	 * state file is read after AddinShmemInitLock is released (as
-	 * pg_stat_statements reads its file): this runs in the postmaster
-	 * before any backend exists, so nobody can look at the table yet.
-	 */
-	if (!found)
-	{
-		DbgateConfig config;
-		XLogRecPtr	lsn;
-
-		if (dbgate_state_load(&config, &lsn))
-			install_initial(&config);
-		sh->state_lsn = lsn;
-		dbgate_image_free(&config);
-	}
+	if (dbgate_state_load(&config, &lsn))
+		install_initial(&config);
+	dbgate_shared->state_lsn = lsn;
+	dbgate_image_free(&config);
 }
 
 /*
@@ -722,24 +623,6 @@ dbgate_reset_budget_stats(DbgateBudget *b, TimestampTz now)
 	b->canceled_waiting = 0;
 	b->admitted_lock_holder = 0;
 	b->stats_reset = now;
-}
-
-/*
- * Find an in-use budget by name.  Caller must hold config_lock.
- */
-int
-dbgate_find_budget(const char *name)
-{
-	DbgateShared *sh = dbgate_shared;
-	int			i;
-
-	for (i = 0; i < sh->max_budgets; i++)
-	{
-		if (sh->budgets[i].d.in_use &&
-			strcmp(sh->budgets[i].d.conf.name, name) == 0)
-			return i;
-	}
-	return -1;
 }
 
 /* ----------

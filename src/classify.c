@@ -75,10 +75,14 @@
 #include "utils/inval.h"
 #include "utils/syscache.h"
 
-#include "compat.h"
+#include "classify.h"
 #include "dbgate.h"
+#include "shmem.h"
 
-/* backend-local lookup cache; its fast path is dbgate_classify() (dbgate.h) */
+/* GUC dbgate.default_budget (dbgate.c) */
+char	   *dbgate_default_budget = NULL;
+
+/* backend-local lookup cache; its fast path is dbgate_classify() (classify.h) */
 DbgateLookupCache dbgate_lookup_cache = {
 	false, InvalidOid, 0, {-1, 0, DBGATE_BY_ROLE, InvalidOid}
 };

@@ -50,9 +50,14 @@
 #include "storage/proc.h"
 #include "utils/memutils.h"
 
-#include "compat.h"
+#include "budgets.h"
+#include "config.h"
+#include "confimage.h"
 #include "dbgate.h"
 #include "fields.h"
+#include "persist.h"
+#include "shmem.h"
+#include "wal.h"
 
 typedef enum PendingKind
 {
@@ -412,6 +417,138 @@ check_childless(const DbgateConfig *config, const char *name)
 			 errhint("Drop the child budgets or give them another parent first, or use drop_budget(..., force => true) to make them top-level.")));
 }
 
+/* create_budget: a new budget, checked as a whole. */
+static void
+apply_create(DbgateConfig *config, const PendingOp *op)
+{
+	dbgate_conf_check(&op->conf);
+	if (dbgate_image_find_budget(config, op->conf.name) >= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DUPLICATE_OBJECT),
+				 errmsg("budget \"%s\" already exists", op->conf.name)));
+	if (config->nbudgets >= dbgate_shared->max_budgets)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("too many budgets"),
+				 errdetail("dbgate.max_budgets is %d.",
+						   dbgate_shared->max_budgets),
+				 errhint("Drop a budget, or raise dbgate.max_budgets and restart the server.")));
+	check_parent(config, &op->conf, -1);
+	dbgate_image_add_budget(config, &op->conf);
+	config->budgets[config->nbudgets - 1].src_index = -1;
+	config->budgets[config->nbudgets - 1].src_incarnation = 0;
+}
+
+/* alter_budget: the fields of the mask changed, the result checked. */
+static void
+apply_alter(DbgateConfig *config, const PendingOp *op)
+{
+	DbgateBudgetConf altered;
+	int			bi;
+	int			f;
+
+	bi = dbgate_image_find_budget(config, op->conf.name);
+	if (bi < 0)
+		unknown_budget(op->conf.name);
+	altered = config->budgets[bi];
+	for (f = 0; f < DBGATE_NFIELDS; f++)
+	{
+		if (op->mask & DBGATE_FIELD_BIT(f))
+			dbgate_field_copy(f, &altered, &op->conf);
+	}
+	dbgate_conf_check(&altered);
+	if (strcmp(altered.parent, config->budgets[bi].parent) != 0)
+		check_parent(config, &altered, bi);
+	config->budgets[bi] = altered;
+}
+
+/*
+ * drop_budget: the budget and its assignments; with force its children
+ * become top-level, without it neither may exist.
+ */
+static void
+apply_drop(DbgateConfig *config, const PendingOp *op)
+{
+	int			bi;
+	int			ri;
+
+	bi = dbgate_image_find_budget(config, op->name);
+	if (bi < 0)
+		unknown_budget(op->name);
+	if (!op->flag)
+	{
+		check_unassigned(config, op->name);
+		check_childless(config, op->name);
+	}
+	/* force: the children become top-level */
+	for (ri = 0; ri < config->nbudgets; ri++)
+	{
+		if (strcmp(config->budgets[ri].parent, op->name) == 0)
+			memset(config->budgets[ri].parent, 0, NAMEDATALEN);
+	}
+	for (ri = config->nroles - 1; ri >= 0; ri--)
+	{
+		if (strcmp(config->roles[ri].budget, op->name) == 0)
+			dbgate_image_remove_role(config, ri);
+	}
+	for (ri = config->ndbs - 1; ri >= 0; ri--)
+	{
+		if (strcmp(config->dbs[ri].budget, op->name) == 0)
+			dbgate_image_remove_db(config, ri);
+	}
+	dbgate_image_remove_budget(config, bi);
+}
+
+/* assign_role: a new assignment, or another budget for an assigned role. */
+static void
+apply_assign(DbgateConfig *config, const PendingOp *op)
+{
+	int			ri;
+
+	if (dbgate_image_find_budget(config, op->name) < 0)
+		unknown_budget(op->name);
+	check_assignable(config, op->name, op->oid, false);
+	ri = dbgate_image_find_role(config, op->oid);
+	if (ri >= 0)
+		strlcpy(config->roles[ri].budget, op->name, NAMEDATALEN);
+	else
+	{
+		if (config->nroles >= dbgate_shared->max_roles)
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("too many role assignments"),
+					 errdetail("dbgate.max_roles is %d.",
+							   dbgate_shared->max_roles),
+					 errhint("Raise dbgate.max_roles and restart the server.")));
+		dbgate_image_add_role(config, op->oid, op->name);
+	}
+}
+
+/* assign_database: the same for a database. */
+static void
+apply_assign_db(DbgateConfig *config, const PendingOp *op)
+{
+	int			ri;
+
+	if (dbgate_image_find_budget(config, op->name) < 0)
+		unknown_budget(op->name);
+	check_assignable(config, op->name, op->oid, true);
+	ri = dbgate_image_find_db(config, op->oid);
+	if (ri >= 0)
+		strlcpy(config->dbs[ri].budget, op->name, NAMEDATALEN);
+	else
+	{
+		if (config->ndbs >= dbgate_shared->max_roles)
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("too many database assignments"),
+					 errdetail("dbgate.max_roles is %d.",
+							   dbgate_shared->max_roles),
+					 errhint("Raise dbgate.max_roles and restart the server.")));
+		dbgate_image_add_db(config, op->oid, op->name);
+	}
+}
+
 /*
  * Apply one operation to an image, with the errors of the SQL interface.
  * Every error is raised before the image is changed, so an image stays
@@ -420,126 +557,31 @@ check_childless(const DbgateConfig *config, const char *name)
 static void
 apply_op(DbgateConfig *config, const PendingOp *op)
 {
-	int			bi;
 	int			ri;
 
 	switch (op->kind)
 	{
 		case OP_CREATE:
-			dbgate_conf_check(&op->conf);
-			if (dbgate_image_find_budget(config, op->conf.name) >= 0)
-				ereport(ERROR,
-						(errcode(ERRCODE_DUPLICATE_OBJECT),
-						 errmsg("budget \"%s\" already exists", op->conf.name)));
-			if (config->nbudgets >= dbgate_shared->max_budgets)
-				ereport(ERROR,
-						(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-						 errmsg("too many budgets"),
-						 errdetail("dbgate.max_budgets is %d.",
-								   dbgate_shared->max_budgets),
-						 errhint("Drop a budget, or raise dbgate.max_budgets and restart the server.")));
-			check_parent(config, &op->conf, -1);
-			dbgate_image_add_budget(config, &op->conf);
-			config->budgets[config->nbudgets - 1].src_index = -1;
-			config->budgets[config->nbudgets - 1].src_incarnation = 0;
+			apply_create(config, op);
 			break;
-
 		case OP_ALTER:
-			{
-				DbgateBudgetConf altered;
-				int			f;
-
-				bi = dbgate_image_find_budget(config, op->conf.name);
-				if (bi < 0)
-					unknown_budget(op->conf.name);
-				altered = config->budgets[bi];
-				for (f = 0; f < DBGATE_NFIELDS; f++)
-				{
-					if (op->mask & DBGATE_FIELD_BIT(f))
-						dbgate_field_copy(f, &altered, &op->conf);
-				}
-				dbgate_conf_check(&altered);
-				if (strcmp(altered.parent, config->budgets[bi].parent) != 0)
-					check_parent(config, &altered, bi);
-				config->budgets[bi] = altered;
-			}
+			apply_alter(config, op);
 			break;
-
 		case OP_DROP:
-			bi = dbgate_image_find_budget(config, op->name);
-			if (bi < 0)
-				unknown_budget(op->name);
-			if (!op->flag)
-			{
-				check_unassigned(config, op->name);
-				check_childless(config, op->name);
-			}
-			/* force: the children become top-level */
-			for (ri = 0; ri < config->nbudgets; ri++)
-			{
-				if (strcmp(config->budgets[ri].parent, op->name) == 0)
-					memset(config->budgets[ri].parent, 0, NAMEDATALEN);
-			}
-			for (ri = config->nroles - 1; ri >= 0; ri--)
-			{
-				if (strcmp(config->roles[ri].budget, op->name) == 0)
-					dbgate_image_remove_role(config, ri);
-			}
-			for (ri = config->ndbs - 1; ri >= 0; ri--)
-			{
-				if (strcmp(config->dbs[ri].budget, op->name) == 0)
-					dbgate_image_remove_db(config, ri);
-			}
-			dbgate_image_remove_budget(config, bi);
+			apply_drop(config, op);
 			break;
-
 		case OP_ASSIGN:
-			if (dbgate_image_find_budget(config, op->name) < 0)
-				unknown_budget(op->name);
-			check_assignable(config, op->name, op->oid, false);
-			ri = dbgate_image_find_role(config, op->oid);
-			if (ri >= 0)
-				strlcpy(config->roles[ri].budget, op->name, NAMEDATALEN);
-			else
-			{
-				if (config->nroles >= dbgate_shared->max_roles)
-					ereport(ERROR,
-							(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-							 errmsg("too many role assignments"),
-							 errdetail("dbgate.max_roles is %d.",
-									   dbgate_shared->max_roles),
-							 errhint("Raise dbgate.max_roles and restart the server.")));
-				dbgate_image_add_role(config, op->oid, op->name);
-			}
+			apply_assign(config, op);
 			break;
-
 		case OP_UNASSIGN:
 			/* replayed after a concurrent unassign: nothing left to do */
 			ri = dbgate_image_find_role(config, op->oid);
 			if (ri >= 0)
 				dbgate_image_remove_role(config, ri);
 			break;
-
 		case OP_ASSIGN_DB:
-			if (dbgate_image_find_budget(config, op->name) < 0)
-				unknown_budget(op->name);
-			check_assignable(config, op->name, op->oid, true);
-			ri = dbgate_image_find_db(config, op->oid);
-			if (ri >= 0)
-				strlcpy(config->dbs[ri].budget, op->name, NAMEDATALEN);
-			else
-			{
-				if (config->ndbs >= dbgate_shared->max_roles)
-					ereport(ERROR,
-							(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
-							 errmsg("too many database assignments"),
-							 errdetail("dbgate.max_roles is %d.",
-									   dbgate_shared->max_roles),
-							 errhint("Raise dbgate.max_roles and restart the server.")));
-				dbgate_image_add_db(config, op->oid, op->name);
-			}
+			apply_assign_db(config, op);
 			break;
-
 		case OP_UNASSIGN_DB:
 			ri = dbgate_image_find_db(config, op->oid);
 			if (ri >= 0)

@@ -33,6 +33,7 @@
 #include "lib/stringinfo.h"
 #include "utils/memutils.h"
 
+#include "confimage.h"
 #include "dbgate.h"
 
 void

@@ -9,6 +9,12 @@
  *
  * Every hook calls the previous hook or the standard function.
  *
+ * The settings are defined here, their variables where they are used:
+ * dbgate.enabled, dbgate.max_budgets and dbgate.max_roles in shmem.c,
+ * dbgate.default_budget in classify.c.  This file is the top of dbgate:
+ * it wires the statement path (slot.c and below) and the configuration
+ * side (config.c, wal.c) into PostgreSQL, and nothing calls into it.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -29,17 +35,22 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 
+#include "budgets.h"
+#include "classify.h"
 #include "compat.h"
+#include "config.h"
 #include "dbgate.h"
 #include "memgrant.h"
+#include "mincost.h"
+#include "parallel.h"
+#include "planner.h"
+#include "shmem.h"
+#include "slot.h"
+#include "timeouts.h"
+#include "utility.h"
+#include "wal.h"
 
 DBGATE_MODULE_MAGIC("dbgate", "1.2");
-
-/* GUCs */
-bool		dbgate_enabled = true;
-int			dbgate_max_budgets = 64;
-int			dbgate_max_roles = 1024;
-char	   *dbgate_default_budget = NULL;
 
 /* saved hook values */
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
@@ -175,19 +186,6 @@ _PG_init(void)
 	RegisterSubXactCallback(dbgate_subxact_callback, NULL);
 }
 
-/*
- * SQL functions call this first.
- */
-void
-dbgate_check_loaded(void)
-{
-	if (dbgate_shared == NULL)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("dbgate must be loaded via shared_preload_libraries"),
-				 errhint("Add dbgate to shared_preload_libraries in postgresql.conf and restart the server.")));
-}
-
 static void
 dbgate_shmem_request_hook(void)
 {
@@ -201,7 +199,9 @@ dbgate_shmem_startup_hook(void)
 {
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
-	dbgate_shmem_init();
+	/* a new segment (server start, crash restart): the state file's budgets */
+	if (dbgate_shmem_init())
+		dbgate_install_initial();
 	/* once, here, so that no backend has a step left that could fail */
 	if (!IsUnderPostmaster)
 		dbgate_shared->wait_event_info = dbgate_queue_wait_event();

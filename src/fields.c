@@ -34,7 +34,7 @@
  *	  - the default of every field must be valid, so that an image written
  *		in an older format, or by an older SQL API, is complete.
  * What the values mean is said where they are used (admission.c and the
- * others named in dbgate.h).
+ * others named in src/README).
  *
  * Checks that concern more than one field: dbgate_conf_problem() (here)
  * for one budget, and config.c for the hierarchy of budgets.

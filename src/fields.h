@@ -13,6 +13,18 @@
 
 #include "dbgate.h"
 
+/* Longest duration accepted for a timeout, in milliseconds (as for GUCs). */
+#define DBGATE_MAX_TIMEOUT_MS	INT_MAX
+
+/* Largest parallel_workers accepted (max_parallel_workers' own maximum). */
+#define DBGATE_MAX_PARALLEL_WORKERS	1024
+
+/* Limits of the 1.2 fields. */
+#define DBGATE_MAX_WEIGHT			10000
+#define DBGATE_MIN_RATE				0.01
+#define DBGATE_MAX_RATE				1000000.0
+#define DBGATE_MAX_BURST			1000000
+
 /* How a field is given in SQL, kept in DbgateBudgetConf and stored. */
 typedef enum DbgateFieldKind
 {

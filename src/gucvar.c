@@ -4,7 +4,7 @@
  *	  A built-in integer setting tightened for a while (a statement's run,
  *	  the planning of a statement) without the GUC machinery.
  *
- * The budget's lock_timeout (limits.c) and parallel_workers cap
+ * The budget's lock_timeout (timeouts.c) and parallel_workers cap
  * (parallel.c) change what the server reads from the variable behind a
  * GUC (LockTimeout, max_parallel_workers_per_gather) for a bounded stretch
  * of work, and put the session's value back afterwards.  Setting the
@@ -55,7 +55,7 @@
 #include "utils/guc_tables.h"
 
 #include "compat.h"
-#include "dbgate.h"
+#include "gucvar.h"
 
 /* The role an override is marked with: see the file header. */
 #define OVERRIDE_SROLE	InvalidOid

@@ -77,7 +77,8 @@
 #include "nodes/plannodes.h"
 
 #include "compat.h"
-#include "memgrant.h"
+#include "memestimate.h"
+#include "plantree.h"
 
 /* Bytes a sorted or stored tuple costs beyond its width (a rough figure). */
 #define TUPLE_OVERHEAD	48
@@ -128,8 +129,12 @@ count_hash(Walk *w, double units, double need)
 		w->est->need_kb = need;
 }
 
-/* Walk subplan plan_id (1-based) where it is referenced. */
-static void
+/*
+ * Walk subplan plan_id (1-based) where it is referenced.  Out of line: a
+ * SubPlan is rare, and inlined here it would make the walk of every other
+ * node heavier.
+ */
+static pg_noinline void
 visit_subplan(Walk *w, int plan_id, double mult)
 {
 	Plan	   *plan;
@@ -373,39 +378,16 @@ count_srfs(List *tlist)
 	return n;
 }
 
-static void
-walk_plan(Walk *w, Plan *plan, double mult)
+/*
+ * Count what plan node 'plan' itself may hold (run 'mult' times at once;
+ * an Agg's ordered aggregates were found by the walk of its expressions,
+ * 'ew').  Returns the multiplier of its children: a Gather's run in every
+ * participant.
+ */
+static double
+count_node(Walk *w, Plan *plan, double mult, const ExprWalk *ew)
 {
-	ExprWalk	ew;
-	List	   *children;
-	Plan	   *subplan;
 	double		child_mult = mult;
-	ListCell   *lc;
-
-	if (plan == NULL)
-		return;
-	check_stack_depth();
-
-	/*
-	 * Expressions first: SubPlans, and an Agg's ordered aggregates.  A
-	 * statement without subplans has no SubPlan anywhere (each refers to
-	 * one of pstmt->subplans), so only an Agg's are looked at then.
-	 */
-	ew.w = w;
-	ew.mult = mult;
-	ew.in_agg = IsA(plan, Agg);
-	ew.ordered_aggs = 0;
-	if (w->pstmt->subplans != NIL || ew.in_agg)
-		walk_node_exprs(&ew, plan);
-
-	/* initplans run once per execution of the node they are attached to */
-	foreach(lc, plan->initPlan)
-	{
-		SubPlan    *sp = (SubPlan *) lfirst(lc);
-
-		if (IsA(sp, SubPlan))
-			visit_subplan(w, sp->plan_id, mult);
-	}
 
 	switch (nodeTag(plan))
 	{
@@ -424,7 +406,7 @@ walk_plan(Walk *w, Plan *plan, double mult)
 			count_work(w, mult * count_srfs(plan->targetlist), 0);
 			break;
 		case T_Agg:
-			count_agg(w, (Agg *) plan, mult, ew.ordered_aggs);
+			count_agg(w, (Agg *) plan, mult, ew->ordered_aggs);
 			break;
 		case T_Hash:
 		case T_Memoize:
@@ -465,6 +447,44 @@ walk_plan(Walk *w, Plan *plan, double mult)
 		default:
 			break;
 	}
+	return child_mult;
+}
+
+static void
+walk_plan(Walk *w, Plan *plan, double mult)
+{
+	ExprWalk	ew;
+	List	   *children;
+	Plan	   *subplan;
+	double		child_mult;
+	ListCell   *lc;
+
+	if (plan == NULL)
+		return;
+	check_stack_depth();
+
+	/*
+	 * Expressions first: SubPlans, and an Agg's ordered aggregates.  A
+	 * statement without subplans has no SubPlan anywhere (each refers to
+	 * one of pstmt->subplans), so only an Agg's are looked at then.
+	 */
+	ew.w = w;
+	ew.mult = mult;
+	ew.in_agg = IsA(plan, Agg);
+	ew.ordered_aggs = 0;
+	if (w->pstmt->subplans != NIL || ew.in_agg)
+		walk_node_exprs(&ew, plan);
+
+	/* initplans run once per execution of the node they are attached to */
+	foreach(lc, plan->initPlan)
+	{
+		SubPlan    *sp = (SubPlan *) lfirst(lc);
+
+		if (IsA(sp, SubPlan))
+			visit_subplan(w, sp->plan_id, mult);
+	}
+
+	child_mult = count_node(w, plan, mult, &ew);
 
 	children = dbgate_plan_children(plan, &subplan);
 	if (subplan != NULL)

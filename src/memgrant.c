@@ -78,7 +78,11 @@
 #include "utils/guc_tables.h"
 #include "utils/memutils.h"
 
+#include "admission.h"
 #include "compat.h"
+#include "dbgate.h"
+#include "gucvar.h"
+#include "memestimate.h"
 #include "memgrant.h"
 
 /* the largest grant counted (kB) */

@@ -1,57 +1,31 @@
 /*-------------------------------------------------------------------------
  *
  * memgrant.h
- *	  A budget's max_memory_mb and min_cost: declarations of memestimate.c,
- *	  memgrant.c, mincost.c and planner.c.
- *
- *	  memestimate.c	how much working memory a plan may use (units of
- *					work_mem)
- *	  memgrant.c	a statement's grant: the work_mem it runs with, the
- *					accounting in shared memory, the release
- *	  mincost.c		cheap read-only statements that are not gated
- *	  planner.c		the planner hook: the parallel_workers cap and
- *					planning so that a plan fits its slot's memory
+ *	  A budget's max_memory_mb: memory grants and the work_mem of a run
+ *	  (memgrant.c).
  *
  *-------------------------------------------------------------------------
  */
 #ifndef DBGATE_MEMGRANT_H
 #define DBGATE_MEMGRANT_H
 
-#include "postgres.h"
-
 #include "executor/execdesc.h"
-#include "nodes/plannodes.h"
 
 #include "dbgate.h"
+#include "gucvar.h"
 
 /* The smallest work_mem (kB) a grant lowers to: work_mem's own minimum. */
 #define DBGATE_MIN_WORK_MEM		64
 
-/* ----------
- * memestimate.c
- * ----------
+/*
+ * A stretch of work (ExecutorStart, ExecutorRun, ExecutorFinish) of a run
+ * with a memory grant.
  */
-typedef struct DbgateMemEstimate
+typedef struct DbgateMemStretch
 {
-	double		work_units;		/* places that may hold work_mem */
-	double		hash_units;		/* places that may hold hash_mem */
-	double		need_kb;		/* the largest planned need of one of them,
-								 * in kB of work_mem (rows x width) */
-} DbgateMemEstimate;
-
-extern void dbgate_mem_estimate(PlannedStmt *pstmt, DbgateMemEstimate *est);
-
-/* units such that the estimate at a work_mem of w kB is units * w kB */
-static inline double
-dbgate_mem_units(const DbgateMemEstimate *est)
-{
-	return est->work_units + est->hash_units * hash_mem_multiplier;
-}
-
-/* ----------
- * memgrant.c
- * ----------
- */
+	bool		entered;		/* counted in the stretch depth */
+	DbgateGucOverride wm;		/* work_mem lowered for the stretch */
+} DbgateMemStretch;
 
 /*
  * True while this backend holds a slot of a budget with max_memory_mb > 0
@@ -75,42 +49,5 @@ extern bool dbgate_memgrant_nested(void);
 extern double dbgate_memgrant_open_kb(void);
 extern void dbgate_memgrant_lower_work_mem(DbgateGucOverride *o, int kb,
 										   bool to_workers);
-
-/* ----------
- * mincost.c
- * ----------
- */
-extern int	dbgate_mincost_writer_depth;
-extern bool dbgate_mincost_bypass_slow(DbgateBudget *b, QueryDesc *queryDesc);
-
-/*
- * ExecutorStart, before admission, while the backend holds no slot: is the
- * statement a read cheaper than its budget's min_cost?  Then it is not
- * gated (and counted in 'bypassed').  Without min_cost: one field test of
- * the cached classification (which every configuration change renews);
- * the slow path reads the budget's min_cost itself.
- */
-static inline bool
-dbgate_mincost_bypass(const DbgateLookup *lk, QueryDesc *queryDesc)
-{
-	if (likely(!lk->min_cost))
-		return false;
-	return dbgate_mincost_bypass_slow(&dbgate_shared->budgets[lk->budget].d,
-									  queryDesc);
-}
-
-/* ProcessUtility: the commands whose query writes a table it creates. */
-static inline bool
-dbgate_mincost_writer_command(Node *parsetree)
-{
-	return IsA(parsetree, CreateTableAsStmt) ||
-		IsA(parsetree, RefreshMatViewStmt);
-}
-
-/* ----------
- * planner.c
- * ----------
- */
-extern void dbgate_planner_init(void);
 
 #endif							/* DBGATE_MEMGRANT_H */

@@ -89,8 +89,9 @@
 #include "utils/memutils.h"
 #include "utils/syscache.h"
 
-#include "compat.h"
-#include "memgrant.h"
+#include "dbgate.h"
+#include "mincost.h"
+#include "plantree.h"
 
 int			dbgate_mincost_writer_depth = 0;
 
@@ -279,20 +280,12 @@ expr_may_write(Node *node, void *context)
 #define EXPR_MAY_WRITE(expr)	expr_may_write((Node *) (expr), NULL)
 
 /*
- * Does an expression of the plan node (not of its children) call a
- * function that may write?  Every expression the executor may evaluate
- * for the node, as set_plan_refs() lists them; copies kept for EXPLAIN
- * only (runConditionOrig) are skipped, those used for rechecks are not.
- * An unknown node type counts as writing.
+ * node_may_write() for the expressions that a node of plan's type has
+ * besides its target list, qual and initplans.
  */
 static bool
-node_may_write(Plan *plan)
+node_type_may_write(Plan *plan)
 {
-	if (EXPR_MAY_WRITE(plan->targetlist) ||
-		EXPR_MAY_WRITE(plan->qual) ||
-		EXPR_MAY_WRITE(plan->initPlan))
-		return true;
-
 	switch (nodeTag(plan))
 	{
 		case T_SeqScan:
@@ -391,6 +384,23 @@ node_may_write(Plan *plan)
 			/* a node type this file does not know: fail closed */
 			return true;
 	}
+}
+
+/*
+ * Does an expression of the plan node (not of its children) call a
+ * function that may write?  Every expression the executor may evaluate
+ * for the node, as set_plan_refs() lists them; copies kept for EXPLAIN
+ * only (runConditionOrig) are skipped, those used for rechecks are not.
+ * An unknown node type counts as writing.
+ */
+static bool
+node_may_write(Plan *plan)
+{
+	if (EXPR_MAY_WRITE(plan->targetlist) ||
+		EXPR_MAY_WRITE(plan->qual) ||
+		EXPR_MAY_WRITE(plan->initPlan))
+		return true;
+	return node_type_may_write(plan);
 }
 
 /* Does the plan tree call a function that may write? */

@@ -71,8 +71,13 @@
 #include "utils/guc.h"
 #include "utils/guc_tables.h"
 
+#include "classify.h"
 #include "compat.h"
 #include "dbgate.h"
+#include "gucvar.h"
+#include "parallel.h"
+#include "plantree.h"
+#include "shmem.h"
 
 static struct config_generic *maintenance_rec = NULL;
 

@@ -72,9 +72,11 @@
 #include "storage/fd.h"
 #include "utils/memutils.h"
 
-#include "compat.h"
+#include "confimage.h"
 #include "dbgate.h"
 #include "fields.h"
+#include "persist.h"
+#include "shmem.h"
 
 #define STATE_MAGIC		0x44424754	/* "DBGT" */
 

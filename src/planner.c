@@ -50,8 +50,15 @@
 #include "utils/guc.h"
 #include "utils/guc_tables.h"
 
+#include "classify.h"
 #include "compat.h"
+#include "dbgate.h"
+#include "gucvar.h"
+#include "memestimate.h"
 #include "memgrant.h"
+#include "parallel.h"
+#include "planner.h"
+#include "shmem.h"
 
 static planner_hook_type prev_planner = NULL;
 static struct config_generic *workers_rec = NULL;

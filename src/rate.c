@@ -15,7 +15,7 @@
  * max(tat, t) - tau.
  *
  * A queued statement takes its token as of the time it was due, not of the
- * moment the grant step reaches it (admission.c's grant step; the "as of"
+ * moment the grant step reaches it (queue.c's grant step; the "as of"
  * time of dbgate_token_take_at): with a queue behind the bucket there is
  * no idle time to lose, and a rate of thousands per second would otherwise
  * fall short by the wake-up delays.  The tree's token waiter, for whom the
@@ -49,6 +49,7 @@
 #include <time.h>
 
 #include "dbgate.h"
+#include "rate.h"
 
 /* Nanoseconds of the monotonic clock (vDSO: no system call). */
 int64

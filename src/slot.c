@@ -8,7 +8,7 @@
  * and every change of it goes through slot_enter(), which also applies
  * what the change means outside this file: the backend's shared entry
  * (admission.c: ACTIVE, HELD or IDLE, since when), the budget's
- * idle_in_transaction_timeout (limits.c: armed while the slot is held and
+ * idle_in_transaction_timeout (timeouts.c: armed while the slot is held and
  * nothing runs) and, on the way to NONE, the return of the slot
  * (admission.c).  So "where does a slot change state" is answered by the
  * callers of slot_enter(), all in this file.
@@ -113,9 +113,16 @@
 #include "utils/memutils.h"
 #include "utils/portal.h"
 
+#include "admission.h"
+#include "classify.h"
 #include "compat.h"
 #include "dbgate.h"
 #include "memgrant.h"
+#include "mincost.h"
+#include "shmem.h"
+#include "slot.h"
+#include "timeouts.h"
+#include "waiting.h"
 
 typedef enum SlotState
 {
@@ -149,7 +156,7 @@ typedef struct SlotRef
 static SlotRef inline_refs[INLINE_REFS];
 static SlotRef *refs = inline_refs;
 static int	maxrefs = INLINE_REFS;
-int			dbgate_nrefs = 0;	/* see dbgate.h */
+int			dbgate_nrefs = 0;	/* see slot.h */
 static int	running_refs = 0;	/* refs with run_subid set */
 static char utility_key;
 static bool utility_running = false;

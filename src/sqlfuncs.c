@@ -34,9 +34,13 @@
 #include "utils/syscache.h"
 #include "utils/timestamp.h"
 
-#include "compat.h"
+#include "budgets.h"
+#include "config.h"
+#include "confimage.h"
 #include "dbgate.h"
 #include "fields.h"
+#include "queue.h"
+#include "shmem.h"
 
 PG_FUNCTION_INFO_V1(dbgate_create_budget);
 PG_FUNCTION_INFO_V1(dbgate_create_budget_1_1);

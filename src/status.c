@@ -18,8 +18,11 @@
 #include "utils/float.h"
 #include "utils/timestamp.h"
 
-#include "compat.h"
+#include "classify.h"
 #include "dbgate.h"
+#include "queue.h"
+#include "shmem.h"
+#include "waiting.h"
 
 PG_FUNCTION_INFO_V1(dbgate_budget_status);
 PG_FUNCTION_INFO_V1(dbgate_budget_status_1_1);

@@ -5,7 +5,7 @@
  *
  * In a budget with utility = true these commands of the budget's sessions
  * take a slot for the whole command, exactly like a query (admission,
- * queue, rejection with 53300; see admission.c, dbgate_utility_begin()):
+ * queue, rejection with 53300; see slot.c, dbgate_utility_begin()):
  *	  COPY ... FROM (COPY ... TO a file or the client runs no plan that
  *		takes time, and COPY (query) TO runs its query through the executor,
  *		which is gated anyway)
@@ -35,8 +35,7 @@
 #include "nodes/parsenodes.h"
 #include "tcop/utility.h"
 
-#include "compat.h"
-#include "dbgate.h"
+#include "utility.h"
 
 /* Does a REINDEX option list ask for CONCURRENTLY? */
 static bool

@@ -72,7 +72,8 @@
 #include "utils/portal.h"
 #include "utils/snapmgr.h"
 
-#include "dbgate.h"
+#include "utility.h"
+#include "waitsnap.h"
 
 /*
  * Before a queue wait: give up the statement's snapshot if it is the

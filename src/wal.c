@@ -202,9 +202,13 @@
 #include "storage/ipc.h"
 #include "utils/memutils.h"
 
+#include "budgets.h"
 #include "compat.h"
+#include "confimage.h"
 #include "dbgate.h"
 #include "fields.h"
+#include "persist.h"
+#include "wal.h"
 
 #define DBGATE_RMGR_ID			219
 

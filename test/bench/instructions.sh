@@ -168,6 +168,13 @@ EOS
 	done | sort -n | tail -1
 }
 
+# The callgrind file of the busiest process of the last run.
+busiest_cg() {
+	for c in "$WORK"/cg/cg.*; do
+		echo "$(grep -m1 '^summary:' "$c" | awk '{print $2}') $c"
+	done | sort -n | tail -1 | awk '{print $2}'
+}
+
 # Instructions per statement spent in dbgate's hooks, from the callgrind
 # file of the busiest process of the last run (N statements): the inclusive
 # cost of each hook minus that of the PostgreSQL function it wraps, plus the
@@ -175,11 +182,14 @@ EOS
 # function that an executor run or the planner prepares, inside the
 # wrapped functions).  Exact, unlike the difference of two runs, which
 # also carries PostgreSQL's own time-dependent work (statistics flushes).
+# callgrind_annotate lists the code of a hook that was inlined from a
+# header under that header's name: this count (in-hooks, as recorded since
+# 1.0) leaves it out, and so moves when an inline function moves from one
+# header to another, or the compiler's line table gives an instruction to
+# another file, with no change of the code.
 hook_cost() { # statements
 	local f
-	f=$(for c in "$WORK"/cg/cg.*; do
-		echo "$(grep -m1 '^summary:' "$c" | awk '{print $2}') $c"
-	done | sort -n | tail -1 | awk '{print $2}')
+	f=$(busiest_cg)
 	callgrind_annotate --inclusive=yes --auto=no --threshold=100 "$f" 2>/dev/null |
 		grep -v '=>' | awk -v n="$1" '
 		function num(s) { gsub(",", "", s); return s + 0 }
@@ -191,6 +201,39 @@ hook_cost() { # statements
 		/:dbgate_xact_callback /  { t += num($1) }
 		/:dbgate_object_access /  { t += num($1) }
 		END { printf "%d", t / n }'
+}
+
+# The same for the whole hooks: every instruction callgrind counted in their
+# functions, whichever file it was inlined from (read from the callgrind file
+# itself: names are compressed as "fn=(id) name" the first time, "fn=(id)"
+# after; a cost line is "position cost", the one after "calls=" the
+# inclusive cost of that call).  Compare this column when code moves
+# between files.
+hook_cost_whole() { # statements
+	awk -v n="$1" '
+		function fname(s,    id, rest) {
+			if (match(s, /^\([0-9]+\)/)) {
+				id = substr(s, 2, RLENGTH - 2)
+				rest = substr(s, RLENGTH + 1)
+				sub(/^ /, "", rest)
+				if (rest != "")
+					names[id] = rest
+				return names[id]
+			}
+			return s
+		}
+		/^fn=/ { cur = fname(substr($0, 4)); next }
+		/^cfn=/ { fname(substr($0, 5)); next }
+		/^calls=/ { next }
+		/^[0-9+*-]/ { if (cur != "") inc[cur] += $2; next }
+		END {
+			t = inc["dbgate_planner"] + inc["dbgate_ExecutorStart"] + inc["dbgate_ExecutorRun"]
+			t += inc["dbgate_ExecutorFinish"] + inc["dbgate_ExecutorEnd"] + inc["dbgate_xact_callback"]
+			t += inc["dbgate_object_access"]
+			t -= inc["standard_planner"] + inc["standard_ExecutorStart"] + inc["standard_ExecutorRun"]
+			t -= inc["standard_ExecutorFinish"] + inc["standard_ExecutorEnd"]
+			printf "%d", t / n
+		}' "$(busiest_cg)"
 }
 
 # Does the installed dbgate act on max_memory_mb / min_cost?  On a server
@@ -223,7 +266,7 @@ probe() { # memory | mincost
 }
 
 echo "protocol: $PROTOCOL, $N and $((3 * N)) statements per mode"
-printf '%-11s %14s %10s %9s %9s\n' mode instr/stmt added added% in-hooks
+printf '%-11s %14s %10s %9s %9s %9s\n' mode instr/stmt added added% in-hooks whole
 base=
 declare -A HOOKS
 pct() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (a - b) * 100 / b }'; }
@@ -238,14 +281,17 @@ for mode in "${MODES[@]}"; do
 	a=$(run_mode "$mode" "$N")
 	b=$(run_mode "$mode" $((3 * N)))
 	per=$(( (b - a) / (2 * N) ))
-	hooks=-
-	if [ "$mode" != notloaded ]; then hooks=$(hook_cost $((3 * N))); HOOKS[$mode]=$hooks; fi
+	hooks=- whole=-
+	if [ "$mode" != notloaded ]; then
+		hooks=$(hook_cost $((3 * N))); HOOKS[$mode]=$hooks
+		whole=$(hook_cost_whole $((3 * N)))
+	fi
 	if [ -z "$base" ] && [ "$mode" = notloaded ]; then base=$per; fi
 	if [ -n "$base" ]; then
-		printf '%-11s %14d %10d %8.2f%% %9s\n' "$mode" "$per" $((per - base)) \
-			"$(pct "$per" "$base")" "$hooks"
+		printf '%-11s %14d %10d %8.2f%% %9s %9s\n' "$mode" "$per" $((per - base)) \
+			"$(pct "$per" "$base")" "$hooks" "$whole"
 	else
-		printf '%-11s %14d %10s %9s %9s\n' "$mode" "$per" - - "$hooks"
+		printf '%-11s %14d %10s %9s %9s %9s\n' "$mode" "$per" - - "$hooks" "$whole"
 	fi
 done
 # every mode that has a budget against the plain budget: classification by

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * limits.c
+ * timeouts.c
  *	  A budget's statement_timeout and lock_timeout for admitted statements.
  *
  * Both limits only tighten: the effective value is the smaller non-zero one
@@ -36,7 +36,7 @@
  *
  * idle_in_transaction_timeout
  *	  While a slot is kept between statements of a transaction (see
- *	  admission.c) and the session waits for its client, the budget's
+ *	  slot.c) and the session waits for its client, the budget's
  *	  idle_in_transaction_timeout ends the session exactly as PostgreSQL's
  *	  own idle_in_transaction_session_timeout does (FATAL 25P03, through
  *	  ProcessInterrupts).  The gate arms a timer of its own when a statement
@@ -68,7 +68,8 @@
 #include "utils/timestamp.h"
 
 #include "compat.h"
-#include "dbgate.h"
+#include "gucvar.h"
+#include "timeouts.h"
 
 static struct config_generic *lock_timeout_rec = NULL;
 

@@ -1,0 +1,395 @@
+/*-------------------------------------------------------------------------
+ *
+ * admission_internals.h
+ *	  What the files of admission share among themselves: the per-backend
+ *	  entries and the state words of the budgets as they are read and
+ *	  written, and the functions each file gives the others.
+ *
+ * Only admission.c, waiting.c, queue.c, trees.c and lockgraph.c include
+ * this header (admission.c lists them and has the rules that all of them
+ * follow); the rest of dbgate uses admission.h, waiting.h and queue.h.
+ *
+ * The helpers below are static inline, as they were when these files
+ * were one: the statement path uses them (admission.c) and must compile
+ * to the same instructions.  The functions and variables the files share
+ * are hidden from outside the library (DBGATE_HIDDEN): they are reached
+ * directly, not through the library's PLT or GOT, as the static ones of
+ * one file are, so that a call from one file to another costs the
+ * statement path nothing more than it did.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DBGATE_ADMISSION_INTERNALS_H
+#define DBGATE_ADMISSION_INTERNALS_H
+
+#include "executor/execdesc.h"
+#include "storage/latch.h"
+
+#include "admission.h"
+#include "classify.h"
+#include "compat.h"
+#include "dbgate.h"
+
+#if defined(__GNUC__)
+#define DBGATE_HIDDEN __attribute__((visibility("hidden")))
+#else
+#define DBGATE_HIDDEN
+#endif
+
+/* This backend's entry and its proc number, once attached (queue.c) */
+extern DBGATE_HIDDEN DbgateProc *dbgate_my_proc;
+extern DBGATE_HIDDEN int dbgate_my_procno;
+
+/* ----------
+ * The shared entries
+ * ----------
+ */
+static inline DbgateProc *
+proc_entry(int procno)
+{
+	return &dbgate_shared->procs[procno].d;
+}
+
+static inline DbgateBudget *
+budget_entry(int idx)
+{
+	return &dbgate_shared->budgets[idx].d;
+}
+
+static inline uint64
+elapsed_us(TimestampTz from, TimestampTz to)
+{
+	return (to > from) ? (uint64) (to - from) : 0;
+}
+
+/* ----------
+ * Wake-ups
+ * ----------
+ */
+
+/*
+ * Latches to set once the tree lock is released.  Beyond the array they
+ * are set at once (many at a time only when a configuration change admits
+ * a crowd).
+ */
+#define WAKE_BATCH 16
+
+typedef struct Wakeups
+{
+	int			n;
+	int			procnos[WAKE_BATCH];
+} Wakeups;
+
+static inline void
+wake_later(Wakeups *w, int procno)
+{
+	if (procno == dbgate_my_procno)
+		return;
+	if (w->n < WAKE_BATCH)
+		w->procnos[w->n++] = procno;
+	else
+		SetLatch(&DBGATE_PROC_BY_NUMBER(procno)->procLatch);
+}
+
+static inline void
+wake_now(Wakeups *w)
+{
+	int			i;
+
+	for (i = 0; i < w->n; i++)
+		SetLatch(&DBGATE_PROC_BY_NUMBER(w->procnos[i])->procLatch);
+	w->n = 0;
+}
+
+/* ----------
+ * Chains and their limits
+ * ----------
+ */
+
+/* A chain with the limits of every level. */
+typedef struct ChainLimits
+{
+	DbgateChain c;
+	DbgateLimits lim[DBGATE_MAX_DEPTH];
+} ChainLimits;
+
+/* What chain_limits() found. */
+typedef enum ChainRead
+{
+	CHAIN_OK,
+	CHAIN_CHANGED,				/* a parent is no longer the budget named */
+	CHAIN_BROKEN				/* too long, or a parent out of range */
+} ChainRead;
+
+/*
+ * The chain of budget idx (incarnation inc, limits l already read) up to
+ * its root, with the limits of every level.  Without a lock the parents
+ * are read as they are now; a level that changed meanwhile shows in its
+ * tag when its slot is taken.  CHAIN_CHANGED if a parent is no longer the
+ * budget the child named; CHAIN_BROKEN for a chain longer than
+ * DBGATE_MAX_DEPTH (a budget on a cycle, or its own parent) or a parent
+ * index out of range: read without a lock, that may be a change of shape
+ * under way (levels of the old and the new trees mixed); under the tree
+ * lock it cannot be.
+ */
+static inline ChainRead
+chain_limits(int idx, uint32 inc, const DbgateLimits *l, ChainLimits *cl)
+{
+	int			n = 0;
+
+	cl->c.idx[0] = idx;
+	cl->c.inc[0] = inc;
+	cl->lim[0] = *l;
+	n = 1;
+	while (cl->lim[n - 1].parent >= 0)
+	{
+		int			p = cl->lim[n - 1].parent;
+		DbgateBudget *pb;
+
+		if (n >= DBGATE_MAX_DEPTH || p >= dbgate_shared->max_budgets)
+			return CHAIN_BROKEN;
+		pb = budget_entry(p);
+		cl->c.idx[n] = p;
+		cl->c.inc[n] = cl->lim[n - 1].parent_incarnation;
+		dbgate_read_limits(pb, &cl->lim[n]);
+		if (pb->incarnation != cl->c.inc[n])
+			return CHAIN_CHANGED;
+		n++;
+	}
+	cl->c.n = n;
+	return CHAIN_OK;
+}
+
+/* ----------
+ * State words (the tag, active and queued of dbgate.h)
+ * ----------
+ */
+
+static inline void
+note_peak_active(DbgateBudget *b, uint32 active)
+{
+	uint32		peak = pg_atomic_read_u32(&b->peak_active);
+
+	while (active > peak &&
+		   !pg_atomic_compare_exchange_u32(&b->peak_active, &peak, active))
+		;
+}
+
+/*
+ * Take a slot of budget b (its word tagged 'tag') if there is room: with
+ * 'check' active must be below max_active, with 'empty' nobody may be
+ * queued.  Returns 1 when taken (*before: active before), 0 when there was
+ * no room, -1 when the word carries another tag (the budget was dropped).
+ */
+static inline int
+level_take(DbgateBudget *b, uint32 tag, int32 max_active, bool check,
+		   bool empty, uint32 *before)
+{
+	uint64		old = pg_atomic_read_u64(&b->state);
+
+	for (;;)
+	{
+		uint32		active = dbgate_st_active(old);
+
+		if (dbgate_st_tag(old) != tag)
+			return -1;
+		if ((check && active >= (uint32) max_active) ||
+			(empty && dbgate_st_queued(old) != 0) ||
+			active >= DBGATE_ST_MASK)
+			return 0;
+		if (pg_atomic_compare_exchange_u64(&b->state, &old,
+										   old + DBGATE_ST_ONE_ACTIVE))
+		{
+			*before = active;
+			return 1;
+		}
+	}
+}
+
+/*
+ * Return a slot of b without the lock if nobody is queued in its subtree.
+ * Returns false when somebody is (the tree lock is needed); true when done
+ * or when the budget was dropped (nothing to return).
+ */
+static inline bool
+level_return_fast(DbgateBudget *b, uint32 tag)
+{
+	uint64		old = pg_atomic_read_u64(&b->state);
+
+	for (;;)
+	{
+		if (dbgate_st_tag(old) != tag)
+			return true;
+		if (dbgate_st_queued(old) != 0)
+			return false;
+		if (pg_atomic_compare_exchange_u64(&b->state, &old,
+										   old - DBGATE_ST_ONE_ACTIVE))
+			return true;
+	}
+}
+
+/*
+ * Add 'dactive' and 'dqueued' to b's word if it carries 'tag'.  Under the
+ * tree lock.  Returns false if the tag differs.
+ */
+static inline bool
+level_add(DbgateBudget *b, uint32 tag, int dactive, int dqueued)
+{
+	uint64		old = pg_atomic_read_u64(&b->state);
+
+	for (;;)
+	{
+		uint64		new = old;
+
+		if (dbgate_st_tag(old) != tag)
+			return false;
+		if (dactive > 0)
+			new += DBGATE_ST_ONE_ACTIVE;
+		else if (dactive < 0 && dbgate_st_active(old) > 0)
+			new -= DBGATE_ST_ONE_ACTIVE;
+		if (dqueued > 0)
+			new += DBGATE_ST_ONE_QUEUED;
+		else if (dqueued < 0 && dbgate_st_queued(old) > 0)
+			new -= DBGATE_ST_ONE_QUEUED;
+		if (pg_atomic_compare_exchange_u64(&b->state, &old, new))
+			return true;
+	}
+}
+
+/* ----------
+ * The tree lock (queue.c takes it) and granting
+ * ----------
+ */
+static inline void
+unlock_tree(int root)
+{
+	LWLockRelease(dbgate_budget_lock(root));
+}
+
+/* Hand a slot to procno, whose counts the caller moved to 'active'. */
+static inline void
+mark_granted(DbgateProc *p, TimestampTz now)
+{
+	p->state_since = now;
+	pg_write_barrier();			/* the waiter reads 'granted' without the lock */
+	p->granted = true;
+}
+
+/* ----------
+ * A slot taken at once (admission.c, waiting.c)
+ * ----------
+ */
+
+/*
+ * Our entry 'me' (dbgate_my_proc, read once by the caller: a global that
+ * the compiler cannot tell apart from the entry's fields would be read
+ * again after every store) shows what we hold or wait for (the state: the
+ * caller's).
+ */
+static inline void
+show_me(DbgateProc *me, const DbgateLookup *lk, TimestampTz now)
+{
+	me->budget = lk->budget;
+	me->incarnation = lk->incarnation;
+	me->roleid = lk->user;
+	me->rule = (uint8) lk->rule;
+	me->via = lk->via;
+	me->state_since = now;
+}
+
+/*
+ * Took the slots of chain a->chain at once: counted at the leaf, and our
+ * entry shows them.  (The fields of an entry that only matter while it is
+ * queued are left from its last wait.)
+ */
+static inline void
+publish_slot(const DbgateLookup *lk, TimestampTz now, DbgateAdmission *a,
+			 bool single)
+{
+	DbgateProc *me = dbgate_my_proc;
+
+	pg_atomic_fetch_add_u64(&budget_entry(lk->budget)->admitted, 1);
+	show_me(me, lk, now);
+	if (single)
+	{
+		/* the same as the copy below, in fewer instructions */
+		me->chain.n = 1;
+		me->chain.idx[0] = lk->budget;
+		me->chain.inc[0] = lk->incarnation;
+	}
+	else
+		me->chain = a->chain;
+	pg_write_barrier();
+	me->state = DBGATE_PROC_ACTIVE;
+	a->since = now;
+}
+
+/* Took the slots of cl at once (the slow and the shadow ways). */
+static inline void
+admitted_now(const DbgateLookup *lk, const ChainLimits *cl, TimestampTz now,
+			 DbgateAdmission *a)
+{
+	a->chain = cl->c;
+	if (&a->lim != &cl->lim[0])
+		a->lim = cl->lim[0];
+	publish_slot(lk, now, a, false);
+}
+
+/* ----------
+ * The functions that the files give each other
+ * ----------
+ */
+
+/* A candidate of the grant step (trees.c chooses it, queue.c grants it). */
+typedef struct Pick
+{
+	int			procno;			/* -1: none */
+	TimestampTz since;			/* its arrival, for ties */
+	bool		overdue;
+	int64		due_ns;			/* for a token waiter: when it is due */
+	int8		token_level;	/* for a token waiter: the level lacking one */
+} Pick;
+
+/* ----------
+ * queue.c: the tree lock, the queue lists, granting, returning a slot
+ * ----------
+ */
+extern DBGATE_HIDDEN int dbgate_lock_tree(int idx);
+extern DBGATE_HIDDEN void dbgate_list_append(DbgateBudget *b, int procno);
+extern DBGATE_HIDDEN void dbgate_list_unlink(DbgateBudget *b, int procno);
+extern DBGATE_HIDDEN void dbgate_queue_remove(int procno);
+extern DBGATE_HIDDEN bool dbgate_promote(int procno, bool beyond,
+										 int64 now_ns, int64 asof_ns);
+extern DBGATE_HIDDEN void dbgate_grant_tree(int root, TimestampTz now,
+											Wakeups *w);
+extern DBGATE_HIDDEN void dbgate_admission_release(const DbgateChain *c,
+												   TimestampTz admitted_at);
+
+/* ----------
+ * trees.c: what shadow levels count, the choice of a waiter
+ * ----------
+ */
+extern DBGATE_HIDDEN void dbgate_count_shadow(const ChainLimits *cl,
+											  const uint32 *before,
+											  uint32 lacked);
+extern DBGATE_HIDDEN bool dbgate_select_tree(int root, TimestampTz now,
+											 int64 now_ns, Pick *pick,
+											 Pick *blocked);
+
+/* ----------
+ * waiting.c: no room at once
+ * ----------
+ */
+extern DBGATE_HIDDEN DbgateAdmit dbgate_admit_slow(const DbgateLookup *lk,
+												   bool utility,
+												   QueryDesc *queryDesc,
+												   TimestampTz now,
+												   DbgateAdmission *a);
+
+/* ----------
+ * lockgraph.c: the lock-holder check of a queued backend's tree
+ * ----------
+ */
+extern DBGATE_HIDDEN void dbgate_lockgraph_check(int idx, TimestampTz now);
+
+#endif							/* DBGATE_ADMISSION_INTERNALS_H */

@@ -1,0 +1,81 @@
+/*-------------------------------------------------------------------------
+ *
+ * confimage.h
+ *	  Configuration images: backend-local copies of a whole configuration
+ *	  (confimage.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DBGATE_CONFIMAGE_H
+#define DBGATE_CONFIMAGE_H
+
+#include "dbgate.h"
+
+/* One role assignment of a configuration image. */
+typedef struct DbgateRoleConf
+{
+	Oid			roleid;
+	char		budget[NAMEDATALEN];
+} DbgateRoleConf;
+
+/* One database assignment of a configuration image. */
+typedef struct DbgateDbConf
+{
+	Oid			dbid;
+	char		budget[NAMEDATALEN];
+} DbgateDbConf;
+
+/*
+ * A hash index of an image's role or database assignments by OID: built
+ * when first needed, kept up to date by the image functions.  slots ==
+ * NULL: none.
+ */
+typedef struct DbgateOidIndex
+{
+	int32	   *slots;			/* array position + 1; 0 = empty */
+	uint32		mask;			/* number of slots - 1 */
+} DbgateOidIndex;
+
+/*
+ * A complete configuration (backend-local): what the state file holds and
+ * what a committing transaction installs into shared memory.  The arrays
+ * are changed only through the image functions below once assignments
+ * have been looked up (the indexes follow them).
+ */
+typedef struct DbgateConfig
+{
+	int			nbudgets;
+	int			maxbudgets;
+	DbgateBudgetConf *budgets;
+	int			nroles;
+	int			maxroles;
+	DbgateRoleConf *roles;
+	int			ndbs;
+	int			maxdbs;
+	DbgateDbConf *dbs;
+	DbgateOidIndex role_index;
+	DbgateOidIndex db_index;
+} DbgateConfig;
+
+extern void dbgate_image_init(DbgateConfig *config);
+extern void dbgate_image_alloc(DbgateConfig *config, int nbudgets, int nroles,
+							   int ndbs);
+extern void dbgate_image_copy(DbgateConfig *dst, const DbgateConfig *src);
+extern void dbgate_image_free(DbgateConfig *config);
+extern int	dbgate_image_find_budget(const DbgateConfig *config, const char *name);
+extern int	dbgate_image_find_role(const DbgateConfig *config, Oid roleid);
+extern int	dbgate_image_find_db(const DbgateConfig *config, Oid dbid);
+extern void dbgate_image_add_budget(DbgateConfig *config,
+									const DbgateBudgetConf *conf);
+extern void dbgate_image_remove_budget(DbgateConfig *config, int i);
+extern void dbgate_image_add_role(DbgateConfig *config, Oid roleid,
+								  const char *budget);
+extern void dbgate_image_remove_role(DbgateConfig *config, int i);
+extern void dbgate_image_add_db(DbgateConfig *config, Oid dbid,
+								const char *budget);
+extern void dbgate_image_remove_db(DbgateConfig *config, int i);
+extern int *dbgate_image_tree_order(const DbgateConfig *config);
+extern bool dbgate_image_fit(DbgateConfig *config, int max_budgets,
+							 int max_roles, const char *what, const char *hint);
+
+#endif							/* DBGATE_CONFIMAGE_H */

@@ -1,0 +1,800 @@
+/*-------------------------------------------------------------------------
+ *
+ * queue.c
+ *	  The queues of a tree of budgets: the tree lock, the queue lists, the
+ *	  grant step and the release of a slot that somebody waits for; what a
+ *	  configuration install does to the queues, and what the views read of
+ *	  them.
+ *
+ * One of the admission files (admission.c lists them and has the rules
+ * that all of them follow).
+ *
+ * Locking
+ * -------
+ * The lock of a tree is the lock of its root (dbgate.h): it protects every
+ * queue of the tree (the lists, the 'queued' counts, the token waiter), the
+ * statistics that are not atomics and the entries of the tree's queued
+ * backends.  dbgate_lock_tree() finds the root and locks it: the shape of
+ * the trees changes only while every budget lock is held, so once the
+ * root's lock is ours the root we looked up is still the root.  Every
+ * function here that reads or changes a queue expects the tree lock held,
+ * or every budget lock (an install that changes the shape of the trees:
+ * budgets.c), and says so; the views take the tree lock themselves, with
+ * config_lock held shared by their caller so that the budget keeps its
+ * identity.  Never two tree locks at once.
+ *
+ * Who gets a slot (the grant step, dbgate_grant_tree())
+ * -----------------------------------------------------
+ * Under the tree lock, whenever a slot may have become usable (a release
+ * with waiters, a waiter that joins or leaves, a raised limit, a token
+ * that came due), the tree selects a waiter and gives it a slot at every
+ * level, as long as there is one.  Which waiter -- shares among children,
+ * the queue order, the tokens of levels with a rate, the tree's token
+ * waiter -- is trees.c's choice.  The waiter so chosen in a fair budget
+ * is granted at once: its counts move from 'queued' to 'active' at every
+ * level, its entry is marked granted (last, after a write barrier, so
+ * that it can act without the lock) and its latch is set once the lock is
+ * released.  In a non-fair budget the chosen waiter is only woken: it
+ * takes the slot itself if it is still free when it runs (a newcomer may
+ * take it first), and then goes on granting, so that no free slot stays
+ * unused.
+ *
+ * Returning a slot
+ * ----------------
+ * A level with nobody queued in its subtree takes its slot back by one
+ * compare-and-swap, without a lock (the statement path of a release); a
+ * level with waiters is returned under its tree's lock, and the grant step
+ * hands the slot on.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <limits.h>
+
+#include "storage/latch.h"
+#include "utils/timestamp.h"
+
+#include "admission_internals.h"
+#include "compat.h"
+#include "dbgate.h"
+#include "queue.h"
+#include "rate.h"
+
+/* This backend's entry, once it is attached (admission.c) */
+DbgateProc *dbgate_my_proc = NULL;
+int			dbgate_my_procno = -1;
+
+/* ----------
+ * The tree lock
+ * ----------
+ */
+
+/*
+ * Lock the tree that budget idx belongs to and return its root.  The shape
+ * of the trees only changes while every budget lock is held, so once the
+ * root's lock is ours the root we looked up is still the root.
+ */
+int
+dbgate_lock_tree(int idx)
+{
+	DbgateBudget *b = budget_entry(idx);
+
+	for (;;)
+	{
+		int			root = b->root;
+
+		if (root < 0 || root >= dbgate_shared->max_budgets)
+			root = idx;
+		LWLockAcquire(dbgate_budget_lock(root), LW_EXCLUSIVE);
+		if (b->root == root || (b->root < 0 && root == idx))
+			return root;
+		LWLockRelease(dbgate_budget_lock(root));
+	}
+}
+
+/* The tree lock, for the configuration install and the views (queue.h). */
+int
+dbgate_admission_lock_tree(int idx)
+{
+	return dbgate_lock_tree(idx);
+}
+
+/* ----------
+ * The queue lists.  Caller holds the tree lock and changes the 'queued'
+ * counts along with the list.
+ * ----------
+ */
+void
+dbgate_list_append(DbgateBudget *b, int procno)
+{
+	DbgateProc *p = proc_entry(procno);
+
+	p->next = -1;
+	p->prev = b->queue_tail;
+	if (b->queue_tail >= 0)
+		proc_entry(b->queue_tail)->next = procno;
+	else
+		b->queue_head = procno;
+	b->queue_tail = procno;
+}
+
+void
+dbgate_list_unlink(DbgateBudget *b, int procno)
+{
+	DbgateProc *p = proc_entry(procno);
+
+	if (p->prev >= 0)
+		proc_entry(p->prev)->next = p->next;
+	else
+		b->queue_head = p->next;
+	if (p->next >= 0)
+		proc_entry(p->next)->prev = p->prev;
+	else
+		b->queue_tail = p->prev;
+	p->prev = p->next = -1;
+}
+
+/* Unlink a waiter and take it out of 'queued' at its levels. */
+void
+dbgate_queue_remove(int procno)
+{
+	DbgateProc *p = proc_entry(procno);
+	int			i;
+
+	dbgate_list_unlink(budget_entry(p->budget), procno);
+	for (i = 0; i < p->chain.n; i++)
+		(void) level_add(budget_entry(p->chain.idx[i]),
+						 dbgate_tag_of(p->chain.inc[i]), 0, -1);
+}
+
+/* ----------
+ * Granting
+ * ----------
+ */
+
+/*
+ * Give the queued procno a slot at every level of its chain, and a token
+ * where a level has a rate (one there at now_ns, taken as of asof_ns: see
+ * rate.c); 'beyond' (lock holders)
+ * ignores every limit and takes no token.  Caller holds the tree lock.  Returns false when a level
+ * had no room or no token after all (a newcomer took it without the lock,
+ * or a budget changed): nothing is then changed.
+ */
+bool
+dbgate_promote(int procno, bool beyond, int64 now_ns, int64 asof_ns)
+{
+	DbgateProc *p = proc_entry(procno);
+	DbgateLimits lim[DBGATE_MAX_DEPTH];
+	uint32		before[DBGATE_MAX_DEPTH];
+	int			n = p->chain.n;
+	int			i;
+	int			t;
+
+	for (i = 0; i < n; i++)
+	{
+		DbgateBudget *b = budget_entry(p->chain.idx[i]);
+		uint32		tag = dbgate_tag_of(p->chain.inc[i]);
+		uint64		old = pg_atomic_read_u64(&b->state);
+		bool		ok = false;
+
+		dbgate_read_limits(b, &lim[i]);
+		for (;;)
+		{
+			uint32		active = dbgate_st_active(old);
+
+			if (dbgate_st_tag(old) != tag)
+			{
+				ok = true;		/* a dropped level: nothing to take */
+				before[i] = UINT32_MAX;
+				break;
+			}
+			if (!beyond && lim[i].enforce && active >= (uint32) lim[i].max_active)
+				break;
+			if (pg_atomic_compare_exchange_u64(&b->state, &old,
+											   old + DBGATE_ST_ONE_ACTIVE -
+											   (dbgate_st_queued(old) > 0 ?
+												DBGATE_ST_ONE_QUEUED : 0)))
+			{
+				ok = true;
+				before[i] = active;
+				break;
+			}
+		}
+		if (!ok)
+			goto undo;
+	}
+
+	if (!beyond)
+	{
+		uint32		lacked = 0; /* shadow levels without a token due */
+
+		for (t = 0; t < n; t++)
+		{
+			DbgateBudget *b = budget_entry(p->chain.idx[t]);
+
+			if (!lim[t].rate || before[t] == UINT32_MAX)
+				continue;
+			if (dbgate_token_take_at(b, now_ns, asof_ns, !lim[t].enforce) != 0)
+			{
+				if (!lim[t].enforce)
+					lacked |= 1 << t;
+				else
+				{
+					/* give back the tokens (shadow levels' too), the slots */
+					while (--t >= 0)
+					{
+						if (lim[t].rate && before[t] != UINT32_MAX)
+							dbgate_token_return(budget_entry(p->chain.idx[t]));
+					}
+					goto undo;
+				}
+			}
+		}
+		for (t = 0; lacked != 0 && t < n; t++)
+		{
+			DbgateBudget *b = budget_entry(p->chain.idx[t]);
+
+			if (lacked & (1 << t))
+				pg_atomic_fetch_add_u64(&b->would_queue, 1);
+		}
+	}
+
+	for (i = 0; i < n; i++)
+	{
+		if (before[i] != UINT32_MAX)
+			note_peak_active(budget_entry(p->chain.idx[i]), before[i] + 1);
+	}
+	return true;
+
+undo:
+	while (--i >= 0)
+	{
+		if (before[i] != UINT32_MAX)
+			(void) level_add(budget_entry(p->chain.idx[i]),
+							 dbgate_tag_of(p->chain.inc[i]), -1, 1);
+	}
+	return false;
+}
+
+/*
+ * The grant step of a tree (see the file header).  Caller holds the tree
+ * lock.  Cannot fail.
+ */
+void
+dbgate_grant_tree(int root, TimestampTz now, Wakeups *w)
+{
+	DbgateBudget *r = budget_entry(root);
+	int64		now_ns = 0;
+	int64		asof_ns;
+	int			races = 0;
+
+	for (;;)
+	{
+		Pick		pick,
+					blocked;
+		DbgateProc *p;
+
+		if (now_ns == 0)
+			now_ns = dbgate_now_ns();
+		if (!dbgate_select_tree(root, now, now_ns, &pick, &blocked))
+		{
+			/* wait for a token, or for nothing */
+			if (blocked.procno >= 0)
+			{
+				DbgateProc *bp = proc_entry(blocked.procno);
+
+				bp->token_levels |= (uint8) (1 << blocked.token_level);
+				if (r->token_waiter != blocked.procno ||
+					r->token_due_ns != blocked.due_ns)
+				{
+					r->token_waiter = blocked.procno;
+					r->token_due_ns = blocked.due_ns;
+					wake_later(w, blocked.procno);
+				}
+			}
+			else
+				r->token_waiter = -1;
+			return;
+		}
+
+		p = proc_entry(pick.procno);
+		if (!budget_entry(p->budget)->lim.fair && pick.procno != dbgate_my_procno)
+		{
+			/* non-fair: the chosen waiter takes the slot itself if still free */
+			wake_later(w, pick.procno);
+			return;
+		}
+		/*
+		 * A queued statement takes its token as of the time it was due: it
+		 * was waiting all along, so the time a wake-up took is no idle time
+		 * of the bucket.  The tree's token waiter, however late it woke;
+		 * the others granted in the same step, up to
+		 * DBGATE_TOKEN_CATCHUP_NS back (rate.c).  Otherwise every wake-up's
+		 * delay would be lost, and a busy budget would fall short of its
+		 * rate (the more, the higher the rate).
+		 */
+		asof_ns = now_ns - DBGATE_TOKEN_CATCHUP_NS;
+		if (pick.procno == r->token_waiter && r->token_due_ns != 0 &&
+			r->token_due_ns < asof_ns)
+			asof_ns = r->token_due_ns;
+		if (!dbgate_promote(pick.procno, false, now_ns, asof_ns))
+		{
+			/* taken meanwhile: choose again (bounded by the newcomers) */
+			if (++races > 1000)
+				return;
+			continue;
+		}
+		dbgate_list_unlink(budget_entry(p->budget), pick.procno);
+		p->overdue = pick.overdue;
+		if (r->token_waiter == pick.procno)
+			r->token_waiter = -1;
+		mark_granted(p, now);
+		wake_later(w, pick.procno);
+	}
+}
+
+/* ----------
+ * Returning a slot
+ * ----------
+ */
+
+/*
+ * The levels of c from 'from' on, level 'from' having waiters: each level
+ * with nobody queued takes its slot back by one compare-and-swap, the
+ * others are returned under their trees' locks.
+ */
+static pg_noinline void
+release_slow(const DbgateChain *c, int from)
+{
+	bool		done[DBGATE_MAX_DEPTH];
+	int			i;
+	int			j;
+
+	done[from] = false;
+	for (i = from + 1; i < c->n; i++)
+	{
+		done[i] = level_return_fast(budget_entry(c->idx[i]),
+									dbgate_tag_of(c->inc[i]));
+	}
+
+	for (i = from; i < c->n; i++)
+	{
+		Wakeups		w;
+		int			root;
+
+		if (done[i])
+			continue;
+		/* somebody waits: return it, and the other levels of that tree */
+		w.n = 0;
+		root = dbgate_lock_tree(c->idx[i]);
+		for (j = i; j < c->n; j++)
+		{
+			DbgateBudget *lb = budget_entry(c->idx[j]);
+
+			if (done[j] || lb->root != root)
+				continue;
+			(void) level_add(lb, dbgate_tag_of(c->inc[j]), -1, 0);
+			done[j] = true;
+		}
+		dbgate_grant_tree(root, GetCurrentTimestamp(), &w);
+		unlock_tree(root);
+		wake_now(&w);
+	}
+}
+
+/* The levels of c with nobody queued by one compare-and-swap each. */
+static pg_noinline void
+release_chain(const DbgateChain *c)
+{
+	int			i;
+
+	for (i = 0; i < c->n; i++)
+	{
+		if (!level_return_fast(budget_entry(c->idx[i]),
+							   dbgate_tag_of(c->inc[i])))
+		{
+			release_slow(c, i);
+			return;
+		}
+	}
+}
+
+/*
+ * Return a slot at every level of chain c (taken at 'admitted_at', for the
+ * budget's active_time_total; 0 for none).  Fast: levels with nobody queued
+ * take it back by one compare-and-swap each.  A level with waiters is
+ * returned under its tree's lock, and the tree's grant step hands the slot
+ * on.
+ */
+void
+dbgate_admission_release(const DbgateChain *c, TimestampTz admitted_at)
+{
+	if (admitted_at != 0 && c->n > 0)
+	{
+		DbgateBudget *leaf = budget_entry(c->idx[0]);
+
+		if (dbgate_st_tag(pg_atomic_read_u64(&leaf->state)) ==
+			dbgate_tag_of(c->inc[0]))
+			pg_atomic_fetch_add_u64(&leaf->active_time_total_us,
+									elapsed_us(admitted_at,
+											   GetCurrentTimestamp()));
+	}
+
+	/* a budget without parent and nobody queued: one compare-and-swap */
+	if (likely(c->n == 1) &&
+		level_return_fast(budget_entry(c->idx[0]), dbgate_tag_of(c->inc[0])))
+		return;
+	release_chain(c);
+}
+
+/* ----------
+ * For the configuration install (budgets.c)
+ * ----------
+ */
+
+/*
+ * A budget entry starts serving a budget: an empty queue and a full token
+ * bucket.  Caller holds the budget's tree lock (or every lock, or is alone
+ * at start-up) and installs the limits next.
+ */
+void
+dbgate_admission_budget_created(DbgateBudget *b)
+{
+	b->queue_head = -1;
+	b->queue_tail = -1;
+	b->token_waiter = -1;
+	b->token_due_ns = 0;
+	pg_atomic_write_u64(&b->lock_check_due, 0);
+	/* grants of a dropped budget that used the entry are not released here */
+	pg_atomic_write_u64(&b->memory_kb_active, 0);
+	dbgate_token_fill(b);
+}
+
+/*
+ * Install the configuration 'conf' (with its parent resolved to an entry)
+ * as b's limits.  A change of the rate or of 'enforce' fills the token
+ * bucket.  Caller holds the budget's tree lock, or every budget lock.
+ */
+void
+dbgate_admission_set_limits(DbgateBudget *b, const DbgateBudgetConf *conf,
+							int parent, uint32 parent_incarnation)
+{
+	DbgateLimits l;
+	DbgateQueueLimits q;
+
+	memset(&l, 0, sizeof(l));
+	memset(&q, 0, sizeof(q));
+	l.max_active = conf->max_active;
+	l.max_queued = conf->max_queued;
+	l.queue_timeout_ms = conf->queue_timeout_ms;
+	l.statement_timeout_ms = conf->statement_timeout_ms;
+	l.lock_timeout_ms = conf->lock_timeout_ms;
+	l.idle_timeout_ms = conf->idle_timeout_ms;
+	l.parent = parent;
+	l.parent_incarnation = parent_incarnation;
+	l.max_memory_mb = conf->max_memory_mb;
+	l.scope = conf->scope;
+	l.fair = conf->fair;
+	l.enforce = conf->enforce;
+	l.utility = conf->utility;
+	l.lifo = (conf->queue_order == DBGATE_ORDER_LIFO);
+	l.rate = (conf->max_rate > 0);
+	l.min_cost = conf->min_cost;
+	q.overtake_ms = conf->overtake_limit_ms;
+	q.weight = Max(conf->weight, 1);
+	if (l.rate)
+	{
+		double		interval = 1e9 / conf->max_rate;
+
+		q.rate_interval_ns = (int64) Max(interval, 1.0);
+		q.rate_tolerance_ns = (int64) (Max(conf->rate_burst, 1) - 1) *
+			q.rate_interval_ns;
+	}
+
+	if (b->conf.max_rate != conf->max_rate ||
+		b->conf.rate_burst != conf->rate_burst ||
+		b->conf.enforce != conf->enforce)
+		dbgate_token_fill(b);
+
+	pg_atomic_fetch_add_u32(&b->conf_seq, 1);	/* odd: writing (a barrier) */
+	b->conf = *conf;
+	b->lim = l;
+	b->qlim = q;
+	pg_atomic_fetch_add_u32(&b->conf_seq, 1);	/* even again (a barrier) */
+}
+
+/*
+ * Let the waiters of budget b go on ungated: it was dropped, or it has
+ * children now.  Their 'queued' counts are the caller's (the entry is
+ * reset, or every count is recomputed).  Caller holds the tree lock or
+ * every budget lock.
+ */
+void
+dbgate_admission_release_waiters(DbgateBudget *b)
+{
+	while (b->queue_head >= 0)
+	{
+		int			procno = b->queue_head;
+		DbgateProc *p = proc_entry(procno);
+
+		b->queue_head = p->next;
+		p->prev = p->next = -1;
+		p->released = true;
+		SetLatch(&DBGATE_PROC_BY_NUMBER(procno)->procLatch);
+	}
+	b->queue_tail = -1;
+}
+
+/*
+ * The positions in chain 'to' of the levels of chain 'from' whose bits are
+ * set in 'levels' (a waiter's token_levels: bit k for the k-th level from
+ * the leaf).  A level that is not in 'to' is forgotten: a token it lacked
+ * held back no admission under the new chain.
+ */
+static uint8
+remap_levels(const DbgateChain *from, const DbgateChain *to, uint8 levels)
+{
+	uint8		out = 0;
+	int			k;
+	int			j;
+
+	for (k = 0; k < from->n; k++)
+	{
+		if (!(levels & (1 << k)))
+			continue;
+		for (j = 0; j < to->n; j++)
+		{
+			if (to->idx[j] == from->idx[k] && to->inc[j] == from->inc[k])
+				out |= (uint8) (1 << j);
+		}
+	}
+	return out;
+}
+
+/*
+ * After the shape of the trees changed (every budget lock held): count
+ * every waiter in 'queued' at the levels of its budget's chain as it is
+ * now, and remember those levels in its entry (and which of them it waited
+ * for a token of: rate_limited is counted at those levels).
+ */
+void
+dbgate_admission_recount_queued(void)
+{
+	DbgateShared *sh = dbgate_shared;
+	int			i;
+
+	for (i = 0; i < sh->max_budgets; i++)
+	{
+		DbgateBudget *b = budget_entry(i);
+		uint64		old = pg_atomic_read_u64(&b->state);
+
+		if (!b->in_use)
+			continue;
+		while (!pg_atomic_compare_exchange_u64(&b->state, &old,
+											   old & ~(uint64) DBGATE_ST_MASK))
+			;
+		b->token_waiter = -1;
+	}
+	for (i = 0; i < sh->max_budgets; i++)
+	{
+		DbgateBudget *b = budget_entry(i);
+		int			p;
+
+		if (!b->in_use)
+			continue;
+		for (p = b->queue_head; p >= 0; p = proc_entry(p)->next)
+		{
+			DbgateProc *e = proc_entry(p);
+			DbgateChain before = e->chain;
+			int			idx = i;
+			int			n = 0;
+
+			while (idx >= 0 && n < DBGATE_MAX_DEPTH)
+			{
+				DbgateBudget *lb = budget_entry(idx);
+
+				e->chain.idx[n] = idx;
+				e->chain.inc[n] = lb->incarnation;
+				pg_atomic_fetch_add_u64(&lb->state, DBGATE_ST_ONE_QUEUED);
+				n++;
+				idx = lb->lim.parent;
+			}
+			e->chain.n = n;
+			e->token_levels = remap_levels(&before, &e->chain, e->token_levels);
+		}
+	}
+}
+
+/*
+ * A budget in shadow mode holds nobody back: admit its waiters at once,
+ * beyond every limit.  Caller holds the tree lock or every budget lock.
+ */
+void
+dbgate_admission_admit_all(DbgateBudget *b)
+{
+	TimestampTz now = GetCurrentTimestamp();
+
+	while (b->queue_head >= 0)
+	{
+		int			procno = b->queue_head;
+		DbgateProc *p = proc_entry(procno);
+
+		if (!dbgate_promote(procno, true, 0, 0))
+		{
+			/* a level was dropped meanwhile: let it go ungated */
+			dbgate_list_unlink(b, procno);
+			p->released = true;
+		}
+		else
+		{
+			dbgate_list_unlink(b, procno);
+			mark_granted(p, now);
+		}
+		if (procno != dbgate_my_procno)
+			SetLatch(&DBGATE_PROC_BY_NUMBER(procno)->procLatch);
+	}
+}
+
+/*
+ * Run the grant step of the tree whose root is 'root' (a raised limit, a
+ * changed order, weight, rate or shape).  Caller holds the tree lock or
+ * every budget lock.
+ */
+void
+dbgate_admission_grant(int root)
+{
+	Wakeups		w;
+	int			i;
+
+	w.n = 0;
+	budget_entry(root)->token_waiter = -1;
+	dbgate_grant_tree(root, GetCurrentTimestamp(), &w);
+	for (i = 0; i < w.n; i++)
+		SetLatch(&DBGATE_PROC_BY_NUMBER(w.procnos[i])->procLatch);
+}
+
+/* ----------
+ * For the views (status.c)
+ * ----------
+ */
+
+/*
+ * The backends of budget idx for dbgate.backends: queued ones in the order
+ * they would be served (see SPEC: queue_position), then slot holders.  One
+ * consistent picture per budget, copied under its tree lock.  Caller holds
+ * config_lock (shared), so that the budget keeps its identity.  Returns the
+ * number of rows written (at most maxrows).
+ */
+int
+dbgate_admission_backends(int idx, DbgateBackendRow *rows, int maxrows)
+{
+	DbgateShared *sh = dbgate_shared;
+	DbgateBudget *b = budget_entry(idx);
+	TimestampTz now = GetCurrentTimestamp();
+	int			n = 0;
+	int			root;
+	int			p;
+	int			nqueued = 0;
+	int			overdue = 0;
+
+	root = dbgate_lock_tree(idx);
+	/* in arrival order; 'lifo' serves the overdue prefix, then newest first */
+	for (p = b->queue_head; p >= 0; p = proc_entry(p)->next)
+	{
+		DbgateProc *e = proc_entry(p);
+
+		if (b->lim.lifo && b->qlim.overtake_ms > 0 &&
+			now - e->state_since >= (int64) b->qlim.overtake_ms * 1000)
+			overdue++;
+		nqueued++;
+	}
+	for (p = b->queue_head; p >= 0 && n < maxrows; p = proc_entry(p)->next)
+	{
+		DbgateProc *e = proc_entry(p);
+		DbgateBackendRow *row = &rows[n];
+
+		row->pid = e->pid;
+		row->roleid = e->roleid;
+		row->budget = idx;
+		row->state = DBGATE_ROW_QUEUED;
+		row->since = e->state_since;
+		row->rule = e->rule;
+		row->via = e->via;
+		row->memory_kb = 0;
+		/* position by arrival: 1 .. nqueued */
+		row->position = n + 1;
+		if (b->lim.lifo && n >= overdue)
+			row->position = overdue + (nqueued - n);
+		n++;
+	}
+	for (p = 0; p < sh->max_procs && n < maxrows; p++)
+	{
+		DbgateProc *e = proc_entry(p);
+		DbgateBackendRow *row;
+		uint8		state = e->state;
+
+		if (e->budget != idx || e->incarnation != b->incarnation)
+			continue;
+		/* a granted waiter already holds its slot */
+		if (!(state == DBGATE_PROC_ACTIVE || state == DBGATE_PROC_HELD ||
+			  (state == DBGATE_PROC_QUEUED && e->granted)))
+			continue;
+		row = &rows[n++];
+		row->pid = e->pid;
+		row->roleid = e->roleid;
+		row->budget = idx;
+		row->state = (state == DBGATE_PROC_HELD) ?
+			DBGATE_ROW_HELD : DBGATE_ROW_ACTIVE;
+		row->since = e->state_since;
+		row->position = 0;
+		row->rule = e->rule;
+		row->via = e->via;
+		row->memory_kb = (int64) pg_atomic_read_u64(&e->memory_kb);
+	}
+	unlock_tree(root);
+	return n;
+}
+
+/* The arrival of the longest waiter of idx's subtree, 0 if none (tree lock). */
+static TimestampTz
+oldest_arrival(int idx, int depth)
+{
+	DbgateBudget *b = budget_entry(idx);
+	TimestampTz oldest = 0;
+	int			c;
+
+	if (b->queue_head >= 0)
+		oldest = proc_entry(b->queue_head)->state_since;
+	if (depth >= DBGATE_MAX_DEPTH)
+		return oldest;
+	for (c = b->first_child; c >= 0; c = budget_entry(c)->next_sibling)
+	{
+		TimestampTz t = oldest_arrival(c, depth + 1);
+
+		if (t != 0 && (oldest == 0 || t < oldest))
+			oldest = t;
+	}
+	return oldest;
+}
+
+/*
+ * How long the longest waiter of budget idx's subtree has waited (us), 0
+ * if none.  Caller holds config_lock (shared).
+ */
+uint64
+dbgate_admission_oldest_wait(int idx)
+{
+	TimestampTz oldest;
+	int			root;
+
+	root = dbgate_lock_tree(idx);
+	oldest = oldest_arrival(idx, 0);
+	unlock_tree(root);
+	return oldest == 0 ? 0 : elapsed_us(oldest, GetCurrentTimestamp());
+}
+
+/*
+ * The number of slot holders of budget idx whose slot is held while
+ * nothing runs under it (shown as idle in transaction).  Caller holds
+ * config_lock (shared).  A hint: entries are read without their owners'
+ * cooperation.
+ */
+int
+dbgate_admission_idle_count(int idx)
+{
+	DbgateShared *sh = dbgate_shared;
+	uint32		incarnation = budget_entry(idx)->incarnation;
+	int			n = 0;
+	int			p;
+
+	for (p = 0; p < sh->max_procs; p++)
+	{
+		DbgateProc *e = proc_entry(p);
+
+		if (e->state == DBGATE_PROC_HELD && e->budget == idx &&
+			e->incarnation == incarnation)
+			n++;
+	}
+	return n;
+}

@@ -1,0 +1,51 @@
+/*-------------------------------------------------------------------------
+ *
+ * queue.h
+ *	  The queues of the budgets (queue.c), as the configuration install and
+ *	  the views reach them: the one interface of the configuration side to
+ *	  the files of admission.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DBGATE_QUEUE_H
+#define DBGATE_QUEUE_H
+
+#include "dbgate.h"
+
+/* The lock of budget idx's tree; returns the root, whose lock it is. */
+extern int	dbgate_admission_lock_tree(int idx);
+
+/* For the configuration install (budgets.c) */
+extern void dbgate_admission_budget_created(DbgateBudget *b);
+extern void dbgate_admission_set_limits(DbgateBudget *b,
+										const DbgateBudgetConf *conf,
+										int parent, uint32 parent_incarnation);
+extern void dbgate_admission_release_waiters(DbgateBudget *b);
+extern void dbgate_admission_recount_queued(void);
+extern void dbgate_admission_admit_all(DbgateBudget *b);
+extern void dbgate_admission_grant(int root);
+
+/* For the views (status.c) */
+#define DBGATE_ROW_QUEUED		0
+#define DBGATE_ROW_ACTIVE		1
+#define DBGATE_ROW_HELD			2	/* holds a slot, nothing runs under it */
+
+typedef struct DbgateBackendRow
+{
+	int32		pid;
+	Oid			roleid;
+	int			budget;
+	uint8		state;			/* DBGATE_ROW_* */
+	uint8		rule;			/* DbgateRule */
+	Oid			via;
+	TimestampTz since;
+	int32		position;		/* 1 = next; queued only */
+	int64		memory_kb;		/* open memory grants */
+} DbgateBackendRow;
+
+extern int	dbgate_admission_backends(int idx, DbgateBackendRow *rows,
+									  int maxrows);
+extern uint64 dbgate_admission_oldest_wait(int idx);
+extern int	dbgate_admission_idle_count(int idx);
+
+#endif							/* DBGATE_QUEUE_H */

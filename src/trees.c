@@ -1,0 +1,242 @@
+/*-------------------------------------------------------------------------
+ *
+ * trees.c
+ *	  Trees of budgets: what the shadow levels of a chain count, and which
+ *	  waiter of a tree a free slot goes to.
+ *
+ * One of the admission files (admission.c lists them and has the rules
+ * that all of them follow).
+ *
+ * Trees
+ * -----
+ * A budget may have a parent (at most DBGATE_MAX_DEPTH budgets in a
+ * chain).  A statement of a budget takes a slot of its own budget (the
+ * *leaf* of its chain) and of every ancestor, all at once or not at all,
+ * and returns one to exactly the budgets it took them from (the chain is
+ * recorded at admission: a later change of 'parent' does not move it).  A
+ * budget's 'active' counts the slots taken through it, so a parent's
+ * counts its subtree; 'queued' counts the waiters of its subtree.
+ * Statements wait only in the queue of their own budget.  Budgets that have
+ * children have no statements of their own (no assignment may name them).
+ *
+ * Which waiter gets a slot (for the grant step of queue.c)
+ * --------------------------------------------------------
+ *	  - in a budget with children: among the children that have room
+ *		(active < max_active) and a waiter that could take every level
+ *		below, the one with the smallest active / weight; ties go to the
+ *		candidate that has waited longest (SPEC: Shares);
+ *	  - in a budget's own queue: 'fifo' the head (the longest waiter);
+ *		'lifo' the head if it has waited overtake_limit or more (the
+ *		overdue are a prefix of the queue, which is in arrival order, and
+ *		the head is the longest of them), otherwise the tail (the newest);
+ *	  - a level with a rate must have a token: a candidate that lacks one
+ *		below the level being decided is passed over for its siblings; if
+ *		the whole tree waits for a token, the candidate whose token is due
+ *		first is the tree's *token waiter*: only it sleeps until then (on a
+ *		timer) and decides again; nobody polls.
+ *
+ * Locking: the choice reads the queues of a tree, so its caller holds the
+ * tree lock.  A chain's limits (chain_limits(), admission_internals.h) are
+ * read without a lock, each level's consistently (dbgate_read_limits()):
+ * a level that changed meanwhile shows in its tag when its slot is taken.
+ * What shadow levels count are atomic additions.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "admission_internals.h"
+#include "dbgate.h"
+#include "rate.h"
+
+/* ----------
+ * Shadow levels
+ * ----------
+ */
+
+/*
+ * Count at the levels of a chain what a shadow admission would have met:
+ * a full level, or one whose bit is set in 'lacked' (no token was due),
+ * counts the statement once.
+ */
+void
+dbgate_count_shadow(const ChainLimits *cl, const uint32 *before,
+					uint32 lacked)
+{
+	int			i;
+
+	for (i = 0; i < cl->c.n; i++)
+	{
+		const DbgateLimits *l = &cl->lim[i];
+		DbgateBudget *b = budget_entry(cl->c.idx[i]);
+		bool		full = before[i] >= (uint32) l->max_active;
+
+		if (!full && !(lacked & (1 << i)))
+			continue;
+		if (full && i == 0 && !l->enforce &&
+			before[i] - (uint32) l->max_active >= (uint32) l->max_queued)
+			pg_atomic_fetch_add_u64(&b->would_reject, 1);
+		else
+			pg_atomic_fetch_add_u64(&b->would_queue, 1);
+	}
+}
+
+/* ----------
+ * Choosing the waiter that gets a slot.  Caller holds the tree lock.
+ * ----------
+ */
+
+/* The waiter that a release of budget b's own slot goes to by its order. */
+static int
+order_pick(DbgateBudget *b, const DbgateLimits *l, TimestampTz now,
+		   bool *overdue)
+{
+	int			head = b->queue_head;
+
+	*overdue = false;
+	if (head < 0 || !l->lifo)
+		return head;
+	if (b->qlim.overtake_ms > 0 &&
+		now - proc_entry(head)->state_since >= (int64) b->qlim.overtake_ms * 1000)
+	{
+		*overdue = true;
+		return head;
+	}
+	return b->queue_tail;
+}
+
+/* The depth of budget idx in its chain (0 for a budget without parent). */
+static int
+depth_of(int idx)
+{
+	int			d = 0;
+	DbgateBudget *b = budget_entry(idx);
+
+	while (b->lim.parent >= 0 && d < DBGATE_MAX_DEPTH)
+	{
+		b = budget_entry(b->lim.parent);
+		d++;
+	}
+	return d;
+}
+
+/*
+ * Select a waiter of budget idx's subtree that could take a slot at idx
+ * and at every level below it now (room and tokens; idx's own room is the
+ * caller's to check).  Returns false if none; *blocked then names the
+ * candidate whose missing token is due first (procno -1 if none is
+ * missing only a token).  'depth' is idx's level below the root: a tree
+ * has at most DBGATE_MAX_DEPTH levels and a list of children at most
+ * every budget (build_trees() in budgets.c), so a walk that goes further
+ * is on a broken tree and stops rather than going round for ever.
+ */
+static bool
+select_in(int idx, int depth, TimestampTz now, int64 now_ns, Pick *pick,
+		  Pick *blocked)
+{
+	DbgateBudget *b = budget_entry(idx);
+	DbgateLimits l;
+	bool		found = false;
+
+	pick->procno = -1;
+	if (depth >= DBGATE_MAX_DEPTH)
+	{
+		Assert(false);
+		return false;
+	}
+	dbgate_read_limits(b, &l);
+
+	if (b->first_child < 0)
+	{
+		/* a budget's own queue */
+		if (b->queue_head < 0)
+			return false;
+		pick->procno = order_pick(b, &l, now, &pick->overdue);
+		pick->since = proc_entry(pick->procno)->state_since;
+		found = true;
+	}
+	else
+	{
+		uint32		best_active = 0;
+		int32		best_weight = 1;
+		int			siblings = 0;
+		int			c;
+
+		for (c = b->first_child; c >= 0; c = budget_entry(c)->next_sibling)
+		{
+			DbgateBudget *cb = budget_entry(c);
+			uint64		st = pg_atomic_read_u64(&cb->state);
+			DbgateLimits cl;
+			Pick		cand;
+			uint32		active = dbgate_st_active(st);
+			bool		better;
+
+			if (++siblings > dbgate_shared->max_budgets)
+			{
+				Assert(false);
+				break;
+			}
+			if (dbgate_st_queued(st) == 0)
+				continue;		/* nobody waits below */
+			dbgate_read_limits(cb, &cl);
+			if (cl.enforce && active >= (uint32) cl.max_active)
+				continue;		/* the child is at its own cap */
+			if (!select_in(c, depth + 1, now, now_ns, &cand, blocked))
+				continue;
+			/* smallest active / weight; ties: the longest waiting */
+			if (!found)
+				better = true;
+			else
+			{
+				int64		lhs = (int64) active * best_weight;
+				int64		rhs = (int64) best_active * cb->qlim.weight;
+
+				better = (lhs < rhs || (lhs == rhs && cand.since < pick->since));
+			}
+			if (better)
+			{
+				*pick = cand;
+				best_active = active;
+				best_weight = cb->qlim.weight;
+				found = true;
+			}
+		}
+		if (!found)
+			return false;
+	}
+
+	/* this level's token */
+	if (l.rate && l.enforce)
+	{
+		int64		due = dbgate_token_due(b, now_ns);
+
+		if (due != 0)
+		{
+			if (blocked->procno < 0 || due < blocked->due_ns)
+			{
+				*blocked = *pick;
+				blocked->due_ns = due;
+				blocked->token_level = (int8) depth_of(pick->procno >= 0 ?
+													  proc_entry(pick->procno)->budget : idx) - depth_of(idx);
+			}
+			return false;
+		}
+	}
+	return found;
+}
+
+/* Select at the root, whose own room is checked here. */
+bool
+dbgate_select_tree(int root, TimestampTz now, int64 now_ns, Pick *pick,
+			Pick *blocked)
+{
+	DbgateBudget *r = budget_entry(root);
+	uint64		st = pg_atomic_read_u64(&r->state);
+
+	blocked->procno = -1;
+	if (dbgate_st_queued(st) == 0)
+		return false;
+	if (r->lim.enforce && dbgate_st_active(st) >= (uint32) r->lim.max_active)
+		return false;
+	return select_in(root, 0, now, now_ns, pick, blocked);
+}
