@@ -65,6 +65,14 @@ EXTRA_CLEAN = tmp_check results regression.diffs regression.out \
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# Only what the server looks up by name is exported (compat.h): PGXS does
+# so from 16 on, here also on 15.  The module's calls between its own
+# files go straight to the function, not through the PLT (a statement in a
+# budget: 17 instructions fewer in the hooks).
+ifeq ($(MAJORVERSION),15)
+override CFLAGS += -fvisibility=hidden
+endif
+
 # Every object and bitcode file (the bitcode is installed for JIT inlining)
 # is remade when any header of src/ changes, and everything when the
 # command lines change (another PG_CONFIG, COPT or PROFILE, an edited

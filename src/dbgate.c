@@ -51,7 +51,7 @@ static ExecutorEnd_hook_type prev_ExecutorEnd = NULL;
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 static object_access_hook_type prev_object_access_hook = NULL;
 
-void		_PG_init(void);
+extern PGDLLEXPORT void _PG_init(void);
 
 static void dbgate_shmem_request_hook(void);
 static void dbgate_shmem_startup_hook(void);

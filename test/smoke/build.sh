@@ -9,8 +9,11 @@
 # after touching any header of src/, `make -n` would remake every object
 # and, when PostgreSQL was built with LLVM, every bitcode file (installed
 # for JIT inlining); another COPT remakes everything, and so does going
-# back, which gives the first library again.
-# Exit 0 = pass, 77 = skipped (make missing), anything else = fail.
+# back, which gives the first library again.  Last, the library exports
+# what the server looks up by name -- every function the install scripts
+# name and its info function, _PG_init, Pg_magic_func, the background
+# worker's entry point -- and nothing else (hidden visibility, also on 15).
+# Exit 0 = pass, 77 = skipped (make or nm missing), anything else = fail.
 set -euo pipefail
 
 SRC=${DBGATE_SRC:?run from test/check.sh}
@@ -26,6 +29,7 @@ fail() {
 	exit 1
 }
 command -v make >/dev/null || skip "make is not installed"
+command -v nm >/dev/null || skip "nm is not installed"
 
 A=$WORK/a
 B=$WORK/tree-at-a-longer-path/of/several/levels
@@ -94,3 +98,20 @@ stale=$(not_newer "$A" "$WORK/mark")
 cmp -s "$A/dbgate.so" "$WORK/first.so" ||
 	fail "the library made again differs from the first"
 echo "ok: another COPT remakes everything, going back gives the first library"
+
+# the symbols the server looks up by name
+want=$(
+	{
+		grep -oh "'MODULE_PATHNAME', *'[A-Za-z_0-9]*'" "$A"/sql/*.sql |
+			sed "s/.*, *'//; s/'\$//" | sort -u | sed 'p; s/^/pg_finfo_/'
+		grep -oh 'bgw_function_name, BGW_MAXLEN, "[A-Za-z_0-9]*"' "$A"/src/*.c |
+			sed 's/.*"\([A-Za-z_0-9]*\)"/\1/'
+		echo _PG_init
+		echo Pg_magic_func
+	} | sort -u)
+have=$(nm -D --defined-only "$A/dbgate.so" | awk '{print $3}' | sort -u)
+missing=$(comm -23 <(echo "$want") <(echo "$have"))
+[[ -z $missing ]] || fail "not exported: $missing"
+extra=$(comm -13 <(echo "$want") <(echo "$have"))
+[[ -z $extra ]] || fail "exported but looked up by nobody: $(echo $extra | cut -c1-300)"
+echo "ok: $(echo "$want" | wc -l) symbols exported, the ones the server looks up"
