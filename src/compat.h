@@ -31,6 +31,30 @@
 #error "dbgate requires PostgreSQL 15 or later"
 #endif
 
+/*
+ * Exported symbols.  From 16 on PGXS builds a module with
+ * -fvisibility=hidden and PGDLLEXPORT marks what the server looks up by
+ * name: the magic block, _PG_init, the SQL-callable functions (and their
+ * info functions), a background worker's entry point.  The Makefile builds
+ * on 15 the same way, so these get 16's meaning here: calls and data
+ * between the module's own files then need no PLT or interposition.
+ */
+#if PG_VERSION_NUM < 160000 && defined(__GNUC__) && !defined(WIN32)
+#undef PGDLLEXPORT
+#define PGDLLEXPORT __attribute__((visibility("default")))
+#undef PG_FUNCTION_INFO_V1
+#define PG_FUNCTION_INFO_V1(funcname) \
+extern PGDLLEXPORT Datum funcname(PG_FUNCTION_ARGS); \
+extern PGDLLEXPORT const Pg_finfo_record * CppConcat(pg_finfo_,funcname)(void); \
+const Pg_finfo_record * \
+CppConcat(pg_finfo_,funcname) (void) \
+{ \
+	static const Pg_finfo_record my_finfo = { 1 }; \
+	return &my_finfo; \
+} \
+extern int no_such_variable
+#endif
+
 /* A backend's index into the PGPROC array. */
 #if PG_VERSION_NUM >= 170000
 #define DBGATE_MY_PROCNO()			(MyProcNumber)

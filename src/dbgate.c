@@ -62,7 +62,7 @@ static ExecutorEnd_hook_type prev_ExecutorEnd = NULL;
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 static object_access_hook_type prev_object_access_hook = NULL;
 
-void		_PG_init(void);
+extern PGDLLEXPORT void _PG_init(void);
 
 static void dbgate_shmem_request_hook(void);
 static void dbgate_shmem_startup_hook(void);
@@ -274,21 +274,15 @@ next_ExecutorFinish(QueryDesc *queryDesc)
 		standard_ExecutorFinish(queryDesc);
 }
 
-static void
-dbgate_ExecutorRun(DBGATE_EXECUTOR_RUN_ARGS)
+/*
+ * ExecutorRun of a run that has work to do here (dbgate_run_work): apart,
+ * so that the hook itself needs no stack frame for the PG_TRY block and
+ * passes every other run on with a jump.
+ */
+static pg_noinline void
+tracked_ExecutorRun(DBGATE_EXECUTOR_RUN_ARGS)
 {
 	DbgateLimitState st;
-
-	/*
-	 * Nothing to do without a slot (every ungated run), nor with a slot
-	 * that has no limits to apply, is not OPEN and whose runs cannot end in
-	 * another subtransaction than the one they started in (slot.c).
-	 */
-	if (likely(dbgate_nrefs == 0) || likely(!dbgate_run_work))
-	{
-		next_ExecutorRun(DBGATE_EXECUTOR_RUN_CALL_ARGS);
-		return;
-	}
 
 	if (!dbgate_run_begin(queryDesc, &st))
 	{
@@ -312,26 +306,24 @@ dbgate_ExecutorRun(DBGATE_EXECUTOR_RUN_ARGS)
 }
 
 static void
-dbgate_ExecutorFinish(QueryDesc *queryDesc)
+dbgate_ExecutorRun(DBGATE_EXECUTOR_RUN_ARGS)
+{
+	/*
+	 * Nothing to do without a slot (every ungated run), nor with a slot
+	 * that has no limits to apply, is not OPEN and whose runs cannot end in
+	 * another subtransaction than the one they started in (slot.c).
+	 */
+	if (likely(dbgate_nrefs == 0) || likely(!dbgate_run_work))
+		next_ExecutorRun(DBGATE_EXECUTOR_RUN_CALL_ARGS);
+	else
+		tracked_ExecutorRun(DBGATE_EXECUTOR_RUN_CALL_ARGS);
+}
+
+/* ExecutorFinish of a run with work to do here, as tracked_ExecutorRun() */
+static pg_noinline void
+tracked_ExecutorFinish(QueryDesc *queryDesc)
 {
 	DbgateLimitState st;
-
-	/*
-	 * As ExecutorRun: budget limits apply here too (after triggers run
-	 * here), and a CLOSE of a cursor inside a savepoint runs it in another
-	 * subtransaction than the cursor's.  A plain SELECT has nothing left to
-	 * do here (no ModifyTable to finish, no trigger queued by it): its
-	 * limits are not applied again -- that would only arm and disarm the
-	 * timers once more -- unless a subtransaction started under the slot.
-	 */
-	if (likely(dbgate_nrefs == 0) || likely(!dbgate_run_work) ||
-		(queryDesc->operation == CMD_SELECT &&
-		 !queryDesc->plannedstmt->hasModifyingCTE &&
-		 !dbgate_refs_span_subxacts))
-	{
-		next_ExecutorFinish(queryDesc);
-		return;
-	}
 
 	if (!dbgate_run_begin(queryDesc, &st))
 	{
@@ -351,6 +343,26 @@ dbgate_ExecutorFinish(QueryDesc *queryDesc)
 	}
 	PG_END_TRY();
 	dbgate_run_end(queryDesc, &st, false);
+}
+
+static void
+dbgate_ExecutorFinish(QueryDesc *queryDesc)
+{
+	/*
+	 * As ExecutorRun: budget limits apply here too (after triggers run
+	 * here), and a CLOSE of a cursor inside a savepoint runs it in another
+	 * subtransaction than the cursor's.  A plain SELECT has nothing left to
+	 * do here (no ModifyTable to finish, no trigger queued by it): its
+	 * limits are not applied again -- that would only arm and disarm the
+	 * timers once more -- unless a subtransaction started under the slot.
+	 */
+	if (likely(dbgate_nrefs == 0) || likely(!dbgate_run_work) ||
+		(queryDesc->operation == CMD_SELECT &&
+		 !queryDesc->plannedstmt->hasModifyingCTE &&
+		 !dbgate_refs_span_subxacts))
+		next_ExecutorFinish(queryDesc);
+	else
+		tracked_ExecutorFinish(queryDesc);
 }
 
 static void

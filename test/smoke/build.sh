@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# The build: an incremental build makes what a clean one makes, and where
+# the tree lies does not matter.
+#
+# The source tree (without build products) is copied to two directories
+# whose paths differ in length and built in each: the two libraries must be
+# the same byte for byte (debug information names the sources relative to
+# the tree).  Then, in one of them: a second `make` compiles nothing;
+# after touching any header of src/, `make -n` would remake every object
+# and, when PostgreSQL was built with LLVM, every bitcode file (installed
+# for JIT inlining); another COPT remakes everything, and so does going
+# back, which gives the first library again.  Last, the library exports
+# what the server looks up by name -- every function the install scripts
+# name and its info function, _PG_init, Pg_magic_func, the background
+# worker's entry point -- and nothing else (hidden visibility, also on 15).
+# Exit 0 = pass, 77 = skipped (make or nm missing), anything else = fail.
+set -euo pipefail
+
+SRC=${DBGATE_SRC:?run from test/check.sh}
+WORK=${DBGATE_WORK:?run from test/check.sh}
+PG_CONFIG=${PG_CONFIG:-pg_config}
+
+skip() {
+	echo "build smoke skipped: $*"
+	exit 77
+}
+fail() {
+	echo "build smoke FAILED: $*"
+	exit 1
+}
+command -v make >/dev/null || skip "make is not installed"
+command -v nm >/dev/null || skip "nm is not installed"
+
+A=$WORK/a
+B=$WORK/tree-at-a-longer-path/of/several/levels
+for d in "$A" "$B"; do
+	mkdir -p "$d"
+	tar -C "$SRC" --exclude=./.git --exclude=./tmp_check --exclude=./results \
+		--exclude=./log --exclude=./test/isolation/results \
+		--exclude=./test/isolation/output_iso --exclude='*.o' --exclude='*.so' \
+		--exclude='*.bc' --exclude=./src/build-flags -cf - . | tar -C "$d" -xf -
+done
+
+build() { # dir [make arguments]
+	local d=$1
+	shift
+	make -C "$d" -j"$(nproc)" PG_CONFIG="$PG_CONFIG" "$@" >"$WORK/make.log" 2>&1 ||
+		{ cat "$WORK/make.log"; fail "make in $d failed"; }
+}
+# the objects and bitcode files of dir not newer than file
+not_newer() { # dir file
+	find "$1/src" \( -name '*.o' -o -name '*.bc' \) ! -newer "$2" | sort
+}
+
+build "$A"
+build "$B"
+cmp -s "$A/dbgate.so" "$B/dbgate.so" ||
+	fail "the library built in $B differs from the one built in $A"
+cp "$A/dbgate.so" "$WORK/first.so"
+echo "ok: the same library from two trees at different paths"
+
+touch "$WORK/mark"
+sleep 1
+build "$A"
+made=$(find "$A/src" "$A/dbgate.so" -newer "$WORK/mark")
+[[ -z $made ]] || fail "a second make remade: $made"
+echo "ok: a second make remakes nothing"
+
+# what `make -n` would compile, as "src/NAME.o" and "src/NAME.bc"
+would_make() { # dir [make arguments]
+	local d=$1
+	shift
+	make -n -C "$d" PG_CONFIG="$PG_CONFIG" "$@" 2>&1 |
+		grep -o -- ' -o src/[A-Za-z_0-9]*\.\(o\|bc\) ' | awk '{print $2}' | sort -u
+}
+all=$(cd "$A" && find src \( -name '*.o' -o -name '*.bc' \) | sort)
+for h in "$A"/src/*.h; do
+	sleep 1
+	touch "$h"
+	left=$(comm -23 <(echo "$all") <(would_make "$A"))
+	[[ -z $left ]] || fail "touching ${h#"$A"/} would not remake: $left"
+	# up to date again for the next header (nothing changed in them)
+	make -t -s -C "$A" PG_CONFIG="$PG_CONFIG" >/dev/null
+done
+echo "ok: every header of src/ would remake all $(echo "$all" | wc -l) objects and bitcode files"
+
+sleep 1
+touch "$WORK/mark"
+build "$A" COPT=-O1
+stale=$(not_newer "$A" "$WORK/mark")
+[[ -z $stale ]] || fail "COPT=-O1 did not remake: $stale"
+cmp -s "$A/dbgate.so" "$WORK/first.so" && fail "COPT=-O1 made the same library"
+sleep 1
+touch "$WORK/mark"
+build "$A"
+stale=$(not_newer "$A" "$WORK/mark")
+[[ -z $stale ]] || fail "make without COPT after one with it did not remake: $stale"
+cmp -s "$A/dbgate.so" "$WORK/first.so" ||
+	fail "the library made again differs from the first"
+echo "ok: another COPT remakes everything, going back gives the first library"
+
+# the symbols the server looks up by name
+want=$(
+	{
+		grep -oh "'MODULE_PATHNAME', *'[A-Za-z_0-9]*'" "$A"/sql/*.sql |
+			sed "s/.*, *'//; s/'\$//" | sort -u | sed 'p; s/^/pg_finfo_/'
+		grep -oh 'bgw_function_name, BGW_MAXLEN, "[A-Za-z_0-9]*"' "$A"/src/*.c |
+			sed 's/.*"\([A-Za-z_0-9]*\)"/\1/'
+		echo _PG_init
+		echo Pg_magic_func
+	} | sort -u)
+have=$(nm -D --defined-only "$A/dbgate.so" | awk '{print $3}' | sort -u)
+missing=$(comm -23 <(echo "$want") <(echo "$have"))
+[[ -z $missing ]] || fail "not exported: $missing"
+extra=$(comm -13 <(echo "$want") <(echo "$have"))
+[[ -z $extra ]] || fail "exported but looked up by nobody: $(echo $extra | cut -c1-300)"
+echo "ok: $(echo "$want" | wc -l) symbols exported, the ones the server looks up"
