@@ -35,6 +35,7 @@
 #include "utils/timestamp.h"
 
 #include "budgets.h"
+#include "compat.h"			/* PG_FUNCTION_INFO_V1 exports on 15 too */
 #include "config.h"
 #include "confimage.h"
 #include "dbgate.h"

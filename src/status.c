@@ -19,6 +19,7 @@
 #include "utils/timestamp.h"
 
 #include "classify.h"
+#include "compat.h"			/* PG_FUNCTION_INFO_V1 exports on 15 too */
 #include "dbgate.h"
 #include "queue.h"
 #include "shmem.h"
