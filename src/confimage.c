@@ -357,8 +357,8 @@ dbgate_image_remove_db(DbgateConfig *config, int i)
  * The order of trees, and what fits
  * ----------
  */
-static int
-budget_name_cmp(const void *a, const void *b)
+int
+dbgate_image_budget_cmp(const void *a, const void *b)
 {
 	/* a key may be a bare name: 'name' is the first field */
 	return strcmp(((const DbgateBudgetConf *) a)->name,
@@ -421,7 +421,7 @@ dbgate_image_tree_order(const DbgateConfig *config)
 			up[d++] = c->name;
 			c = c->parent[0] == '\0' ? NULL :
 				bsearch(c->parent, config->budgets, n,
-						sizeof(DbgateBudgetConf), budget_name_cmp);
+						sizeof(DbgateBudgetConf), dbgate_image_budget_cmp);
 		}
 		tp[i].idx = i;
 		tp[i].depth = d;
@@ -488,7 +488,7 @@ fit_budgets(const DbgateConfig *config, int max_budgets, bool *keep)
 			DbgateBudgetConf *p = bsearch(c->parent, config->budgets,
 										  config->nbudgets,
 										  sizeof(DbgateBudgetConf),
-										  budget_name_cmp);
+										  dbgate_image_budget_cmp);
 
 			if (p == NULL || !keep[p - config->budgets])
 				continue;
@@ -504,13 +504,13 @@ static bool
 budget_kept(const DbgateConfig *config, const bool *keep, const char *name)
 {
 	DbgateBudgetConf *b = bsearch(name, config->budgets, config->nbudgets,
-								  sizeof(DbgateBudgetConf), budget_name_cmp);
+								  sizeof(DbgateBudgetConf), dbgate_image_budget_cmp);
 
 	return b != NULL && keep[b - config->budgets];
 }
 
-static int
-role_oid_cmp(const void *a, const void *b)
+int
+dbgate_image_role_cmp(const void *a, const void *b)
 {
 	Oid			x = ((const DbgateRoleConf *) a)->roleid;
 	Oid			y = ((const DbgateRoleConf *) b)->roleid;
@@ -518,8 +518,8 @@ role_oid_cmp(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-static int
-db_oid_cmp(const void *a, const void *b)
+int
+dbgate_image_db_cmp(const void *a, const void *b)
 {
 	Oid			x = ((const DbgateDbConf *) a)->dbid;
 	Oid			y = ((const DbgateDbConf *) b)->dbid;
@@ -540,9 +540,9 @@ fit_assignments(DbgateConfig *config, const bool *keep, int max_roles,
 	int			i;
 
 	if (dbs)
-		qsort(config->dbs, n, sizeof(DbgateDbConf), db_oid_cmp);
+		qsort(config->dbs, n, sizeof(DbgateDbConf), dbgate_image_db_cmp);
 	else
-		qsort(config->roles, n, sizeof(DbgateRoleConf), role_oid_cmp);
+		qsort(config->roles, n, sizeof(DbgateRoleConf), dbgate_image_role_cmp);
 	for (i = 0; i < n; i++)
 	{
 		const char *budget = dbs ? config->dbs[i].budget : config->roles[i].budget;
@@ -640,7 +640,7 @@ dbgate_image_fit(DbgateConfig *config, int max_budgets, int max_roles,
 	initStringInfo(&r.db_oids);
 
 	qsort(config->budgets, config->nbudgets, sizeof(DbgateBudgetConf),
-		  budget_name_cmp);
+		  dbgate_image_budget_cmp);
 	keep = palloc(sizeof(bool) * Max(config->nbudgets, 1));
 	fit_budgets(config, max_budgets, keep);
 	fit_assignments(config, keep, max_roles, false, &r);

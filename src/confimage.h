@@ -75,6 +75,14 @@ extern void dbgate_image_add_db(DbgateConfig *config, Oid dbid,
 								const char *budget);
 extern void dbgate_image_remove_db(DbgateConfig *config, int i);
 extern int *dbgate_image_tree_order(const DbgateConfig *config);
+
+/*
+ * qsort/bsearch orders of an image: budgets by name (a key may be a bare
+ * name, 'name' being the first field), assignments by OID.
+ */
+extern int	dbgate_image_budget_cmp(const void *a, const void *b);
+extern int	dbgate_image_role_cmp(const void *a, const void *b);
+extern int	dbgate_image_db_cmp(const void *a, const void *b);
 extern bool dbgate_image_fit(DbgateConfig *config, int max_budgets,
 							 int max_roles, const char *what, const char *hint);
 

@@ -344,31 +344,6 @@ set_aside(const char *why)
 	(void) durable_rename(DBGATE_STATE_FILE, DBGATE_STATE_BADFILE, LOG);
 }
 
-static int
-budget_name_cmp(const void *a, const void *b)
-{
-	return strcmp(((const DbgateBudgetConf *) a)->name,
-				  ((const DbgateBudgetConf *) b)->name);
-}
-
-static int
-role_conf_cmp(const void *a, const void *b)
-{
-	Oid			ra = ((const DbgateRoleConf *) a)->roleid;
-	Oid			rb = ((const DbgateRoleConf *) b)->roleid;
-
-	return (ra > rb) - (ra < rb);
-}
-
-static int
-db_conf_cmp(const void *a, const void *b)
-{
-	Oid			da = ((const DbgateDbConf *) a)->dbid;
-	Oid			db = ((const DbgateDbConf *) b)->dbid;
-
-	return (da > db) - (da < db);
-}
-
 /*
  * The index of budget 'name' in 'config', whose budgets are sorted by
  * name, or -1.
@@ -381,7 +356,7 @@ sorted_find_budget(const DbgateConfig *config, const char *name)
 
 	strlcpy(key.name, name, NAMEDATALEN);
 	found = bsearch(&key, config->budgets, config->nbudgets,
-					sizeof(DbgateBudgetConf), budget_name_cmp);
+					sizeof(DbgateBudgetConf), dbgate_image_budget_cmp);
 	return found ? (int) (found - config->budgets) : -1;
 }
 
@@ -502,7 +477,7 @@ decode_records(const char *p, uint32 version, uint32 nbudgets, uint32 nroles,
 		p += recsize;
 	}
 	qsort(config->budgets, config->nbudgets, sizeof(DbgateBudgetConf),
-		  budget_name_cmp);
+		  dbgate_image_budget_cmp);
 	for (i = 1; i < config->nbudgets; i++)
 	{
 		if (strcmp(config->budgets[i - 1].name, config->budgets[i].name) == 0)
@@ -533,7 +508,7 @@ decode_records(const char *p, uint32 version, uint32 nbudgets, uint32 nroles,
 		r->roleid = sr.roleid;
 		strlcpy(r->budget, sr.budget, NAMEDATALEN);
 	}
-	qsort(config->roles, config->nroles, sizeof(DbgateRoleConf), role_conf_cmp);
+	qsort(config->roles, config->nroles, sizeof(DbgateRoleConf), dbgate_image_role_cmp);
 	for (i = 1; i < config->nroles; i++)
 	{
 		if (config->roles[i - 1].roleid == config->roles[i].roleid)
@@ -561,7 +536,7 @@ decode_records(const char *p, uint32 version, uint32 nbudgets, uint32 nroles,
 		d->dbid = sd.dbid;
 		strlcpy(d->budget, sd.budget, NAMEDATALEN);
 	}
-	qsort(config->dbs, config->ndbs, sizeof(DbgateDbConf), db_conf_cmp);
+	qsort(config->dbs, config->ndbs, sizeof(DbgateDbConf), dbgate_image_db_cmp);
 	for (i = 1; i < config->ndbs; i++)
 	{
 		if (config->dbs[i - 1].dbid == config->dbs[i].dbid)

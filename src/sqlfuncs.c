@@ -532,13 +532,6 @@ dbgate_budget_config_1_2(PG_FUNCTION_ARGS)
  * config_script()
  * ----------
  */
-static int
-budget_conf_cmp(const void *a, const void *b)
-{
-	return strcmp(((const DbgateBudgetConf *) a)->name,
-				  ((const DbgateBudgetConf *) b)->name);
-}
-
 typedef struct ScriptLine
 {
 	char	   *object;			/* the quoted argument */
@@ -604,7 +597,7 @@ dbgate_config_script(PG_FUNCTION_ARGS)
 	dbgate_check_loaded();
 	dbgate_config_current(&config);
 	qsort(config.budgets, config.nbudgets, sizeof(DbgateBudgetConf),
-		  budget_conf_cmp);
+		  dbgate_image_budget_cmp);
 
 	/* parents first: each budget followed by its subtree, each level by name */
 	order = dbgate_image_tree_order(&config);

@@ -426,14 +426,6 @@ stash_file_remove(void)
 	(void) durable_unlink(STASH_FILE, WARNING);
 }
 
-static int
-budget_name_cmp(const void *a, const void *b)
-{
-	/* the key is a bare name: 'name' is the first field */
-	return strcmp(((const DbgateBudgetConf *) a)->name,
-				  ((const DbgateBudgetConf *) b)->name);
-}
-
 /*
  * Mark budget 'name' of a decoded image (sorted by name) as created again
  * by its transaction.  Returns false if the image has no such budget.
@@ -442,7 +434,7 @@ static bool
 mark_recreated(DbgateConfig *image, const char *name)
 {
 	DbgateBudgetConf *c = bsearch(name, image->budgets, image->nbudgets,
-								  sizeof(DbgateBudgetConf), budget_name_cmp);
+								  sizeof(DbgateBudgetConf), dbgate_image_budget_cmp);
 
 	if (c == NULL)
 		return false;
@@ -485,7 +477,7 @@ mark_recreated_since(DbgateConfig *next, const DbgateConfig *earlier)
 		const DbgateBudgetConf *e = bsearch(c->name, earlier->budgets,
 											earlier->nbudgets,
 											sizeof(DbgateBudgetConf),
-											budget_name_cmp);
+											dbgate_image_budget_cmp);
 
 		if (e == NULL || e->src_index == DBGATE_SRC_RECREATED)
 			c->src_index = DBGATE_SRC_RECREATED;
