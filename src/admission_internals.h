@@ -375,6 +375,8 @@ extern DBGATE_HIDDEN void dbgate_count_shadow(const ChainLimits *cl,
 extern DBGATE_HIDDEN bool dbgate_select_tree(int root, TimestampTz now,
 											 int64 now_ns, Pick *pick,
 											 Pick *blocked);
+extern DBGATE_HIDDEN bool dbgate_lifo_overdue(DbgateBudget *b,
+											  TimestampTz now);
 
 /* ----------
  * waiting.c: no room at once

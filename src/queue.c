@@ -34,7 +34,8 @@
  * is granted at once: its counts move from 'queued' to 'active' at every
  * level, its entry is marked granted (last, after a write barrier, so
  * that it can act without the lock) and its latch is set once the lock is
- * released.  In a non-fair budget the chosen waiter is only woken: it
+ * released.  In a non-fair budget, and in a fair 'lifo' budget without
+ * parent while the chosen waiter is not overdue, it is only woken: it
  * takes the slot itself if it is still free when it runs (a newcomer may
  * take it first), and then goes on granting, so that no free slot stays
  * unused.
@@ -258,6 +259,21 @@ undo:
 }
 
 /*
+ * Is a slot handed off to the waiter chosen in a budget with limits l
+ * (granted directly), rather than left free and the waiter woken?  Handed
+ * off in a fair budget; but in a fair 'lifo' budget without parent only to
+ * an overdue waiter (SPEC 1.3 Queue order: a newcomer is newer than every
+ * waiter, so while nobody is overdue it may take the slot first).  A 'lifo'
+ * child hands off to its newest waiter too: the Shares rule chose it for
+ * the parent's slot, which must not go to a sibling's newcomer.
+ */
+static inline bool
+hands_off(const DbgateLimits *l, bool overdue)
+{
+	return l->fair && (!l->lifo || l->parent >= 0 || overdue);
+}
+
+/*
  * The grant step of a tree (see the file header).  Caller holds the tree
  * lock.  Cannot fail.
  */
@@ -299,9 +315,10 @@ dbgate_grant_tree(int root, TimestampTz now, Wakeups *w)
 		}
 
 		p = proc_entry(pick.procno);
-		if (!budget_entry(p->budget)->lim.fair && pick.procno != dbgate_my_procno)
+		if (pick.procno != dbgate_my_procno &&
+			!hands_off(&budget_entry(p->budget)->lim, pick.overdue))
 		{
-			/* non-fair: the chosen waiter takes the slot itself if still free */
+			/* the chosen waiter takes the slot itself if still free */
 			wake_later(w, pick.procno);
 			return;
 		}

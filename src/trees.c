@@ -29,6 +29,8 @@
  *		'lifo' the head if it has waited overtake_limit or more (the
  *		overdue are a prefix of the queue, which is in arrival order, and
  *		the head is the longest of them), otherwise the tail (the newest);
+ *		how the slot reaches the waiter chosen (handed off, or freed and
+ *		the waiter woken) is the grant step's rule (queue.c);
  *	  - a level with a rate must have a token: a candidate that lacks one
  *		below the level being decided is passed over for its siblings; if
  *		the whole tree waits for a token, the candidate whose token is due
@@ -86,6 +88,19 @@ dbgate_count_shadow(const ChainLimits *cl, const uint32 *before,
  * ----------
  */
 
+/*
+ * Has the longest waiter of 'lifo' budget b waited overtake_limit or more?
+ * (The queue is in arrival order: its head is the longest waiter.)
+ */
+bool
+dbgate_lifo_overdue(DbgateBudget *b, TimestampTz now)
+{
+	int			head = b->queue_head;
+
+	return head >= 0 && b->qlim.overtake_ms > 0 &&
+		now - proc_entry(head)->state_since >= (int64) b->qlim.overtake_ms * 1000;
+}
+
 /* The waiter that a release of budget b's own slot goes to by its order. */
 static int
 order_pick(DbgateBudget *b, const DbgateLimits *l, TimestampTz now,
@@ -96,8 +111,7 @@ order_pick(DbgateBudget *b, const DbgateLimits *l, TimestampTz now,
 	*overdue = false;
 	if (head < 0 || !l->lifo)
 		return head;
-	if (b->qlim.overtake_ms > 0 &&
-		now - proc_entry(head)->state_since >= (int64) b->qlim.overtake_ms * 1000)
+	if (dbgate_lifo_overdue(b, now))
 	{
 		*overdue = true;
 		return head;

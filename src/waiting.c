@@ -201,13 +201,33 @@ lock_chain(const DbgateLookup *lk, bool utility, int *root, DbgateLimits *l,
 }
 
 /*
- * Is there room at every level of cl (the budget's word is 'st')?  In a
- * fair budget also nobody may wait in it; that is looked at last, so that
- * a full ancestor is named when it is the reason, as for a budget that is
+ * Must a newcomer of budget b (limits l) queue behind its waiters even
+ * where a slot is free?  In a fair budget it must while anyone waits --
+ * except in a 'lifo' budget without parent (SPEC 1.3 Queue order): a
+ * newcomer is newer than every waiter, so it queues only behind an overdue
+ * one.  The queue is in arrival order, so its head is the longest waiter.
+ * A 'lifo' child keeps the fair rule: its released slots are handed to its
+ * newest waiter at every level (queue.c), so no slot of it is ever free
+ * while it has waiters that could take one.  Caller holds the tree lock.
+ */
+static bool
+newcomer_waits(DbgateBudget *b, const DbgateLimits *l, TimestampTz now)
+{
+	if (!l->fair || dbgate_st_queued(pg_atomic_read_u64(&b->state)) == 0)
+		return false;
+	if (!l->lifo || l->parent >= 0)
+		return true;
+	return dbgate_lifo_overdue(b, now);
+}
+
+/*
+ * Is there room at every level of cl?  With 'waits' (newcomer_waits())
+ * also nobody may wait in the budget; that is looked at last, so that a
+ * full ancestor is named when it is the reason, as for a budget that is
  * not fair.  A full ancestor goes into *held.  Caller holds the tree lock.
  */
 static bool
-chain_has_room(const ChainLimits *cl, bool fair, uint64 st, HeldBy *held)
+chain_has_room(const ChainLimits *cl, bool waits, HeldBy *held)
 {
 	int			i;
 
@@ -228,7 +248,7 @@ chain_has_room(const ChainLimits *cl, bool fair, uint64 st, HeldBy *held)
 			return false;
 		}
 	}
-	return !(fair && dbgate_st_queued(st) > 0);
+	return !waits;
 }
 
 /*
@@ -280,7 +300,7 @@ take_tokens(const ChainLimits *cl, HeldBy *held, int64 *now_ns,
  * leaves nothing taken.  Caller holds the tree lock.
  */
 static TakeResult
-take_chain(const ChainLimits *cl, bool fair, HeldBy *held, int64 *now_ns)
+take_chain(const ChainLimits *cl, bool waits, HeldBy *held, int64 *now_ns)
 {
 	uint32		before[DBGATE_MAX_DEPTH];
 	uint32		lacked = 0;		/* shadow levels without a token due */
@@ -291,7 +311,7 @@ take_chain(const ChainLimits *cl, bool fair, HeldBy *held, int64 *now_ns)
 		r = level_take(budget_entry(cl->c.idx[i]),
 					   dbgate_tag_of(cl->c.inc[i]),
 					   cl->lim[i].max_active, cl->lim[i].enforce,
-					   i == 0 && fair, &before[i]);
+					   i == 0 && waits, &before[i]);
 	if (r != 1)
 	{
 		/* changed under us (a slot taken without the lock, a drop) */
@@ -420,12 +440,14 @@ decide_slow(const DbgateLookup *lk, bool utility, TimestampTz now,
 		uint64		st = pg_atomic_read_u64(&b->state);
 		HeldBy		held = {NULL, 0, 0, false};
 		TakeResult	r = TAKE_NO_TOKEN;
+		bool		waits;
 
 		if (dbgate_st_tag(st) != dbgate_tag_of(lk->incarnation))
 			break;
-		if (chain_has_room(cl, l->fair, st, &held))
+		waits = newcomer_waits(b, l, now);
+		if (chain_has_room(cl, waits, &held))
 		{
-			r = take_chain(cl, l->fair, &held, &now_ns);
+			r = take_chain(cl, waits, &held, &now_ns);
 			if (r == TAKE_AGAIN)
 				continue;
 			if (r == TAKE_RETRY)

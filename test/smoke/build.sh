@@ -12,7 +12,8 @@
 # back, which gives the first library again.  Last, the library exports
 # what the server looks up by name -- every function the install scripts
 # name and its info function, _PG_init, Pg_magic_func, the background
-# worker's entry point -- and nothing else (hidden visibility, also on 15).
+# worker's entry point -- and nothing else (hidden visibility, also on 15);
+# and the layers of src/README hold (test/tools/layers.sh).
 # Exit 0 = pass, 77 = skipped (make or nm missing), anything else = fail.
 set -euo pipefail
 
@@ -115,3 +116,17 @@ missing=$(comm -23 <(echo "$want") <(echo "$have"))
 extra=$(comm -13 <(echo "$want") <(echo "$have"))
 [[ -z $extra ]] || fail "exported but looked up by nobody: $(echo $extra | cut -c1-300)"
 echo "ok: $(echo "$want" | wc -l) symbols exported, the ones the server looks up"
+
+# the layers of src/README, from the objects just built: no file-to-file
+# cycle, nothing calls into dbgate.c, the statement path reaches nothing of
+# the configuration's writing side, which reaches the queues through
+# queue.c only (test/tools/layers.sh exits 1 on a violation)
+if ! out=$(cd "$A" && bash test/tools/layers.sh 2>&1); then
+	echo "$out"
+	fail "test/tools/layers.sh found a violation of the layers"
+fi
+grep -q '^file-to-file cycles: 0$' <<<"$out" || {
+	echo "$out"
+	fail "a file-to-file cycle"
+}
+echo "ok: layers as src/README says ($(grep -c . <<<"$out") lines of report, no cycle)"

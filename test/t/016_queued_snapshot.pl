@@ -43,9 +43,13 @@ sub queued_case
 	# H keeps the slot: its transaction holds a transaction ID
 	$h->query('BEGIN; UPDATE qs_rows SET v = v WHERE id = 0;');
 	$w->send($sql);
+	# queued, and asleep: a backend is marked queued before it lets go of
+	# its snapshot, and sleeps (wait event type Extension) only after
 	poll_ok($node,
-		"SELECT state FROM dbgate.backends WHERE pid = $wpid",
-		'queued', "$name: the statement queues");
+		"SELECT b.state || '/' || a.wait_event_type
+		   FROM dbgate.backends b JOIN pg_stat_activity a USING (pid)
+		  WHERE pid = $wpid",
+		'queued/Extension', "$name: the statement queues");
 	my $xmin = $node->safe_psql('postgres',
 		"SELECT backend_xmin IS NOT NULL FROM pg_stat_activity WHERE pid = $wpid");
 	is($xmin, $p{keeps_xmin} ? 't' : 'f',

@@ -1698,7 +1698,10 @@ my $mon = check_samples(
 	idle_age => { soak_d => $d_idle_max / 1000 + 4 },
 	max_age => 30,
 	lh_window => 15,
-	fair => { soak_a => 1, soak_d => 1, soak_l => 1 },
+	# a budget that hands a released slot off whenever it has waiters;
+	# soak_l, fair and 'lifo', frees the slot and wakes its newest waiter
+	# while none is overdue (1.3), so it is held only to starve_limit
+	fair => { soak_a => 1, soak_d => 1 },
 	scope => \%SCOPE,
 	gate_windows => \@gate_windows,
 	starve_limit => 2);

@@ -33,7 +33,8 @@
 #     shadow mode);
 #   - limits never show a value that was only set in a rolled-back
 #     transaction;
-#   - a fair budget never has a free slot while statements wait; no budget
+#   - a budget in fair (one that hands a released slot off whenever it
+#     has waiters) never has a free slot while statements wait; no budget
 #     has one for longer than starve_limit seconds (a lost wake-up), but
 #     those in no_starve (children, whose waiters may wait for a parent,
 #     and budgets with a rate, whose waiters may wait for a token: see
@@ -315,9 +316,11 @@ sub check_samples
 			$r{max_queued}{$budget} = $v{queued}
 			  if $v{queued} > ($r{max_queued}{$budget} // -1);
 
-			# A fair budget hands a released slot straight to the head of
-			# its queue: nobody waits while a slot is free.  A non-fair one
-			# wakes the head, which takes the slot at once.
+			# A fair budget hands a released slot straight to the waiter
+			# chosen: nobody waits while a slot is free (the budgets in
+			# $p{fair}).  A non-fair one, and a fair 'lifo' one while
+			# nobody is overdue, wakes the waiter chosen, which takes the
+			# slot at once (so a slot is free at most starve_limit).
 			if ($v{queued} > 0 && $v{active} < $v{max_active} && !$p{no_starve}{$budget})
 			{
 				$viol->($t,
