@@ -117,6 +117,11 @@ my $log_offset = -s $node->logfile;
 ok(kill('KILL', $holder->pid), 'killed the slot holder with SIGKILL');
 $node->wait_for_log(qr/all server processes terminated; reinitializing/,
 	$log_offset);
+# then ready: a psql that finds the server still refusing connections
+# may exit before poll_query_until() wrote its query, and IPC::Run
+# dies of the broken pipe
+$node->wait_for_log(qr/database system is ready to accept connections/,
+	$log_offset);
 ok($node->poll_query_until('postgres', 'SELECT 1', '1'),
 	'server accepts connections after the crash restart');
 $_->wait_exit for ($holder, $waiter, $admin, $locker);

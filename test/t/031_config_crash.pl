@@ -31,6 +31,11 @@ sub crash
 	kill 'KILL', $session->pid or die "kill: $!";
 	$node->wait_for_log(qr/all server processes terminated; reinitializing/,
 		$offset);
+	# then ready: a psql that finds the server still refusing connections
+	# may exit before poll_query_until() wrote its query, and IPC::Run
+	# dies of the broken pipe
+	$node->wait_for_log(qr/database system is ready to accept connections/,
+		$offset);
 	$node->poll_query_until('postgres', 'SELECT 1', '1')
 	  or die "server did not come back";
 	return $session->wait_exit;

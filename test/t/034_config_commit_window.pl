@@ -50,6 +50,11 @@ is($standby->safe_psql('postgres', $conf_sql),
 my $offset = -s $primary->logfile;
 kill 'KILL', $s->pid or die "kill: $!";
 $primary->wait_for_log(qr/all server processes terminated; reinitializing/, $offset);
+# then ready: a psql that finds the server still refusing connections
+# may exit before poll_query_until() wrote its query, and IPC::Run
+# dies of the broken pipe
+$primary->wait_for_log(qr/database system is ready to accept connections/,
+	$offset);
 ok($primary->poll_query_until('postgres', 'SELECT 1', '1'),
 	'the primary is back after the crash');
 $s->wait_exit;

@@ -162,6 +162,11 @@ my @s = load('before the first crash');
 my $offset = -s $node->logfile;
 ok(kill('KILL', $s[0]->pid), 'killed a slot holder of the leaf with SIGKILL');
 $node->wait_for_log(qr/all server processes terminated; reinitializing/, $offset);
+# then ready: a psql that finds the server still refusing connections
+# may exit before poll_query_until() wrote its query, and IPC::Run
+# dies of the broken pipe
+$node->wait_for_log(qr/database system is ready to accept connections/,
+	$offset);
 ok($node->poll_query_until('postgres', 'SELECT 1', '1'),
 	'the server accepts connections after the crash restart');
 $_->wait_exit for @s;
