@@ -30,7 +30,8 @@ OBJS = \
 	src/planner.o
 
 EXTENSION = dbgate
-DATA = sql/dbgate--1.0.sql sql/dbgate--1.0--1.1.sql sql/dbgate--1.1--1.2.sql
+DATA = sql/dbgate--1.0.sql sql/dbgate--1.0--1.1.sql sql/dbgate--1.1--1.2.sql \
+	sql/dbgate--1.2--1.3.sql
 PGFILEDESC = "dbgate - workload admission control"
 
 # Regression tests (sql/*.sql, expected/*.out) run against a throwaway

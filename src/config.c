@@ -198,7 +198,9 @@ check_unassigned(const DbgateConfig *config, const char *budget)
  *	  - a parent is a budget of the image;
  *	  - no budget is its own ancestor, and no chain from a budget up to its
  *		top-level ancestor has more than DBGATE_MAX_DEPTH budgets;
- *	  - a budget that has children has no role or database assigned.
+ *	  - a budget that has children has no role or database assigned;
+ *	  - (1.3) the reservations of a budget's children add up to at most its
+ *		max_active (a budget without parent reserves nothing: fields.c).
  * The checks run on the image they change, so the replay at PRE_COMMIT on
  * the configuration committed then also catches conflicts with what other
  * sessions committed meanwhile.
@@ -373,6 +375,48 @@ check_parent(const DbgateConfig *config, const DbgateBudgetConf *c, int bi)
 						   parent, c->name, above + below, DBGATE_MAX_DEPTH)));
 }
 
+/*
+ * The children of budget 'parent' are to reserve at most its max_active.
+ * 'c' is a budget as it is to be (budget 'bi' of the image, or -1 for one
+ * being created): one of the children, or the parent itself.  Checked
+ * before the image changes, so that an error leaves it as it was.
+ */
+static void
+check_reservations(const DbgateConfig *config, const char *parent,
+				   const DbgateBudgetConf *c, int bi)
+{
+	int64		sum = 0;
+	int32		max_active;
+	int			pi;
+	int			i;
+
+	if (strcmp(c->name, parent) == 0)
+		max_active = c->max_active;
+	else
+	{
+		pi = dbgate_image_find_budget(config, parent);
+		if (pi < 0)
+			return;				/* check_parent() reports it */
+		max_active = config->budgets[pi].max_active;
+	}
+	for (i = 0; i < config->nbudgets; i++)
+	{
+		if (i != bi && strcmp(config->budgets[i].parent, parent) == 0)
+			sum += config->budgets[i].reserved;
+	}
+	if (strcmp(c->parent, parent) == 0)
+		sum += c->reserved;
+	if (sum > max_active)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("the children of budget \"%s\" would reserve more slots than its max_active",
+						parent),
+				 errdetail("Its children would reserve %lld slots together; its max_active is %d.",
+						   (long long) sum, max_active),
+				 errhint("Lower the children's reserved, or raise the max_active of budget \"%s\".",
+						 parent)));
+}
+
 /* A role or database is to be assigned to budget 'name': it must have no children. */
 static void
 check_assignable(const DbgateConfig *config, const char *name, Oid oid,
@@ -434,6 +478,8 @@ apply_create(DbgateConfig *config, const PendingOp *op)
 						   dbgate_shared->max_budgets),
 				 errhint("Drop a budget, or raise dbgate.max_budgets and restart the server.")));
 	check_parent(config, &op->conf, -1);
+	if (op->conf.reserved > 0)
+		check_reservations(config, op->conf.parent, &op->conf, -1);
 	dbgate_image_add_budget(config, &op->conf);
 	config->budgets[config->nbudgets - 1].src_index = -1;
 	config->budgets[config->nbudgets - 1].src_incarnation = 0;
@@ -459,6 +505,10 @@ apply_alter(DbgateConfig *config, const PendingOp *op)
 	dbgate_conf_check(&altered);
 	if (strcmp(altered.parent, config->budgets[bi].parent) != 0)
 		check_parent(config, &altered, bi);
+	if (altered.reserved > 0)
+		check_reservations(config, altered.parent, &altered, bi);
+	if (altered.max_active < config->budgets[bi].max_active)
+		check_reservations(config, altered.name, &altered, bi);
 	config->budgets[bi] = altered;
 }
 
@@ -480,11 +530,14 @@ apply_drop(DbgateConfig *config, const PendingOp *op)
 		check_unassigned(config, op->name);
 		check_childless(config, op->name);
 	}
-	/* force: the children become top-level */
+	/* force: the children become top-level, and reserve nothing */
 	for (ri = 0; ri < config->nbudgets; ri++)
 	{
 		if (strcmp(config->budgets[ri].parent, op->name) == 0)
+		{
 			memset(config->budgets[ri].parent, 0, NAMEDATALEN);
+			config->budgets[ri].reserved = 0;
+		}
 	}
 	for (ri = config->nroles - 1; ri >= 0; ri--)
 	{

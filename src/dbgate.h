@@ -53,6 +53,8 @@ typedef struct DbgateBudgetConf
 	double		max_rate;		/* admissions per second; 0 = none */
 	int32		max_memory_mb;	/* 0 = none */
 	double		min_cost;		/* 0 = every statement is gated */
+	/* 1.3 */
+	int32		reserved;		/* slots of the parent kept for this child */
 
 	/*
 	 * In a configuration image: the installed budget entry this one stands

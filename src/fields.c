@@ -177,6 +177,13 @@ const DbgateField dbgate_fields[DBGATE_NFIELDS] = {
 		.def = 0, .min = 0, .max = HUGE_VAL,
 		.range_msg = "min_cost must be finite and not negative"
 	},
+	/* 1.3, format 4 */
+	{
+		.name = "reserved", .kind = DBGATE_KIND_INT, .offset = F(reserved),
+		.api = DBGATE_API_1_3, .format = 4, .column = 22,
+		.def = 0, .min = 0, .max = PG_INT32_MAX,
+		.range_msg = "reserved must not be negative"
+	},
 };
 
 StaticAssertDecl(DBGATE_NFIELDS <= 32, "the alter mask has one bit per field");
@@ -381,6 +388,11 @@ dbgate_conf_problem(const DbgateBudgetConf *c)
 	if (c->queue_order == DBGATE_ORDER_LIFO && c->overtake_limit_ms == 0 &&
 		c->queue_timeout_ms == 0)
 		return "lifo";
+	/* a reservation is of the parent's slots, and at most what it may use */
+	if (c->reserved > 0 && c->parent[0] == '\0')
+		return "reserved without parent";
+	if (c->reserved > c->max_active)
+		return "reserved over max_active";
 	return NULL;
 }
 
@@ -392,6 +404,19 @@ dbgate_conf_check(const DbgateBudgetConf *c)
 
 	if (problem == NULL)
 		return;
+	if (strcmp(problem, "reserved without parent") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("only a budget with a parent can have reserved slots"),
+				 errdetail("Budget \"%s\" would have reserved %d and no parent.",
+						   c->name, c->reserved),
+				 errhint("Give the budget a parent, or set reserved to 0.")));
+	if (strcmp(problem, "reserved over max_active") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("reserved must not be over max_active"),
+				 errdetail("Budget \"%s\" would have reserved %d and max_active %d.",
+						   c->name, c->reserved, c->max_active)));
 	Assert(strcmp(problem, "lifo") == 0);
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

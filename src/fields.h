@@ -46,16 +46,18 @@ typedef enum DbgateApi
 {
 	DBGATE_API_1_0,
 	DBGATE_API_1_1,
-	DBGATE_API_1_2
+	DBGATE_API_1_2,
+	DBGATE_API_1_3
 } DbgateApi;
 
 /*
  * Versions of the encoding of a configuration image, in the state file
- * and in WAL records (persist.c).  1 was written by dbgate 1.0, 2 by 1.1;
- * 1.2 writes 2 or 3, the oldest that holds the image.
+ * and in WAL records (persist.c).  1 was written by dbgate 1.0, 2 by 1.1,
+ * 2 or 3 by 1.2; 1.3 writes 2, 3 or 4, the oldest that holds the image (so
+ * 4 only while a budget has a 1.3 field away from its default).
  */
 #define DBGATE_FORMAT_OLDEST_WRITTEN	2
-#define DBGATE_FORMAT_CURRENT			3
+#define DBGATE_FORMAT_CURRENT			4
 
 typedef struct DbgateField
 {
@@ -79,7 +81,7 @@ typedef struct DbgateField
 								 * range */
 } DbgateField;
 
-#define DBGATE_NFIELDS	19
+#define DBGATE_NFIELDS	20
 
 extern const DbgateField dbgate_fields[DBGATE_NFIELDS];
 

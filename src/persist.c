@@ -398,13 +398,15 @@ decode_budget(const char *p, uint32 version, DbgateBudgetConf *c)
 /*
  * The rules of the hierarchy (see config.c) on an image whose budgets are
  * sorted by name: every parent exists, no chain is longer than
- * DBGATE_MAX_DEPTH (which also excludes cycles).  Marks the budgets that
- * have children in 'has_children'.
+ * DBGATE_MAX_DEPTH (which also excludes cycles), the reservations of a
+ * budget's children add up to at most its max_active.  Marks the budgets
+ * that have children in 'has_children'.
  */
 static bool
 check_hierarchy(const DbgateConfig *config, bool *has_children, char *why,
 				size_t whylen)
 {
+	int64	   *reserved = palloc0(sizeof(int64) * Max(config->nbudgets, 1));
 	int			i;
 
 	for (i = 0; i < config->nbudgets; i++)
@@ -424,7 +426,10 @@ check_hierarchy(const DbgateConfig *config, bool *has_children, char *why,
 				return false;
 			}
 			if (k == i)
+			{
 				has_children[parent] = true;
+				reserved[parent] += c->reserved;
+			}
 			if (++depth > DBGATE_MAX_DEPTH)
 			{
 				snprintf(why, whylen, "Budget \"%s\" is on a chain of more than %d budgets, or on a cycle.",
@@ -434,6 +439,17 @@ check_hierarchy(const DbgateConfig *config, bool *has_children, char *why,
 			k = parent;
 		}
 	}
+	for (i = 0; i < config->nbudgets; i++)
+	{
+		if (reserved[i] > config->budgets[i].max_active)
+		{
+			snprintf(why, whylen, "The children of budget \"%s\" reserve %lld slots, more than its max_active %d.",
+					 config->budgets[i].name, (long long) reserved[i],
+					 config->budgets[i].max_active);
+			return false;
+		}
+	}
+	pfree(reserved);
 	return true;
 }
 

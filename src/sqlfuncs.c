@@ -46,9 +46,11 @@
 PG_FUNCTION_INFO_V1(dbgate_create_budget);
 PG_FUNCTION_INFO_V1(dbgate_create_budget_1_1);
 PG_FUNCTION_INFO_V1(dbgate_create_budget_1_2);
+PG_FUNCTION_INFO_V1(dbgate_create_budget_1_3);
 PG_FUNCTION_INFO_V1(dbgate_alter_budget);
 PG_FUNCTION_INFO_V1(dbgate_alter_budget_1_1);
 PG_FUNCTION_INFO_V1(dbgate_alter_budget_1_2);
+PG_FUNCTION_INFO_V1(dbgate_alter_budget_1_3);
 PG_FUNCTION_INFO_V1(dbgate_drop_budget);
 PG_FUNCTION_INFO_V1(dbgate_assign_role);
 PG_FUNCTION_INFO_V1(dbgate_unassign_role);
@@ -58,6 +60,7 @@ PG_FUNCTION_INFO_V1(dbgate_reset_stats);
 PG_FUNCTION_INFO_V1(dbgate_budget_config);
 PG_FUNCTION_INFO_V1(dbgate_budget_config_1_1);
 PG_FUNCTION_INFO_V1(dbgate_budget_config_1_2);
+PG_FUNCTION_INFO_V1(dbgate_budget_config_1_3);
 PG_FUNCTION_INFO_V1(dbgate_config_script);
 
 /*
@@ -221,6 +224,13 @@ dbgate_create_budget_1_2(PG_FUNCTION_ARGS)
 	PG_RETURN_VOID();
 }
 
+Datum
+dbgate_create_budget_1_3(PG_FUNCTION_ARGS)
+{
+	create_budget(fcinfo, DBGATE_API_1_3);
+	PG_RETURN_VOID();
+}
+
 /*
  * alter_budget: the arguments as for create_budget; NULL keeps a field.
  * The mask has the bit of every field given.
@@ -268,6 +278,13 @@ Datum
 dbgate_alter_budget_1_2(PG_FUNCTION_ARGS)
 {
 	alter_budget(fcinfo, DBGATE_API_1_2);
+	PG_RETURN_VOID();
+}
+
+Datum
+dbgate_alter_budget_1_3(PG_FUNCTION_ARGS)
+{
+	alter_budget(fcinfo, DBGATE_API_1_3);
 	PG_RETURN_VOID();
 }
 
@@ -525,6 +542,13 @@ Datum
 dbgate_budget_config_1_2(PG_FUNCTION_ARGS)
 {
 	budget_config(fcinfo, DBGATE_API_1_2);
+	return (Datum) 0;
+}
+
+Datum
+dbgate_budget_config_1_3(PG_FUNCTION_ARGS)
+{
+	budget_config(fcinfo, DBGATE_API_1_3);
 	return (Datum) 0;
 }
 

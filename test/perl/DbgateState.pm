@@ -67,7 +67,8 @@ my @FIELDS = (
 	[ 'max_rate', 'd', 3, 0 ],
 	[ 'rate_burst', 'l', 3, 1 ],
 	[ 'max_memory_mb', 'l', 3, 0 ],
-	[ 'min_cost', 'd', 3, 0 ],);
+	[ 'min_cost', 'd', 3, 0 ],
+	[ 'reserved', 'l', 4, 0 ],);
 
 sub budget_record
 {
@@ -101,7 +102,7 @@ sub state_image
 		$bytes = pack('L6 Q', 0x44424754, $version, scalar(@budgets),
 			scalar(@roles), scalar(@dbs), 0, $p{lsn} // 0);
 	}
-	return $bytes . pack('L', crc32c($bytes)) if $version > 3;
+	return $bytes . pack('L', crc32c($bytes)) if $version > 4;
 	$bytes .= budget_record($version, $_) for @budgets;
 	$bytes .= pack('L a64', @$_) for @roles;
 	if ($version > 1)

@@ -1,11 +1,12 @@
-# ALTER EXTENSION dbgate UPDATE from 1.0 to 1.1, from 1.1 to 1.2 and from
-# 1.0 straight to 1.2 keeps every budget and assignment, the EXECUTE grants
-# on the functions whose signature changes, and the objects that depend on
-# dbgate.budgets; the new functions and columns are there afterwards, the
-# new fields at their defaults (flat budgets stay flat).  The 1.2 library
-# serves the SQL objects of 1.0, 1.1 and 1.2 at the same time, in different
-# databases of one cluster (budgets are cluster-wide): the old signatures
-# keep working and keep the fields they do not know.
+# ALTER EXTENSION dbgate UPDATE from 1.0 to 1.1, from 1.1 to 1.2, from 1.2
+# to 1.3 and from 1.0 straight to 1.2 and to 1.3 keeps every budget and
+# assignment, the EXECUTE grants on the functions whose signature changes,
+# and the objects that depend on dbgate.budgets; the new functions and
+# columns are there afterwards, the new fields at their defaults (flat
+# budgets stay flat).  The 1.3 library serves the SQL objects of 1.0, 1.1,
+# 1.2 and 1.3 at the same time, in different databases of one cluster
+# (budgets are cluster-wide): the old signatures keep working and keep the
+# fields they do not know.
 use strict;
 use warnings FATAL => 'all';
 
@@ -159,6 +160,7 @@ $node->safe_psql(
 	SELECT dbgate.assign_database('postgres', 'u_four');
 	SELECT dbgate.alter_budget('u_four', parallel_workers => 2);
 });
+
 $node->restart;
 is( $node->safe_psql(
 		'postgres',
@@ -194,10 +196,10 @@ my $new_sql = q{SELECT string_agg(format('%s:%s:%s:%s:%s:%s:%s:%s:%s', budget, q
 my $everything = q{SELECT string_agg(b::text, ' ' ORDER BY budget) FROM dbgate.budgets b};
 
 my $before_1_2 = $node->safe_psql('postgres', $everything);
-$node->safe_psql('postgres', 'ALTER EXTENSION dbgate UPDATE');
+$node->safe_psql('postgres', "ALTER EXTENSION dbgate UPDATE TO '1.2'");
 is($node->safe_psql('postgres',
 		"SELECT extversion FROM pg_extension WHERE extname = 'dbgate'"),
-	'1.2', 'ALTER EXTENSION dbgate UPDATE goes from 1.1 to 1.2');
+	'1.2', 'ALTER EXTENSION dbgate UPDATE TO 1.2 goes from 1.1 to 1.2');
 is($node->safe_psql('postgres', $cols_sql), $cols_1_2,
 	'dbgate.budgets has the 1.2 columns in order');
 is($node->safe_psql('postgres', $sig_sql), $sigs_1_2, 'the 1.2 functions replace the 1.1 ones');
@@ -294,10 +296,10 @@ is( $node->safe_psql(
 	'5:2',
 	'alter_budget of a 1.0 database keeps the fields it does not know');
 my $before_old = $node->safe_psql('postgres', $everything);
-$node->safe_psql('u_old', 'ALTER EXTENSION dbgate UPDATE');
+$node->safe_psql('u_old', "ALTER EXTENSION dbgate UPDATE TO '1.2'");
 is($node->safe_psql('u_old',
 		"SELECT extversion FROM pg_extension WHERE extname = 'dbgate'"),
-	'1.2', 'ALTER EXTENSION dbgate UPDATE goes from 1.0 to 1.2');
+	'1.2', 'ALTER EXTENSION dbgate UPDATE TO 1.2 goes from 1.0 to 1.2');
 is($node->safe_psql('u_old', $cols_sql), $cols_1_2, 'with the 1.2 columns');
 is($node->safe_psql('u_old', $sig_sql), $sigs_1_2, 'and the 1.2 functions');
 is($node->safe_psql('u_old', $grants_sql),
@@ -308,13 +310,112 @@ is( $node->safe_psql('u_old', q{SELECT string_agg(budget, ' ' ORDER BY budget) F
 	'u_five u_four u_one u_pool u_three u_two',
 	'a view on dbgate.budgets survives the update');
 
+# ---------------------------------------------------------------------------
+# 1.2 -> 1.3 (postgres), with u_old staying at 1.2 beside it
+my $sigs_1_3 = $sigs_1_2;
+$sigs_1_3 =~ s/double precision\)/double precision,integer)/g;
+my $cols_1_3 = "$cols_1_2,reserved";
+$node->safe_psql('postgres', q{SELECT dbgate.alter_budget('u_pool', max_active => 6)});
+my $before_1_3 = $node->safe_psql('postgres', $everything);
+$node->safe_psql('postgres', 'ALTER EXTENSION dbgate UPDATE');
+is($node->safe_psql('postgres',
+		"SELECT extversion FROM pg_extension WHERE extname = 'dbgate'"),
+	'1.3', 'ALTER EXTENSION dbgate UPDATE goes from 1.2 to 1.3');
+is($node->safe_psql('postgres', $cols_sql), $cols_1_3,
+	'dbgate.budgets has the 1.3 columns in order');
+is($node->safe_psql('postgres', $sig_sql), $sigs_1_3, 'the 1.3 functions replace the 1.2 ones');
+is( $node->safe_psql(
+		'postgres',
+		q{SELECT string_agg(b::text, ' ' ORDER BY budget) FROM
+		    (SELECT budget, max_active, max_queued, queue_timeout, statement_timeout, lock_timeout,
+		            fair, roles, scope, idle_in_transaction_timeout, parallel_workers, utility,
+		            enforce, databases, queue_order, overtake_limit, parent, weight, max_rate,
+		            rate_burst, max_memory_mb, min_cost FROM dbgate.budgets) b}
+	),
+	$before_1_3,
+	'every budget and assignment is kept');
+is($node->safe_psql('postgres', q{SELECT string_agg(DISTINCT reserved::text, ',') FROM dbgate.budgets}),
+	'0', 'the 1.3 fields are at their defaults');
+is($node->safe_psql('postgres', $grants_sql),
+	'alter_budget:f:t assign_database:f:f create_budget:f:t drop_budget:f:f',
+	'EXECUTE grants are carried over to the 1.3 signatures, PUBLIC has none');
+is( $node->safe_psql(
+		'postgres',
+		q{SELECT count(*) FROM pg_proc WHERE pronamespace = 'dbgate'::regnamespace AND (proname LIKE '%1_2' OR proname = 'dbgate_copy_execute_grants')}
+	),
+	'0',
+	'no helper of the 1.3 update script is left');
+is( $node->safe_psql(
+		'postgres',
+		q{SELECT has_function_privilege('pg_monitor', 'dbgate.budget_config()', 'EXECUTE'),
+		         has_table_privilege('pg_monitor', 'dbgate.budgets', 'SELECT'),
+		         has_table_privilege('public', 'dbgate.budgets', 'SELECT')}
+	),
+	't|t|f',
+	'pg_monitor still reads the view after the 1.3 update, PUBLIC does not');
+is( $node->safe_psql('postgres',
+		'SELECT string_agg(budget, \' \' ORDER BY budget) FROM u_budget_names'),
+	'u_five u_four u_one u_pool u_three u_two',
+	'a view on dbgate.budgets survives the 1.3 update');
+($state, undef, $err) = run_sql($node,
+	q{SELECT dbgate.alter_budget('u_three', reserved => 1)},
+	user => 'u_admin');
+is($state, '', 'the delegated administrator uses the 1.3 function') or diag($err);
+
+# the 1.2 objects of u_old, served by the 1.3 library
+$node->safe_psql('u_old',
+	q{SELECT dbgate.alter_budget('u_three', max_queued => 7, min_cost => 20)});
+is( $node->safe_psql(
+		'postgres',
+		q{SELECT format('%s:%s:%s:%s', max_queued, min_cost, parent, reserved)
+		  FROM dbgate.budgets WHERE budget = 'u_three'}
+	),
+	'7:20:u_pool:1',
+	'alter_budget of a 1.2 database keeps the 1.3 fields it does not know');
+is( $node->safe_psql(
+		'u_old',
+		q{SELECT count(*) FROM pg_attribute WHERE attrelid = 'dbgate.budgets'::regclass AND attnum > 0}
+	),
+	'22',
+	'the 1.2 view has 22 columns');
+like( $node->safe_psql('postgres', 'SELECT dbgate.config_script()'),
+	qr/create_budget\('u_three', max_active => 1, max_queued => 7, .*reserved => 1\);/,
+	'config_script() names reserved where it is set');
+unlike( $node->safe_psql('postgres', 'SELECT dbgate.config_script()'),
+	qr/create_budget\('u_(one|two|four|five)',[^\n]*reserved/,
+	'and only there');
+
+# 1.0 -> 1.3 in one step
+$node->safe_psql('postgres', 'CREATE DATABASE u_older');
+$node->safe_psql('u_older', q{
+	CREATE EXTENSION dbgate VERSION '1.0';
+	GRANT USAGE ON SCHEMA dbgate TO u_admin;
+	GRANT EXECUTE ON FUNCTION
+	  dbgate.create_budget(text, integer, integer, interval, interval, interval, boolean),
+	  dbgate.alter_budget(text, integer, integer, interval, interval, interval, boolean)
+	  TO u_admin;
+});
+$node->safe_psql('u_older', 'ALTER EXTENSION dbgate UPDATE');
+is($node->safe_psql('u_older',
+		"SELECT extversion FROM pg_extension WHERE extname = 'dbgate'"),
+	'1.3', 'ALTER EXTENSION dbgate UPDATE goes from 1.0 to 1.3');
+is($node->safe_psql('u_older', $cols_sql), $cols_1_3, 'with the 1.3 columns');
+is($node->safe_psql('u_older', $sig_sql), $sigs_1_3, 'and the 1.3 functions');
+is($node->safe_psql('u_older', $grants_sql),
+	'alter_budget:f:t assign_database:f:f create_budget:f:t drop_budget:f:f',
+	'EXECUTE grants are carried over from 1.0 to the 1.3 signatures');
+is($node->safe_psql('u_older', $everything), $node->safe_psql('postgres', $everything),
+	'it sees the same budgets');
+
 $node->restart;
 is( $node->safe_psql(
 		'postgres',
 		q{SELECT format('%s:%s:%s', parent, max_rate, min_cost) FROM dbgate.budgets WHERE budget = 'u_three'}
 	),
-	'u_pool:2.5:10',
+	'u_pool:2.5:20',
 	'1.2 fields survive a restart');
+is($node->safe_psql('postgres', q{SELECT reserved FROM dbgate.budgets WHERE budget = 'u_three'}),
+	'1', 'and so does reserved');
 
 $node->stop;
 done_testing();

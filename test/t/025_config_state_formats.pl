@@ -1,8 +1,10 @@
 # The formats of the state file (see src/persist.c):
 #   - a file of format 2, as dbgate 1.1 wrote it, loads with the 1.2
 #     fields at their defaults (format 1 is 021_config_state_v1);
-#   - the encoder writes format 2 while every 1.2 field has its default and
-#     format 3 as soon as one does not, each field on its own;
+#   - the encoder writes format 2 while every 1.2 field has its default,
+#     format 3 as soon as one does not, each field on its own, and format 4
+#     while a 1.3 field (reserved) is in use;
+#   - a format-4 file built byte by byte loads with its reservations;
 #   - format 3 round-trips every field and a hierarchy through a restart,
 #     a crash restart and config_script(); a file built here byte by byte
 #     loads the same way;
@@ -81,9 +83,9 @@ ok( $node->log_contains(
 ok(!$node->log_contains(qr/WARNING/, $offset), 'without a warning');
 is( $node->safe_psql('postgres', $all),
 	'(fm_v2a,3,1,00:00:01.5,00:00:00,00:00:00,t,{fm_alice},transaction,00:00:30,0,t,f,{},'
-	  . 'fifo,00:00:00.1,,1,0,1,0,0) '
+	  . 'fifo,00:00:00.1,,1,0,1,0,0,0) '
 	  . '(fm_v2b,1,0,00:00:00,00:00:00,00:00:00,f,{},statement,00:00:00,-1,f,t,{postgres},'
-	  . 'fifo,00:00:00.1,,1,0,1,0,0)',
+	  . 'fifo,00:00:00.1,,1,0,1,0,0,0)',
 	'its budgets and assignments, the 1.2 fields at their defaults');
 
 # ---------------------------------------------------------------------------
@@ -112,6 +114,13 @@ for my $set (
 		  weight => 1, max_rate => 0, rate_burst => 1, max_memory_mb => 0, min_cost => 0)});
 	is(file_format(), 2, "$set back to its default: format 2");
 }
+$node->safe_psql('postgres',
+	"SELECT dbgate.alter_budget('fm_v2b', parent => 'fm_p', reserved => 1)");
+is(file_format(), 4, 'reserved (1.3): format 4');
+$node->safe_psql('postgres', "SELECT dbgate.alter_budget('fm_v2b', reserved => 0)");
+is(file_format(), 3, 'reserved back to 0, a parent left: format 3');
+$node->safe_psql('postgres', "SELECT dbgate.alter_budget('fm_v2b', parent => '')");
+is(file_format(), 2, 'and no parent: format 2');
 
 # ---------------------------------------------------------------------------
 # 3. Format 3 round-trips: restart, crash restart, config_script()
@@ -186,6 +195,29 @@ is( $node->safe_psql(
 	  . 'fm_v<fm_t:1:lifo:00:00:00:00:00:00.5:0:1:64:0:{}:{postgres}',
 	'with every field where the layout puts it');
 
+# a format-4 file: the reservations of a tree (2 + 1 of the parent's 3)
+$node->stop;
+write_file(
+	state_image(
+		version => 4,
+		budgets => [
+			{ name => 'fm_r', max_active => 3 },
+			{ name => 'fm_r1', max_active => 2, parent => 'fm_r', reserved => 2, min_cost => 1.5 },
+			{ name => 'fm_r2', max_active => 3, parent => 'fm_r', reserved => 1 },
+			{ name => 'fm_r3', max_active => 3, parent => 'fm_r' }
+		]));
+$offset = -s $node->logfile;
+$node->start;
+ok(!$node->log_contains(qr/WARNING/, $offset), 'a format-4 file built here loads');
+is( $node->safe_psql(
+		'postgres',
+		q{SELECT string_agg(format('%s<%s:%s:%s:%s', budget, parent, max_active, min_cost,
+		    reserved), ' ' ORDER BY budget) FROM dbgate.budgets}
+	),
+	'fm_r<:3:0:0 fm_r1<fm_r:2:1.5:2 fm_r2<fm_r:3:0:1 fm_r3<fm_r:3:0:0',
+	'with reserved where the layout puts it');
+is(file_format(), 4, 'and is format 4 as it is');
+
 # ---------------------------------------------------------------------------
 # 5. Decoding refuses what the SQL functions refuse
 my $inf = 9**9**9;
@@ -231,12 +263,28 @@ my @refused = (
 		[ { name => 'x' }, { name => 'y', parent => 'x' } ],
 		[],
 		[ [ $dbid, 'x' ] ]
+	],
+	[ 'reserved -1', [ { name => 'x' }, { name => 'y', parent => 'x', reserved => -1 } ], [], [], 4 ],
+	[ 'reserved without a parent', [ { name => 'x', max_active => 2, reserved => 1 } ], [], [], 4 ],
+	[
+		'reserved over max_active',
+		[ { name => 'x', max_active => 4 }, { name => 'y', parent => 'x', reserved => 2 } ],
+		[], [], 4
+	],
+	[
+		'reservations over the parent\'s max_active',
+		[
+			{ name => 'x', max_active => 3 },
+			{ name => 'y', parent => 'x', max_active => 2, reserved => 2 },
+			{ name => 'z', parent => 'x', max_active => 2, reserved => 2 }
+		],
+		[], [], 4
 	]);
 for my $case (@refused)
 {
-	my ($what, $budgets, $roles, $dbs) = @$case;
+	my ($what, $budgets, $roles, $dbs, $version) = @$case;
 	my $bytes = state_image(
-		version => 3,
+		version => $version // 3,
 		budgets => $budgets,
 		roles => $roles // [],
 		dbs => $dbs // []);
@@ -257,12 +305,12 @@ for my $case (@refused)
 # 6. A file of a newer format: the server does not start, the file stays
 $node->stop;
 unlink $corrupt;
-my $newer = state_image(version => 4) . 'written by a newer dbgate';
+my $newer = state_image(version => 5) . 'written by a newer dbgate';
 write_file($newer);
 $offset = -s $node->logfile;
 is($node->start(fail_ok => 1), 0, 'a newer format: the server does not start');
 ok( $node->log_contains(
-		qr/FATAL:  dbgate state file "dbgate\.state" has format version 4, which this version of dbgate cannot read/,
+		qr/FATAL:  dbgate state file "dbgate\.state" has format version 5, which this version of dbgate cannot read/,
 		$offset),
 	'it says why');
 ok($node->log_contains(qr/HINT:  Install the version of dbgate that wrote the file/, $offset),

@@ -1,8 +1,8 @@
 # The formats of dbgate's WAL records on a streaming standby:
 #   - the primary logs format 2 while no budget uses a 1.2 field, format 3
-#     once one does (a hierarchy, a rate, ...), and format 2 again when
-#     none does any more; the standby replays each to the same
-#     dbgate.budgets;
+#     once one does (a hierarchy, a rate, ...), format 4 while a 1.3 field
+#     (reserved) is in use, and format 2 again when none does any more;
+#     the standby replays each to the same dbgate.budgets;
 #   - a record of format 2 as dbgate 1.1 logged it is replayed, the 1.2
 #     fields at their defaults (a 1.2 standby of a 1.1 primary);
 #   - reset_stats() and config_script() work on the standby;
@@ -125,6 +125,29 @@ $primary->safe_psql(
 is(last_format(), 2, 'every 1.2 field back at its default: format 2 again');
 replayed_ok('format 2 again');
 
+$primary->safe_psql(
+	'postgres', q{
+	SELECT dbgate.create_budget('wf_p4', 4);
+	SELECT dbgate.create_budget('wf_c4', 3, parent => 'wf_p4', reserved => 3);
+	SELECT dbgate.create_budget('wf_d4', 1, parent => 'wf_p4', reserved => 1);
+});
+is(last_format(), 4, 'a reservation (1.3): the record has format 4');
+replayed_ok('format 4');
+is( $standby->safe_psql(
+		'postgres',
+		q{SELECT string_agg(format('%s<%s:%s', budget, parent, reserved), ' ' ORDER BY budget)
+		  FROM dbgate.budgets WHERE budget LIKE 'wf_%4'}
+	),
+	'wf_c4<wf_p4:3 wf_d4<wf_p4:1 wf_p4<:0',
+	'the standby has the reservations exactly');
+$primary->safe_psql('postgres', q{SELECT dbgate.alter_budget(b, reserved => 0) FROM unnest(ARRAY['wf_c4', 'wf_d4']) b});
+is(last_format(), 3, 'no reservation left, a hierarchy: format 3');
+replayed_ok('format 3 after 4');
+$primary->safe_psql('postgres', q{SELECT dbgate.drop_budget('wf_p4', force => true)});
+is(last_format(), 2, 'no 1.2 or 1.3 field: format 2');
+$primary->safe_psql('postgres', q{SELECT dbgate.drop_budget(b) FROM unnest(ARRAY['wf_c4', 'wf_d4']) b});
+replayed_ok('format 2 after 4');
+
 # ---------------------------------------------------------------------------
 # 2. A record of format 2 as dbgate 1.1 logged it
 my $v11 = state_image(
@@ -147,7 +170,7 @@ my $xid = $primary->safe_psql('postgres',
 $primary->safe_psql('postgres', "SELECT walgen_confirm('$xid')");
 my $v11_row =
     '(wf_v11,5,6,00:00:07,00:00:00,00:00:00,f,{wf_alice},transaction,00:00:00,2,t,t,{},'
-  . 'fifo,00:00:00.1,,1,0,1,0,0)';
+  . 'fifo,00:00:00.1,,1,0,1,0,0,0)';
 ok($standby->poll_query_until('postgres', $all, $v11_row),
 	'a format-2 record of dbgate 1.1 is replayed, the 1.2 fields at their defaults');
 
@@ -164,12 +187,12 @@ like($out, qr/create_budget\('wf_v11', max_active => 5, max_queued => 6, queue_t
 # 3. A record of a newer format stops the standby
 my $standby_pid = $standby->{_pid};
 my $offset = -s $standby->logfile;
-my $newer = state_image(version => 4) . "\0" x 64;
+my $newer = state_image(version => 5) . "\0" x 64;
 $primary->safe_psql(
 	'postgres', "SELECT walgen_image('\\x" . unpack('H*', $newer) . "')");
 
 my $fatal =
-  qr/FATAL:  dbgate configuration record at [0-9A-F]+\/[0-9A-F]+ has format version 4, which this version of dbgate cannot replay/;
+  qr/FATAL:  dbgate configuration record at [0-9A-F]+\/[0-9A-F]+ has format version 5, which this version of dbgate cannot replay/;
 $standby->wait_for_log(qr/database system is shut down/, $offset);
 my $log = slurp_file($standby->logfile, $offset);
 like($log, $fatal, 'the standby stops at the record with FATAL');

@@ -13,7 +13,9 @@
 # that is rolled back.  The model says whether the call must succeed or
 # fail with 22023 (an invalid value; a 'lifo' budget without an overtake
 # limit and without a queue timeout; a parent that would make a cycle, a
-# chain of more than four budgets, or a parent with assignments); every
+# chain of more than four budgets, or a parent with assignments; (1.3)
+# reserved without a parent, over max_active, or children reserving more
+# than their parent's max_active); every
 # other outcome is a problem.  After every tenth change, and at the end,
 # dbgate.budgets must show the model.
 #
@@ -65,6 +67,8 @@ our @FIELDS = (
 	{ field => 'rate_burst', type => 'int', values => [ 1, 2, 10 ], bad => [0] },
 	{ field => 'max_memory_mb', type => 'int', values => [ 0, 1, 4, 64 ], bad => [-1] },
 	{ field => 'min_cost', type => 'float', values => [ 0, 1, 10, 1000 ], bad => [-1] },
+	# 1.3
+	{ field => 'reserved', type => 'int', values => [ 0, 0, 1, 2 ], bad => [-1] },
 );
 
 use constant MAX_CHAIN => 4;
@@ -153,6 +157,10 @@ sub expected_error
 		  && ($c{overtake_limit} // 1) == 0
 		  && ($c{queue_timeout} // 0) == 0;
 	}
+	# a reservation needs a parent and is at most the budget's max_active
+	my $reserved = $c{reserved} // 0;
+	return '22023' if $reserved > 0 && ($c{parent} // '') eq '';
+	return '22023' if $reserved > ($c{max_active} // 1);
 	if (exists $new->{parent} && $new->{parent} ne '')
 	{
 		my $p = $new->{parent};
@@ -175,6 +183,29 @@ sub expected_error
 			$longest = $n if $n > $longest;
 		}
 		return '22023' if $longest > MAX_CHAIN;
+	}
+	return $self->reservations_error($budget, \%c);
+}
+
+# 22023 if, with BUDGET's fields those of C, the children of some budget
+# would reserve more than its max_active
+sub reservations_error
+{
+	my ($self, $budget, $c) = @_;
+	my $m = $self->{model};
+	return undef unless exists $c->{reserved};
+	my %sum;
+	for my $b (keys %$m)
+	{
+		my $f = $b eq $budget ? $c : $m->{$b};
+		my $p = $f->{parent} // '';
+		$sum{$p} += $f->{reserved} // 0 if $p ne '';
+	}
+	for my $p (keys %sum)
+	{
+		next unless $m->{$p};
+		my $max = $p eq $budget ? $c->{max_active} : $m->{$p}{max_active};
+		return '22023' if $sum{$p} > ($max // 1);
 	}
 	return undef;
 }

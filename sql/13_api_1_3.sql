@@ -1,0 +1,128 @@
+--
+-- The 1.3 additions to the SQL interface: the budget field reserved (slots
+-- of the parent kept for a child).  Its normal use, every error with its
+-- SQLSTATE (a failing call changes nothing), what a change of the
+-- hierarchy does to it, config_script() with reservations.  What a
+-- reservation does to admission is in the isolation tests.
+--
+-- Runs alone as well as after the other files (pg_regress NAME): the
+-- extension is created if it is not there yet.
+SET client_min_messages = warning;
+CREATE EXTENSION IF NOT EXISTS dbgate;
+RESET client_min_messages;
+\set VERBOSITY default
+\set SHOW_CONTEXT never
+SET IntervalStyle = postgres;
+
+CREATE TEMP VIEW v13_fields AS
+  SELECT budget, max_active, parent, reserved
+    FROM dbgate.budgets WHERE budget LIKE 'v13%';
+
+--
+-- create_budget and alter_budget: the default, by name and by position
+--
+SELECT dbgate.create_budget('v13_top', 4);
+SELECT dbgate.create_budget('v13_a', 2, parent => 'v13_top', reserved => 2);
+SELECT dbgate.create_budget('v13_b', 3, 0, '0', '0', '0', true, 'statement',
+                            '0', -1, false, true, 'fifo', '100 ms', 'v13_top',
+                            1, 0, 1, 0, 0, 1);
+SELECT dbgate.create_budget('v13_c', 4, parent => 'v13_top');
+SELECT * FROM v13_fields;
+-- alter_budget: NULL keeps it, a value replaces it
+SELECT dbgate.alter_budget('v13_b', reserved => NULL, max_queued => 1);
+SELECT dbgate.alter_budget('v13_a', reserved => 1);
+SELECT dbgate.alter_budget('v13_c', reserved => 1);
+SELECT * FROM v13_fields;
+-- reservations up to the parent's max_active together
+SELECT dbgate.alter_budget('v13_b', reserved => 2);
+SELECT sum(reserved) AS reserved_together FROM dbgate.budgets
+ WHERE parent = 'v13_top';
+-- in one transaction the checks see the fields as they are after each call
+BEGIN;
+SELECT dbgate.alter_budget('v13_b', reserved => 0);
+SELECT dbgate.alter_budget('v13_c', reserved => 3);
+SELECT * FROM v13_fields;
+ROLLBACK;
+SELECT * FROM v13_fields;
+
+--
+-- config_script() names reserved only where it is not 0
+--
+\pset format unaligned
+\pset tuples_only on
+SELECT dbgate.config_script();
+\pset format aligned
+\pset tuples_only off
+
+--
+-- Errors.  After each failing call the configuration must be unchanged.
+--
+CREATE TEMP VIEW v13_config AS
+  SELECT string_agg(b::text, ' ' ORDER BY b.budget) AS config
+    FROM dbgate.budgets b;
+SELECT config AS config0 FROM v13_config \gset
+\set check 'SELECT :''SQLSTATE'' AS sqlstate, config = :''config0'' AS unchanged FROM v13_config;'
+
+-- 22023: reserved < 0
+SELECT dbgate.create_budget('v13_new', 1, parent => 'v13_top', reserved => -1);
+:check
+SELECT dbgate.alter_budget('v13_a', reserved => -2147483648);
+:check
+-- 22023: reserved over the budget's own max_active, also by lowering it
+SELECT dbgate.create_budget('v13_new', 1, parent => 'v13_c', reserved => 2);
+:check
+SELECT dbgate.alter_budget('v13_b', max_active => 1);
+:check
+-- 22023: reserved on a budget without parent, also by leaving the parent
+SELECT dbgate.create_budget('v13_new', 2, reserved => 1);
+:check
+SELECT dbgate.alter_budget('v13_top', reserved => 1);
+:check
+SELECT dbgate.alter_budget('v13_b', parent => '');
+:check
+-- 22023: the siblings' reservations over the parent's max_active, by a new
+-- child, a larger reservation, a move to another parent, a smaller parent
+SELECT dbgate.create_budget('v13_new', 1, parent => 'v13_top', reserved => 1);
+:check
+SELECT dbgate.alter_budget('v13_c', reserved => 2);
+:check
+SELECT dbgate.create_budget('v13_top2', 1);
+SELECT config AS config0 FROM v13_config \gset
+SELECT dbgate.alter_budget('v13_b', parent => 'v13_top2');
+:check
+SELECT dbgate.alter_budget('v13_top', max_active => 3);
+:check
+-- 22023: NULL where create_budget needs a value
+SELECT dbgate.create_budget('v13_new', 1, parent => 'v13_top', reserved => NULL);
+:check
+-- ... but a parent may grow, and a move that fits is fine
+SELECT dbgate.alter_budget('v13_top', max_active => 5);
+SELECT dbgate.alter_budget('v13_c', reserved => 2);
+SELECT dbgate.alter_budget('v13_top2', max_active => 2);
+SELECT dbgate.alter_budget('v13_b', parent => 'v13_top2');
+SELECT dbgate.alter_budget('v13_b', reserved => 0, parent => '');
+SELECT * FROM v13_fields;
+
+--
+-- drop_budget of a parent with force: its children become top-level and
+-- reserve nothing
+--
+SELECT dbgate.drop_budget('v13_top', force => true);
+SELECT * FROM v13_fields;
+
+--
+-- Privileges: the 1.3 signatures are revoked from PUBLIC like the others
+--
+SELECT p.oid::regprocedure AS function,
+       has_function_privilege('public', p.oid, 'EXECUTE') AS public,
+       has_function_privilege('pg_monitor', p.oid, 'EXECUTE') AS pg_monitor
+  FROM pg_proc p
+ WHERE p.pronamespace = 'dbgate'::regnamespace
+   AND p.proname IN ('create_budget', 'alter_budget', 'budget_config')
+ ORDER BY p.oid::regprocedure::text;
+
+--
+-- Clean up
+--
+SELECT dbgate.drop_budget(budget) FROM dbgate.budgets WHERE budget LIKE 'v13%';
+SELECT * FROM v13_fields;

@@ -1,0 +1,136 @@
+/* dbgate--1.2--1.3.sql */
+
+-- complain if script is sourced in psql, rather than via ALTER EXTENSION
+\echo Use "ALTER EXTENSION dbgate UPDATE TO '1.3'" to load this file. \quit
+
+--
+-- Functions whose signature changes.  As in dbgate--1.1--1.2.sql: the 1.2
+-- function is renamed, the 1.3 one created under the old name, the EXECUTE
+-- privileges granted on the old one are carried over, and the old one is
+-- dropped.
+--
+CREATE FUNCTION dbgate_copy_execute_grants(old regprocedure, new regprocedure)
+RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN
+        SELECT a.grantee, a.is_grantable
+          FROM pg_proc p, aclexplode(p.proacl) a
+         WHERE p.oid = old AND a.privilege_type = 'EXECUTE'
+           AND a.grantee <> 0 AND a.grantee <> p.proowner
+    LOOP
+        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %s%s', new,
+                       r.grantee::regrole,
+                       CASE WHEN r.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END);
+    END LOOP;
+END;
+$$;
+
+ALTER FUNCTION create_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision)
+    RENAME TO create_budget_1_2;
+CREATE FUNCTION create_budget(
+    name text,
+    max_active integer,
+    max_queued integer DEFAULT 0,
+    queue_timeout interval DEFAULT '0',
+    statement_timeout interval DEFAULT '0',
+    lock_timeout interval DEFAULT '0',
+    fair boolean DEFAULT true,
+    scope text DEFAULT 'statement',
+    idle_in_transaction_timeout interval DEFAULT '0',
+    parallel_workers integer DEFAULT -1,
+    utility boolean DEFAULT false,
+    enforce boolean DEFAULT true,
+    queue_order text DEFAULT 'fifo',
+    overtake_limit interval DEFAULT '100ms',
+    parent text DEFAULT NULL,
+    weight integer DEFAULT 1,
+    max_rate double precision DEFAULT 0,
+    rate_burst integer DEFAULT 1,
+    max_memory_mb integer DEFAULT 0,
+    min_cost double precision DEFAULT 0,
+    reserved integer DEFAULT 0)
+RETURNS void
+AS 'MODULE_PATHNAME', 'dbgate_create_budget_1_3'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION create_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision, integer) FROM PUBLIC;
+SELECT dbgate_copy_execute_grants(
+    'create_budget_1_2(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision)',
+    'create_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision, integer)');
+DROP FUNCTION create_budget_1_2(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision);
+
+ALTER FUNCTION alter_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision)
+    RENAME TO alter_budget_1_2;
+CREATE FUNCTION alter_budget(
+    name text,
+    max_active integer DEFAULT NULL,
+    max_queued integer DEFAULT NULL,
+    queue_timeout interval DEFAULT NULL,
+    statement_timeout interval DEFAULT NULL,
+    lock_timeout interval DEFAULT NULL,
+    fair boolean DEFAULT NULL,
+    scope text DEFAULT NULL,
+    idle_in_transaction_timeout interval DEFAULT NULL,
+    parallel_workers integer DEFAULT NULL,
+    utility boolean DEFAULT NULL,
+    enforce boolean DEFAULT NULL,
+    queue_order text DEFAULT NULL,
+    overtake_limit interval DEFAULT NULL,
+    parent text DEFAULT NULL,
+    weight integer DEFAULT NULL,
+    max_rate double precision DEFAULT NULL,
+    rate_burst integer DEFAULT NULL,
+    max_memory_mb integer DEFAULT NULL,
+    min_cost double precision DEFAULT NULL,
+    reserved integer DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'dbgate_alter_budget_1_3'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION alter_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision, integer) FROM PUBLIC;
+SELECT dbgate_copy_execute_grants(
+    'alter_budget_1_2(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision)',
+    'alter_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision, integer)');
+DROP FUNCTION alter_budget_1_2(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision);
+
+--
+-- dbgate.budgets gets the 1.3 budget fields at its end.  CREATE OR
+-- REPLACE VIEW keeps the view's privileges and the objects that depend on
+-- it.
+--
+ALTER FUNCTION budget_config() RENAME TO budget_config_1_2;
+CREATE FUNCTION budget_config(
+    OUT budget text,
+    OUT max_active integer,
+    OUT max_queued integer,
+    OUT queue_timeout interval,
+    OUT statement_timeout interval,
+    OUT lock_timeout interval,
+    OUT fair boolean,
+    OUT roles name[],
+    OUT scope text,
+    OUT idle_in_transaction_timeout interval,
+    OUT parallel_workers integer,
+    OUT utility boolean,
+    OUT enforce boolean,
+    OUT databases name[],
+    OUT queue_order text,
+    OUT overtake_limit interval,
+    OUT parent text,
+    OUT weight integer,
+    OUT max_rate double precision,
+    OUT rate_burst integer,
+    OUT max_memory_mb integer,
+    OUT min_cost double precision,
+    OUT reserved integer)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'dbgate_budget_config_1_3'
+LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
+REVOKE ALL ON FUNCTION budget_config() FROM PUBLIC;
+SELECT dbgate_copy_execute_grants('budget_config_1_2()', 'budget_config()');
+CREATE OR REPLACE VIEW budgets AS
+    SELECT * FROM budget_config() ORDER BY budget;
+DROP FUNCTION budget_config_1_2();
+
+DROP FUNCTION dbgate_copy_execute_grants(regprocedure, regprocedure);
