@@ -78,7 +78,8 @@ SELECT dbgate.create_budget('v13_new', 2, reserved => 1);
 :check
 SELECT dbgate.alter_budget('v13_top', reserved => 1);
 :check
-SELECT dbgate.alter_budget('v13_b', parent => '');
+-- (parent => '' alone resets it instead, below)
+SELECT dbgate.alter_budget('v13_b', parent => '', reserved => 2);
 :check
 -- 22023: the siblings' reservations over the parent's max_active, by a new
 -- child, a larger reservation, a move to another parent, a smaller parent
@@ -102,10 +103,21 @@ SELECT dbgate.alter_budget('v13_top2', max_active => 2);
 SELECT dbgate.alter_budget('v13_b', parent => 'v13_top2');
 SELECT dbgate.alter_budget('v13_b', reserved => 0, parent => '');
 SELECT * FROM v13_fields;
+-- parent => '' without reserved: the orphan's reservation is reset, with a
+-- WARNING (once, also when the transaction's image is rebuilt and at COMMIT)
+SELECT dbgate.alter_budget('v13_b', parent => 'v13_top2', reserved => 1);
+BEGIN;
+SELECT dbgate.alter_budget('v13_b', parent => '');
+SAVEPOINT s;
+SELECT dbgate.create_budget('v13_x', 1);
+ROLLBACK TO s;
+SELECT * FROM v13_fields WHERE budget = 'v13_b';
+COMMIT;
+SELECT * FROM v13_fields WHERE budget = 'v13_b';
 
 --
 -- drop_budget of a parent with force: its children become top-level and
--- reserve nothing
+-- reserve nothing (a WARNING for each that had a reservation)
 --
 SELECT dbgate.drop_budget('v13_top', force => true);
 SELECT * FROM v13_fields;

@@ -461,6 +461,13 @@ check_childless(const DbgateConfig *config, const char *name)
 			 errhint("Drop the child budgets or give them another parent first, or use drop_budget(..., force => true) to make them top-level.")));
 }
 
+/*
+ * Whether apply_op() reports what it does besides errors (WARNINGs): only
+ * when an operation is first applied (add_op), not when the transaction's
+ * image is rebuilt or the operations are replayed at commit.
+ */
+static bool apply_reports = false;
+
 /* create_budget: a new budget, checked as a whole. */
 static void
 apply_create(DbgateConfig *config, const PendingOp *op)
@@ -502,6 +509,16 @@ apply_alter(DbgateConfig *config, const PendingOp *op)
 		if (op->mask & DBGATE_FIELD_BIT(f))
 			dbgate_field_copy(f, &altered, &op->conf);
 	}
+	/* parent => '' without reserved => ...: the orphan reserves nothing */
+	if (altered.parent[0] == '\0' && altered.reserved > 0 &&
+		!(op->mask & DBGATE_FIELD_BIT(dbgate_field_index("reserved"))))
+	{
+		if (apply_reports)
+			ereport(WARNING,
+					(errmsg("budget \"%s\" has no parent any more: its reserved %d is set to 0",
+							altered.name, altered.reserved)));
+		altered.reserved = 0;
+	}
 	dbgate_conf_check(&altered);
 	if (strcmp(altered.parent, config->budgets[bi].parent) != 0)
 		check_parent(config, &altered, bi);
@@ -533,11 +550,16 @@ apply_drop(DbgateConfig *config, const PendingOp *op)
 	/* force: the children become top-level, and reserve nothing */
 	for (ri = 0; ri < config->nbudgets; ri++)
 	{
-		if (strcmp(config->budgets[ri].parent, op->name) == 0)
-		{
-			memset(config->budgets[ri].parent, 0, NAMEDATALEN);
-			config->budgets[ri].reserved = 0;
-		}
+		DbgateBudgetConf *child = &config->budgets[ri];
+
+		if (strcmp(child->parent, op->name) != 0)
+			continue;
+		memset(child->parent, 0, NAMEDATALEN);
+		if (child->reserved > 0 && apply_reports)
+			ereport(WARNING,
+					(errmsg("budget \"%s\" has no parent any more: its reserved %d is set to 0",
+							child->name, child->reserved)));
+		child->reserved = 0;
 	}
 	for (ri = config->nroles - 1; ri >= 0; ri--)
 	{
@@ -723,7 +745,16 @@ add_op(PendingOp *op)
 	else
 		(void) transaction_image();
 
-	apply_op(txn_image, op);	/* throws on invalid input */
+	apply_reports = true;
+	PG_TRY();
+	{
+		apply_op(txn_image, op);	/* throws on invalid input */
+	}
+	PG_FINALLY();
+	{
+		apply_reports = false;
+	}
+	PG_END_TRY();
 
 	copy = palloc(sizeof(PendingOp));
 	memcpy(copy, op, sizeof(PendingOp));

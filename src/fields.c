@@ -234,6 +234,21 @@ dbgate_fields_of_api(DbgateApi api)
 	return n;
 }
 
+/* The index of the field called 'name' (which must exist). */
+int
+dbgate_field_index(const char *name)
+{
+	int			i;
+
+	for (i = 0; i < DBGATE_NFIELDS; i++)
+	{
+		if (strcmp(dbgate_fields[i].name, name) == 0)
+			return i;
+	}
+	elog(ERROR, "no budget field \"%s\"", name);
+	return -1;					/* keep compiler quiet */
+}
+
 static int
 enum_count(const DbgateField *f)
 {

@@ -97,6 +97,7 @@ extern void dbgate_budget_name_from_text(text *t, char *dest,
 
 /* One field */
 extern int	dbgate_fields_of_api(DbgateApi api);
+extern int	dbgate_field_index(const char *name);
 extern void dbgate_field_from_arg(int i, Datum arg, DbgateBudgetConf *c);
 extern bool dbgate_field_valid(int i, const DbgateBudgetConf *c);
 extern bool dbgate_field_is_default(int i, const DbgateBudgetConf *c);
