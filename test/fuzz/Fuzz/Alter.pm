@@ -157,10 +157,14 @@ sub expected_error
 		  && ($c{overtake_limit} // 1) == 0
 		  && ($c{queue_timeout} // 0) == 0;
 	}
-	# a reservation needs a parent and is at most the budget's max_active
-	my $reserved = $c{reserved} // 0;
-	return '22023' if $reserved > 0 && ($c{parent} // '') eq '';
-	return '22023' if $reserved > ($c{max_active} // 1);
+	# a reservation needs a parent (parent => '' alone resets it) and is at
+	# most the budget's max_active
+	if (($c{reserved} // 0) > 0 && ($c{parent} // '') eq '')
+	{
+		return '22023' if exists $new->{reserved};
+		$c{reserved} = 0;
+	}
+	return '22023' if ($c{reserved} // 0) > ($c{max_active} // 1);
 	if (exists $new->{parent} && $new->{parent} ne '')
 	{
 		my $p = $new->{parent};
@@ -329,6 +333,10 @@ sub change
 	{
 		$self->bump('ok', $_) for keys %new;
 		$self->{model}{$budget}{$_} = $new{$_} for keys %new;
+		# an orphan reserves nothing (alter_budget says so with a WARNING)
+		$self->{model}{$budget}{reserved} = 0
+		  if exists $self->{model}{$budget}{reserved}
+		  && ($self->{model}{$budget}{parent} // '') eq '';
 		$self->note_committed($budget);
 	}
 	else
