@@ -27,7 +27,8 @@ OBJS = \
 	src/memestimate.o \
 	src/memgrant.o \
 	src/mincost.o \
-	src/planner.o
+	src/planner.o \
+	src/adapt.o
 
 EXTENSION = dbgate
 DATA = sql/dbgate--1.0.sql sql/dbgate--1.0--1.1.sql sql/dbgate--1.1--1.2.sql \

@@ -51,14 +51,16 @@ CREATE FUNCTION create_budget(
     rate_burst integer DEFAULT 1,
     max_memory_mb integer DEFAULT 0,
     min_cost double precision DEFAULT 0,
-    reserved integer DEFAULT 0)
+    reserved integer DEFAULT 0,
+    adapt text DEFAULT 'off',
+    adapt_min integer DEFAULT 1)
 RETURNS void
 AS 'MODULE_PATHNAME', 'dbgate_create_budget_1_3'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
-REVOKE ALL ON FUNCTION create_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION create_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision, integer, text, integer) FROM PUBLIC;
 SELECT dbgate_copy_execute_grants(
     'create_budget_1_2(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision)',
-    'create_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision, integer)');
+    'create_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision, integer, text, integer)');
 DROP FUNCTION create_budget_1_2(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision);
 
 ALTER FUNCTION alter_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision)
@@ -84,14 +86,16 @@ CREATE FUNCTION alter_budget(
     rate_burst integer DEFAULT NULL,
     max_memory_mb integer DEFAULT NULL,
     min_cost double precision DEFAULT NULL,
-    reserved integer DEFAULT NULL)
+    reserved integer DEFAULT NULL,
+    adapt text DEFAULT NULL,
+    adapt_min integer DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME', 'dbgate_alter_budget_1_3'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
-REVOKE ALL ON FUNCTION alter_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION alter_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision, integer, text, integer) FROM PUBLIC;
 SELECT dbgate_copy_execute_grants(
     'alter_budget_1_2(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision)',
-    'alter_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision, integer)');
+    'alter_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision, integer, text, integer)');
 DROP FUNCTION alter_budget_1_2(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision);
 
 --
@@ -123,7 +127,9 @@ CREATE FUNCTION budget_config(
     OUT rate_burst integer,
     OUT max_memory_mb integer,
     OUT min_cost double precision,
-    OUT reserved integer)
+    OUT reserved integer,
+    OUT adapt text,
+    OUT adapt_min integer)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'dbgate_budget_config_1_3'
 LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
@@ -132,5 +138,46 @@ SELECT dbgate_copy_execute_grants('budget_config_1_2()', 'budget_config()');
 CREATE OR REPLACE VIEW budgets AS
     SELECT * FROM budget_config() ORDER BY budget;
 DROP FUNCTION budget_config_1_2();
+
+--
+-- dbgate.status gains columns at the end (adaptive_limit).
+--
+ALTER FUNCTION budget_status() RENAME TO budget_status_1_2;
+CREATE FUNCTION budget_status(
+    OUT budget text,
+    OUT max_active integer,
+    OUT active integer,
+    OUT max_queued integer,
+    OUT queued integer,
+    OUT peak_active integer,
+    OUT peak_queued integer,
+    OUT admitted bigint,
+    OUT admitted_after_wait bigint,
+    OUT rejected_full bigint,
+    OUT rejected_timeout bigint,
+    OUT canceled_waiting bigint,
+    OUT admitted_lock_holder bigint,
+    OUT wait_time_total double precision,
+    OUT wait_time_max double precision,
+    OUT active_time_total double precision,
+    OUT stats_reset timestamptz,
+    OUT idle_in_transaction integer,
+    OUT terminated_idle bigint,
+    OUT would_queue bigint,
+    OUT would_reject bigint,
+    OUT oldest_wait double precision,
+    OUT admitted_overdue bigint,
+    OUT rate_limited bigint,
+    OUT bypassed bigint,
+    OUT memory_mb_active double precision,
+    OUT adaptive_limit integer)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'dbgate_budget_status_1_3'
+LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
+REVOKE ALL ON FUNCTION budget_status() FROM PUBLIC;
+SELECT dbgate_copy_execute_grants('budget_status_1_2()', 'budget_status()');
+CREATE OR REPLACE VIEW status AS
+    SELECT * FROM budget_status() ORDER BY budget;
+DROP FUNCTION budget_status_1_2();
 
 DROP FUNCTION dbgate_copy_execute_grants(regprocedure, regprocedure);

@@ -24,6 +24,7 @@
 #include "utils/memutils.h"
 #include "utils/syscache.h"
 
+#include "adapt.h"
 #include "budgets.h"
 #include "confimage.h"
 #include "dbgate.h"
@@ -443,6 +444,7 @@ create_new(const Install *in)
 		lock_one(in, idx);
 		b->incarnation++;
 		dbgate_admission_budget_created(b);
+		(void) dbgate_adapt_install(b, &in->config->budgets[n]);
 		dbgate_admission_set_limits(b, &in->config->budgets[n], -1, 0);
 		pg_atomic_write_u64(&b->state, dbgate_st_make(b->incarnation, 0, 0));
 		dbgate_reset_budget_stats(b, in->now);
@@ -479,6 +481,7 @@ set_all_limits(const Install *in)
 			continue;			/* unchanged */
 		if (in->locked && !in->reshape)
 			root = dbgate_admission_lock_tree(idx);
+		(void) dbgate_adapt_install(b, c);
 		dbgate_admission_set_limits(b, c, p,
 									p >= 0 ? sh->budgets[p].d.incarnation : 0);
 		if (!b->conf.enforce)
@@ -489,6 +492,44 @@ set_all_limits(const Install *in)
 			dbgate_admission_grant(root);
 			LWLockRelease(dbgate_budget_lock(root));
 		}
+	}
+}
+
+/*
+ * 7. Which budgets have an adapting level in their chain (themselves or
+ * an ancestor): their statements are counted for adapt.c.  Along the
+ * installed entries' parents, once every budget has its limits.
+ */
+static void
+set_adapt_chains(const Install *in)
+{
+	DbgateShared *sh = dbgate_shared;
+	int			i;
+
+	for (i = 0; i < sh->max_budgets; i++)
+	{
+		DbgateBudget *b = &sh->budgets[i].d;
+		bool		adapts = false;
+		int			k = i;
+		int			depth;
+		int			root = -1;
+
+		if (!b->in_use)
+			continue;
+		for (depth = 0; k >= 0 && depth < DBGATE_MAX_DEPTH; depth++)
+		{
+			DbgateBudget *a = &sh->budgets[k].d;
+
+			adapts |= (a->conf.adapt != DBGATE_ADAPT_OFF);
+			k = a->lim.parent;
+		}
+		if (b->lim.adapt_chain == adapts)
+			continue;
+		if (in->locked && !in->reshape)
+			root = dbgate_admission_lock_tree(i);
+		dbgate_admission_set_adapt_chain(b, adapts);
+		if (root >= 0)
+			LWLockRelease(dbgate_budget_lock(root));
 	}
 }
 
@@ -554,10 +595,10 @@ install_entries(const DbgateConfig *config, bool locked)
 	create_new(&in);
 	set_all_limits(&in);
 	if (in.reshape)
-	{
 		rebuild_shape(&in);
+	set_adapt_chains(&in);
+	if (in.reshape)
 		unlock_all(locked);
-	}
 }
 
 /*

@@ -55,6 +55,8 @@ typedef struct DbgateBudgetConf
 	double		min_cost;		/* 0 = every statement is gated */
 	/* 1.3 */
 	int32		reserved;		/* slots of the parent kept for this child */
+	int32		adapt;			/* DBGATE_ADAPT_* */
+	int32		adapt_min;		/* lowest adaptive limit, 1..max_active */
 
 	/*
 	 * In a configuration image: the installed budget entry this one stands
@@ -76,6 +78,11 @@ typedef struct DbgateBudgetConf
 /* Which waiter a released slot goes to (1.2). */
 #define DBGATE_ORDER_FIFO			0
 #define DBGATE_ORDER_LIFO			1
+
+/* Whether a budget computes and uses an adaptive limit (1.3, adapt.c). */
+#define DBGATE_ADAPT_OFF			0
+#define DBGATE_ADAPT_SHADOW			1
+#define DBGATE_ADAPT_ON				2
 
 /* Longest chain of budgets: a budget and at most three ancestors. */
 #define DBGATE_MAX_DEPTH			4
@@ -102,7 +109,10 @@ typedef struct DbgateLimits
 	bool		utility;
 	bool		lifo;
 	bool		rate;			/* max_rate > 0 */
+	bool		adapt_chain;	/* this budget or an ancestor adapts (1.3) */
 	double		min_cost;
+	int32		grant_max_active;	/* the configured max_active: memory
+									 * grants are max_memory_mb / it */
 } DbgateLimits;
 
 /*
@@ -116,6 +126,27 @@ typedef struct DbgateQueueLimits
 	int64		rate_interval_ns;	/* 10^9 / max_rate */
 	int64		rate_tolerance_ns;	/* (rate_burst - 1) x rate_interval_ns */
 } DbgateQueueLimits;
+
+/*
+ * The memory of a budget's adaptive-limit controller (adapt.c), written by
+ * the one process that runs a step, under the tree lock.
+ */
+typedef struct DbgateAdaptState
+{
+	TimestampTz period_start;	/* 0: no period measured yet */
+	uint64		done0;			/* the counters when the period started */
+	uint64		busy0;
+	uint64		waits0;
+	uint64		tokens0;
+	double		runnable;		/* averages over periods: backends on a CPU */
+	double		own_cpu;		/* the budget's statements on a CPU */
+	double		own_lock;		/* the budget's statements waiting for a lock */
+	double		x_avg;			/* throughput, averaged over busy periods */
+	double		x_before;		/* x_avg before the last decrease */
+	int32		l_before;		/* L before it (0: none to check) */
+	int32		hold;			/* periods left without a decrease */
+	bool		sampled;		/* the averages hold a sample */
+} DbgateAdaptState;
 
 /* Buckets of dbgate.wait_histogram with a finite bound (ms). */
 #define DBGATE_HIST_BUCKETS		11
@@ -187,6 +218,18 @@ typedef struct DbgateBudget
 	int64		token_due_ns;
 	/* of a root: when the next lock-holder check of the tree is due */
 	pg_atomic_uint64 lock_check_due;
+
+	/*
+	 * The adaptive limit (adapt.c; 1.3): L, 0 while the budget does not
+	 * adapt; the end of the current period; what the budget's subtree
+	 * finished and how long it held its slots, counted at release.  With
+	 * adapt = 'on', L is also lim.max_active.
+	 */
+	pg_atomic_uint32 adapt_limit;
+	pg_atomic_uint64 adapt_due_us;
+	pg_atomic_uint64 adapt_done;
+	pg_atomic_uint64 adapt_busy_us;
+	DbgateAdaptState adapt;		/* tree lock */
 
 	/* statistics; atomics are updated on the fast paths */
 	pg_atomic_uint32 peak_active;
@@ -384,6 +427,7 @@ typedef struct DbgateShared
 	int			max_budgets;
 	int			max_roles;
 	int			max_procs;
+	int			ncpu;			/* CPUs online at start (adapt.c) */
 
 	int			nroles;			/* entries used in roles[] */
 	int			ndbs;			/* entries used in dbs[] */

@@ -56,6 +56,7 @@
 
 static const char *const scope_names[] = {"statement", "transaction", NULL};
 static const char *const order_names[] = {"fifo", "lifo", NULL};
+static const char *const adapt_names[] = {"off", "shadow", "on", NULL};
 
 #define F(member)	((uint16) offsetof(DbgateBudgetConf, member))
 
@@ -183,6 +184,17 @@ const DbgateField dbgate_fields[DBGATE_NFIELDS] = {
 		.api = DBGATE_API_1_3, .format = 4, .column = 22,
 		.def = 0, .min = 0, .max = PG_INT32_MAX,
 		.range_msg = "reserved must not be negative"
+	},
+	{
+		.name = "adapt", .kind = DBGATE_KIND_ENUM, .offset = F(adapt),
+		.api = DBGATE_API_1_3, .format = 4, .column = 23,
+		.def = DBGATE_ADAPT_OFF, .names = adapt_names
+	},
+	{
+		.name = "adapt_min", .kind = DBGATE_KIND_INT, .offset = F(adapt_min),
+		.api = DBGATE_API_1_3, .format = 4, .column = 24,
+		.def = 1, .min = 1, .max = PG_INT32_MAX,
+		.range_msg = "adapt_min must be at least 1"
 	},
 };
 
@@ -408,6 +420,8 @@ dbgate_conf_problem(const DbgateBudgetConf *c)
 		return "reserved without parent";
 	if (c->reserved > c->max_active)
 		return "reserved over max_active";
+	if (c->adapt_min > c->max_active)
+		return "adapt_min over max_active";
 	return NULL;
 }
 
@@ -432,6 +446,12 @@ dbgate_conf_check(const DbgateBudgetConf *c)
 				 errmsg("reserved must not be over max_active"),
 				 errdetail("Budget \"%s\" would have reserved %d and max_active %d.",
 						   c->name, c->reserved, c->max_active)));
+	if (strcmp(problem, "adapt_min over max_active") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("adapt_min must not be over max_active"),
+				 errdetail("Budget \"%s\" would have adapt_min %d and max_active %d.",
+						   c->name, c->adapt_min, c->max_active)));
 	Assert(strcmp(problem, "lifo") == 0);
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -81,7 +81,7 @@ typedef struct DbgateField
 								 * range */
 } DbgateField;
 
-#define DBGATE_NFIELDS	20
+#define DBGATE_NFIELDS	22
 
 extern const DbgateField dbgate_fields[DBGATE_NFIELDS];
 

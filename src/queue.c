@@ -466,12 +466,18 @@ dbgate_admission_budget_created(DbgateBudget *b)
 	/* grants of a dropped budget that used the entry are not released here */
 	pg_atomic_write_u64(&b->memory_kb_active, 0);
 	dbgate_token_fill(b);
+	/* a new budget adapts from its max_active (adapt.c) */
+	pg_atomic_write_u32(&b->adapt_limit, 0);
+	pg_atomic_write_u64(&b->adapt_due_us, 0);
+	memset(&b->conf, 0, sizeof(b->conf));
 }
 
 /*
  * Install the configuration 'conf' (with its parent resolved to an entry)
  * as b's limits.  A change of the rate or of 'enforce' fills the token
- * bucket.  Caller holds the budget's tree lock, or every budget lock.
+ * bucket.  With adapt = 'on' the budget admits up to its adaptive limit,
+ * which the caller has just set (dbgate_adapt_install()).  Caller holds
+ * the budget's tree lock, or every budget lock.
  */
 void
 dbgate_admission_set_limits(DbgateBudget *b, const DbgateBudgetConf *conf,
@@ -479,10 +485,12 @@ dbgate_admission_set_limits(DbgateBudget *b, const DbgateBudgetConf *conf,
 {
 	DbgateLimits l;
 	DbgateQueueLimits q;
+	int32		adaptive;
 
 	memset(&l, 0, sizeof(l));
 	memset(&q, 0, sizeof(q));
 	l.max_active = conf->max_active;
+	l.grant_max_active = conf->max_active;
 	l.max_queued = conf->max_queued;
 	l.queue_timeout_ms = conf->queue_timeout_ms;
 	l.statement_timeout_ms = conf->statement_timeout_ms;
@@ -498,6 +506,8 @@ dbgate_admission_set_limits(DbgateBudget *b, const DbgateBudgetConf *conf,
 	l.lifo = (conf->queue_order == DBGATE_ORDER_LIFO);
 	l.rate = (conf->max_rate > 0);
 	l.min_cost = conf->min_cost;
+	/* budgets.c sets it for the whole tree once every budget has limits */
+	l.adapt_chain = b->lim.adapt_chain;
 	q.overtake_ms = conf->overtake_limit_ms;
 	q.weight = Max(conf->weight, 1);
 	if (l.rate)
@@ -508,6 +518,10 @@ dbgate_admission_set_limits(DbgateBudget *b, const DbgateBudgetConf *conf,
 		q.rate_tolerance_ns = (int64) (Max(conf->rate_burst, 1) - 1) *
 			q.rate_interval_ns;
 	}
+	/* the adaptive limit, as adapt.c has just set it for 'conf' */
+	adaptive = (int32) pg_atomic_read_u32(&b->adapt_limit);
+	if (conf->adapt == DBGATE_ADAPT_ON && adaptive > 0)
+		l.max_active = adaptive;
 
 	if (b->conf.max_rate != conf->max_rate ||
 		b->conf.rate_burst != conf->rate_burst ||
@@ -519,6 +533,38 @@ dbgate_admission_set_limits(DbgateBudget *b, const DbgateBudgetConf *conf,
 	b->lim = l;
 	b->qlim = q;
 	pg_atomic_fetch_add_u32(&b->conf_seq, 1);	/* even again (a barrier) */
+}
+
+/*
+ * Whether some level of budget b's chain (b or an ancestor) adapts: the
+ * statement path then counts its statements for adapt.c.  Caller holds
+ * the tree lock, or every budget lock.
+ */
+void
+dbgate_admission_set_adapt_chain(DbgateBudget *b, bool adapt_chain)
+{
+	if (b->lim.adapt_chain == adapt_chain)
+		return;
+	pg_atomic_fetch_add_u32(&b->conf_seq, 1);	/* odd: writing (a barrier) */
+	b->lim.adapt_chain = adapt_chain;
+	pg_atomic_fetch_add_u32(&b->conf_seq, 1);	/* even again (a barrier) */
+}
+
+/*
+ * adapt.c: budget b (of tree 'root', whose lock the caller holds) admits
+ * up to 'limit' statements from now on.  A raised limit hands out slots
+ * at once.
+ */
+void
+dbgate_admission_set_adaptive(DbgateBudget *b, int root, int32 limit)
+{
+	bool		raised = limit > b->lim.max_active;
+
+	pg_atomic_fetch_add_u32(&b->conf_seq, 1);	/* odd: writing (a barrier) */
+	b->lim.max_active = limit;
+	pg_atomic_fetch_add_u32(&b->conf_seq, 1);	/* even again (a barrier) */
+	if (raised)
+		dbgate_admission_grant(root);
 }
 
 /*

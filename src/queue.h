@@ -24,6 +24,11 @@ extern void dbgate_admission_release_waiters(DbgateBudget *b);
 extern void dbgate_admission_recount_queued(void);
 extern void dbgate_admission_admit_all(DbgateBudget *b);
 extern void dbgate_admission_grant(int root);
+extern void dbgate_admission_set_adapt_chain(DbgateBudget *b, bool adapt_chain);
+
+/* For the adaptive limit (adapt.c) */
+extern void dbgate_admission_set_adaptive(DbgateBudget *b, int root,
+										  int32 limit);
 
 /* For the views (status.c) */
 #define DBGATE_ROW_QUEUED		0

@@ -23,6 +23,8 @@
  */
 #include "postgres.h"
 
+#include <unistd.h>
+
 #include "miscadmin.h"
 #include "storage/ipc.h"
 #include "storage/shmem.h"
@@ -151,6 +153,7 @@ dbgate_shmem_init(void)
 		sh->max_budgets = dbgate_max_budgets;
 		sh->max_roles = dbgate_max_roles;
 		sh->max_procs = (int) procs_count();
+		sh->ncpu = Max((int) sysconf(_SC_NPROCESSORS_ONLN), 1);
 
 		Assert((uintptr_t) sh == CACHELINEALIGN(sh));
 		base = (char *) sh + CACHELINEALIGN(sizeof(DbgateShared));

@@ -114,6 +114,7 @@
 #include "utils/portal.h"
 
 #include "admission.h"
+#include "adapt.h"
 #include "classify.h"
 #include "compat.h"
 #include "dbgate.h"
@@ -256,6 +257,9 @@ slot_enter(SlotState to, TimestampTz since)
 			if (unlikely(dbgate_memgrant_slot))
 				dbgate_memgrant_slot_released();
 			dbgate_admission_return(&slot_chain, slot_admitted_at);
+			/* adapt.c: a statement of an adapting budget ended */
+			if (unlikely(slot_limits.adapt_chain))
+				dbgate_adapt_released(&slot_chain, slot_admitted_at);
 			/* nothing left for the transaction's end */
 			if (dbgate_nrefs == 0 && refs == inline_refs && !utility_running)
 				dbgate_slot_busy = false;
@@ -295,7 +299,7 @@ slot_admitted(void)
 	 * have work to do (dbgate_run_begin()).
 	 */
 	if (unlikely(slot_limits.max_memory_mb > 0))
-		dbgate_memgrant_slot_taken(&slot_chain, slot_limits.max_active,
+		dbgate_memgrant_slot_taken(&slot_chain, slot_limits.grant_max_active,
 								   slot_limits.max_memory_mb,
 								   slot_limits.enforce);
 	if (!slot_limits.enforce)

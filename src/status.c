@@ -28,15 +28,17 @@
 PG_FUNCTION_INFO_V1(dbgate_budget_status);
 PG_FUNCTION_INFO_V1(dbgate_budget_status_1_1);
 PG_FUNCTION_INFO_V1(dbgate_budget_status_1_2);
+PG_FUNCTION_INFO_V1(dbgate_budget_status_1_3);
 PG_FUNCTION_INFO_V1(dbgate_backend_status);
 PG_FUNCTION_INFO_V1(dbgate_backend_status_1_1);
 PG_FUNCTION_INFO_V1(dbgate_backend_status_1_2);
 PG_FUNCTION_INFO_V1(dbgate_wait_histogram);
 
-/* columns of 1.0, 1.1 and 1.2 (each adds columns at the end) */
+/* columns of 1.0, 1.1, 1.2 and 1.3 (each adds columns at the end) */
 #define BUDGET_STATUS_COLS_1_0	17
 #define BUDGET_STATUS_COLS_1_1	21
-#define BUDGET_STATUS_COLS		26
+#define BUDGET_STATUS_COLS_1_2	26
+#define BUDGET_STATUS_COLS		27
 #define BACKEND_STATUS_COLS_1_0 6
 #define BACKEND_STATUS_COLS_1_1 7
 #define BACKEND_STATUS_COLS		8
@@ -57,6 +59,7 @@ typedef struct StatusRow
 	uint64		rejected_timeout;
 	uint64		canceled;
 	uint64		lock_holder;
+	uint32		adaptive_limit; /* 0: the budget does not adapt */
 	uint64		wait_total_us;
 	uint64		wait_max_us;
 	uint64		active_time_us;
@@ -142,6 +145,7 @@ copy_status(int i, StatusRow *r)
 	r->rate_limited = pg_atomic_read_u64(&b->rate_limited);
 	r->bypassed = pg_atomic_read_u64(&b->bypassed);
 	r->memory_kb = pg_atomic_read_u64(&b->memory_kb_active);
+	r->adaptive_limit = pg_atomic_read_u32(&b->adapt_limit);
 	for (k = 0; k < DBGATE_HIST_BUCKETS; k++)
 		r->hist[k] = pg_atomic_read_u64(&b->wait_hist[k]);
 	parent = (b->first_child >= 0);
@@ -231,6 +235,12 @@ budget_status(FunctionCallInfo fcinfo, int ncols)
 			values[24] = Int64GetDatum((int64) r->bypassed);
 			values[25] = Float8GetDatum((double) (int64) r->memory_kb / 1024.0);
 		}
+		/* 1.3 */
+		if (ncols > BUDGET_STATUS_COLS_1_2)
+		{
+			values[26] = Int32GetDatum((int32) r->adaptive_limit);
+			nulls[26] = (r->adaptive_limit == 0);
+		}
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
@@ -250,6 +260,12 @@ dbgate_budget_status_1_1(PG_FUNCTION_ARGS)
 
 Datum
 dbgate_budget_status_1_2(PG_FUNCTION_ARGS)
+{
+	return budget_status(fcinfo, BUDGET_STATUS_COLS_1_2);
+}
+
+Datum
+dbgate_budget_status_1_3(PG_FUNCTION_ARGS)
 {
 	return budget_status(fcinfo, BUDGET_STATUS_COLS);
 }

@@ -71,8 +71,8 @@ describe_me(const DbgateLookup *lk, TimestampTz now)
 /* The error for a budget that is full. */
 static void
 reject_full(const char *name, uint32 active, int32 max_active,
-			uint32 queued, int32 max_queued, const char *held_by,
-			uint32 p_active, int32 p_max, bool token)
+			int32 configured, uint32 queued, int32 max_queued,
+			const char *held_by, uint32 p_active, int32 p_max, bool token)
 {
 	if (token)
 		ereport(ERROR,
@@ -89,6 +89,13 @@ reject_full(const char *name, uint32 active, int32 max_active,
 						   held_by, p_active, p_max, queued, max_queued),
 				 errhint("Retry later, or raise max_active of \"%s\" or max_queued of \"%s\" with dbgate.alter_budget().",
 						 held_by, name)));
+	if (max_active != configured)
+		ereport(ERROR,
+				(errcode(ERRCODE_TOO_MANY_CONNECTIONS),
+				 errmsg("budget \"%s\" is full", name),
+				 errdetail("%u of %d statements are active (its adaptive limit; max_active is %d) and %u of %d queue places are taken.",
+						   active, max_active, configured, queued, max_queued),
+				 errhint("Retry later, or raise adapt_min or max_queued with dbgate.alter_budget().")));
 	ereport(ERROR,
 			(errcode(ERRCODE_TOO_MANY_CONNECTIONS),
 			 errmsg("budget \"%s\" is full", name),
@@ -358,7 +365,7 @@ reject(DbgateBudget *b, int root, uint64 st, const DbgateLimits *l,
 	unlock_tree(root);
 	wake_now(&w);
 	reject_full(name, dbgate_st_active(st), l->max_active,
-				dbgate_st_queued(st), l->max_queued,
+				l->grant_max_active, dbgate_st_queued(st), l->max_queued,
 				held->name ? held_name : NULL, held->active,
 				held->max_active, held->token);
 }

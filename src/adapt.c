@@ -1,0 +1,385 @@
+/*-------------------------------------------------------------------------
+ *
+ * adapt.c
+ *	  The adaptive limit of a budget (1.3): a limit L between adapt_min and
+ *	  max_active that the budget finds from what the server measures of it,
+ *	  and follows.  With adapt = 'on' L is the budget's max_active for
+ *	  admission; with 'shadow' it is only computed and shown.
+ *
+ * When it runs
+ * ------------
+ * Without a process of its own: the statement path counts every statement
+ * of a chain with an adapting level when its slot is returned (slot.c
+ * calls dbgate_adapt_released(), only when the cached limits say that some
+ * level adapts: a budget that does not adapt pays nothing), and the first
+ * such return after the end of a period (DBGATE_ADAPT_PERIOD_MS) runs the
+ * step of that level: one compare-and-swap of the period's end decides who.
+ * A budget where nothing ends takes no steps, and stays as it is.
+ *
+ * The signals (per period, of the budget and its subtree)
+ * --------------------------------------------------------
+ *	  X		statements finished per second;
+ *	  N		their slot time per second: the mean number of statements active;
+ *	  W		whether work waited: a waiter now, or admissions after a wait;
+ *	  held	whether it was held back by something else: it waited for
+ *			tokens, or it has waiters while it has fewer than L active (an
+ *			ancestor's slots or its reservations held them);
+ * and one sample, at the step, of what backends wait for (PostgreSQL's
+ * wait_event_info of every process, read without a lock as
+ * pg_stat_activity does): R, the backends of the whole server that run or
+ * could run on a CPU (no wait event); C, the budget's active statements
+ * among them; K, the budget's active statements that wait for a
+ * heavyweight lock.  R, C and K are averaged over periods (each period
+ * weighs one half), which smooths one sample's noise.
+ *
+ * The law (README.md "Adaptive limit" says it for users)
+ * ------------------------------------------------------
+ * Steps are bounded: at most max(1, L/8) up and max(1, L/4) down per
+ * period.  In this order:
+ *	  1. held, or idle (not W and N < L/2): L stays.
+ *	  2. The check of the last decrease: if throughput fell below 85 % of
+ *		 its average over the periods before (each period weighs one half)
+ *		 while work still waited, L goes back up towards what it was
+ *		 (one bounded step up), and no decrease follows for 10 periods (a
+ *		 bounded step down is the only probe; L is never dropped to
+ *		 measure anything).
+ *	  3. Past the knee on CPU: R > 1.5 x the CPUs and at least a quarter
+ *		 of L (and at least one) of the budget's statements are on a CPU:
+ *		 L falls by the budget's share (C/R) of the excess, at least 1.
+ *	  4. Past the knee on locks: K >= max(2, L/2) (half of the budget's
+ *		 statements wait for each other's row or table locks): L falls by
+ *		 max(1, L/8).
+ *	  5. Below the knee: W, R below the number of CPUs and K below
+ *		 max(2, L/2): L rises by max(1, L/8).
+ *	  6. Otherwise L stays.
+ * Statements that sleep, wait for I/O or for an LWLock (the WAL flush of a
+ * group commit) are not on a CPU and not waiting for each other's locks:
+ * more of them do not lower L.  None of the signals is a time, so a change
+ * of the statement mix does not move L by itself (a mix of cheap and
+ * costly statements is as many statements on a CPU); query ids are not
+ * needed.  L is at least adapt_min and, for a parent, the reservations of
+ * its children, and at most max_active.
+ *
+ * Configuration changes (dbgate_adapt_install(), from the install)
+ * ---------------------------------------------------------------
+ * L starts at max_active when the budget starts to adapt (and at server
+ * start); 'shadow' <-> 'on' keeps it.  Raising max_active raises L by as
+ * much; lowering it, or raising adapt_min, clamps L at once.  Memory grants
+ * stay max_memory_mb / max_active (lim.grant_max_active).
+ *
+ * Shared state and locks
+ * ----------------------
+ * This file owns the adaptive fields of a budget entry (dbgate.h): the
+ * counts adapt_done and adapt_busy_us (atomic additions, statement path),
+ * adapt_due_us (compare-and-swap), adapt_limit (written under the tree
+ * lock, by the step and by the install) and the controller's memory
+ * 'adapt' (tree lock).  A step takes the one tree lock of its budget, as a
+ * release with waiters does; it writes lim.max_active through queue.c
+ * (dbgate_admission_set_adaptive()), which hands out slots at once when L
+ * rose.  No ereport() and no allocation under the lock.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <math.h>
+
+#include "miscadmin.h"
+#include "storage/proc.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+
+#include "adapt.h"
+#include "dbgate.h"
+#include "queue.h"
+
+#define PERIOD_US		((uint64) DBGATE_ADAPT_PERIOD_MS * 1000)
+#define HOLD_PERIODS	10
+#define WAIT_CLASS_MASK	0xFF000000U
+
+/* one read of a field that others write (as pg_stat_activity reads it) */
+#define READ_ONCE_U32(var)	((uint32) (*((volatile uint32 *) &(var))))
+
+static inline DbgateBudget *
+entry(int idx)
+{
+	return &dbgate_shared->budgets[idx].d;
+}
+
+static int32
+clamp_limit(int32 l, const DbgateBudgetConf *conf)
+{
+	return Max(Min(l, conf->max_active), Min(conf->adapt_min, conf->max_active));
+}
+
+/* ----------
+ * The install
+ * ----------
+ */
+int32
+dbgate_adapt_install(DbgateBudget *b, const DbgateBudgetConf *conf)
+{
+	const DbgateBudgetConf *old = &b->conf;
+	int32		l = (int32) pg_atomic_read_u32(&b->adapt_limit);
+
+	if (conf->adapt == DBGATE_ADAPT_OFF)
+	{
+		pg_atomic_write_u32(&b->adapt_limit, 0);
+		return 0;
+	}
+	if (old->adapt == DBGATE_ADAPT_OFF || l == 0)
+	{
+		/* starts to adapt: from max_active, with a fresh period */
+		l = conf->max_active;
+		memset(&b->adapt, 0, sizeof(b->adapt));
+		pg_atomic_write_u64(&b->adapt_due_us, 0);
+	}
+	else if (conf->max_active > old->max_active)
+		l += conf->max_active - old->max_active;
+	l = clamp_limit(l, conf);
+	pg_atomic_write_u32(&b->adapt_limit, (uint32) l);
+	return l;
+}
+
+/* ----------
+ * The signals
+ * ----------
+ */
+typedef struct Sample
+{
+	double		runnable;		/* R */
+	double		own_cpu;		/* C */
+	double		own_lock;		/* K */
+} Sample;
+
+static bool
+chain_has(const DbgateChain *c, int idx)
+{
+	int			n = Min(c->n, DBGATE_MAX_DEPTH);
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		if (c->idx[i] == idx)
+			return true;
+	}
+	return false;
+}
+
+/*
+ * One look at what every process waits for.  Without a lock: each field
+ * is read once, and a backend that changes meanwhile is counted as it was
+ * or as it is (a sample).
+ */
+static void
+take_sample(int idx, Sample *s)
+{
+	uint32		nprocs = ProcGlobal->allProcCount;
+	uint32		i;
+
+	memset(s, 0, sizeof(*s));
+	for (i = 0; i < nprocs; i++)
+	{
+		PGPROC	   *proc = &ProcGlobal->allProcs[i];
+		uint32		we;
+		DbgateProc *e;
+
+		if (proc->pid == 0)
+			continue;
+		we = READ_ONCE_U32(proc->wait_event_info);
+		if (we == 0)
+			s->runnable += 1;
+		if (i >= (uint32) dbgate_shared->max_procs)
+			continue;
+		e = &dbgate_shared->procs[i].d;
+		if (e->state != DBGATE_PROC_ACTIVE || !chain_has(&e->chain, idx))
+			continue;
+		if (we == 0)
+			s->own_cpu += 1;
+		else if ((we & WAIT_CLASS_MASK) == PG_WAIT_LOCK)
+			s->own_lock += 1;
+	}
+}
+
+/* The reservations of budget b's children: L is never below them. */
+static int32
+children_reserved(DbgateBudget *b)
+{
+	int64		sum = 0;
+	int			k;
+
+	for (k = b->first_child; k >= 0; k = entry(k)->next_sibling)
+		sum += entry(k)->conf.reserved;
+	return (int32) Min(sum, PG_INT32_MAX);
+}
+
+/* ----------
+ * The step
+ * ----------
+ */
+typedef struct Period
+{
+	double		x;				/* statements finished per second */
+	double		n;				/* mean number active */
+	bool		waited;
+	bool		held;
+} Period;
+
+/* The law (see the file header): the new L, from L and the period. */
+static int32
+decide(DbgateAdaptState *s, int32 l, const Period *p)
+{
+	double		ncpu = (double) dbgate_shared->ncpu;
+	int32		down = Max(1, l / 4);
+	int32		up = Max(1, l / 8);
+	double		lockers = Max(2.0, l / 2.0);
+
+	if (p->held || (!p->waited && p->n < l / 2.0))
+		return l;
+	if (s->l_before > 0)
+	{
+		int32		before = s->l_before;
+
+		s->l_before = 0;
+		if (p->waited && p->x < 0.85 * s->x_before)
+		{
+			s->hold = HOLD_PERIODS;
+			return Min(before, l + up);
+		}
+	}
+	if (s->hold > 0)
+		s->hold--;
+	else if (s->runnable > 1.5 * ncpu && s->own_cpu >= Max(1.0, l / 4.0))
+	{
+		double		excess = (s->runnable - 1.5 * ncpu) * s->own_cpu / s->runnable;
+		int32		cut = Min(down, Max(1, (int32) ceil(excess)));
+
+		s->l_before = l;
+		s->x_before = s->x_avg;
+		return l - cut;
+	}
+	else if (s->own_lock >= lockers)
+	{
+		s->l_before = l;
+		s->x_before = s->x_avg;
+		return l - Max(1, l / 8);
+	}
+	if (p->waited && s->runnable < ncpu && s->own_lock < lockers)
+		return l + up;
+	return l;
+}
+
+/* Fold this period's sample into the averages (the first one is taken as is). */
+static void
+average_in(DbgateAdaptState *s, const Sample *now, bool first)
+{
+	if (first)
+	{
+		s->runnable = now->runnable;
+		s->own_cpu = now->own_cpu;
+		s->own_lock = now->own_lock;
+		return;
+	}
+	s->runnable = (s->runnable + now->runnable) / 2;
+	s->own_cpu = (s->own_cpu + now->own_cpu) / 2;
+	s->own_lock = (s->own_lock + now->own_lock) / 2;
+}
+
+/*
+ * The step of budget idx (incarnation inc) at 'now'.  Takes the budget's
+ * tree lock.
+ */
+static void
+step(int idx, uint32 inc, TimestampTz now)
+{
+	int			root = dbgate_admission_lock_tree(idx);
+	DbgateBudget *b = entry(idx);
+	DbgateAdaptState *s = &b->adapt;
+	uint64		done,
+				busy,
+				waits,
+				tokens,
+				st;
+	int32		l,
+				eff,
+				next;
+	bool		first;
+	Period		p;
+	Sample		sample;
+
+	if (!b->in_use || b->incarnation != inc || b->conf.adapt == DBGATE_ADAPT_OFF ||
+		(l = (int32) pg_atomic_read_u32(&b->adapt_limit)) == 0)
+	{
+		LWLockRelease(dbgate_budget_lock(root));
+		return;
+	}
+	done = pg_atomic_read_u64(&b->adapt_done);
+	busy = pg_atomic_read_u64(&b->adapt_busy_us);
+	waits = pg_atomic_read_u64(&b->admitted_after_wait);
+	tokens = pg_atomic_read_u64(&b->rate_limited);
+	st = pg_atomic_read_u64(&b->state);
+	first = (s->period_start == 0);
+	if (!first && now > s->period_start)
+	{
+		double		dt = (double) (now - s->period_start);
+
+		take_sample(idx, &sample);
+		average_in(s, &sample, !s->sampled);
+		s->sampled = true;
+		p.x = (double) (done - s->done0) * 1e6 / dt;
+		p.n = (double) (busy - s->busy0) / dt;
+		p.waited = dbgate_st_queued(st) > 0 || waits != s->waits0;
+		eff = b->conf.adapt == DBGATE_ADAPT_ON ? l : b->conf.max_active;
+		p.held = tokens != s->tokens0 ||
+			(dbgate_st_queued(st) > 0 && dbgate_st_active(st) < (uint32) eff);
+		/* the throughput that the check of a decrease compares with */
+		if (p.waited || p.n >= l / 2.0)
+			s->x_avg = s->x_avg > 0 ? (s->x_avg + p.x) / 2 : p.x;
+		next = decide(s, l, &p);
+		next = Max(clamp_limit(next, &b->conf),
+				   Min(children_reserved(b), b->conf.max_active));
+		if (next != l)
+		{
+			pg_atomic_write_u32(&b->adapt_limit, (uint32) next);
+			if (b->conf.adapt == DBGATE_ADAPT_ON)
+				dbgate_admission_set_adaptive(b, root, next);
+		}
+	}
+	s->period_start = now;
+	s->done0 = done;
+	s->busy0 = busy;
+	s->waits0 = waits;
+	s->tokens0 = tokens;
+	LWLockRelease(dbgate_budget_lock(root));
+}
+
+/* ----------
+ * The statement path
+ * ----------
+ */
+void
+dbgate_adapt_released(const DbgateChain *c, TimestampTz admitted_at)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	uint64		busy = (admitted_at > 0 && now > admitted_at) ?
+		(uint64) (now - admitted_at) : 0;
+	int			i;
+
+	for (i = 0; i < c->n; i++)
+	{
+		DbgateBudget *b = entry(c->idx[i]);
+		uint64		due;
+
+		if (pg_atomic_read_u32(&b->adapt_limit) == 0 ||
+			dbgate_st_tag(pg_atomic_read_u64(&b->state)) != dbgate_tag_of(c->inc[i]))
+			continue;
+		pg_atomic_fetch_add_u64(&b->adapt_done, 1);
+		pg_atomic_fetch_add_u64(&b->adapt_busy_us, busy);
+		due = pg_atomic_read_u64(&b->adapt_due_us);
+		if ((uint64) now < due ||
+			!pg_atomic_compare_exchange_u64(&b->adapt_due_us, &due,
+											(uint64) now + PERIOD_US))
+			continue;
+		step(c->idx[i], c->inc[i], now);
+	}
+}
