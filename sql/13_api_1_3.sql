@@ -1,6 +1,7 @@
 --
--- The 1.3 additions to the SQL interface: the budget field reserved (slots
--- of the parent kept for a child).  Its normal use, every error with its
+-- The 1.3 additions to the SQL interface: the budget fields reserved (slots
+-- of the parent kept for a child), adapt and adapt_min (the adaptive limit)
+-- and dbgate.status.adaptive_limit.  Their normal use, every error with its
 -- SQLSTATE (a failing call changes nothing), what a change of the
 -- hierarchy does to it, config_script() with reservations.  What a
 -- reservation does to admission is in the isolation tests.
@@ -121,6 +122,47 @@ SELECT * FROM v13_fields WHERE budget = 'v13_b';
 --
 SELECT dbgate.drop_budget('v13_top', force => true);
 SELECT * FROM v13_fields;
+
+--
+-- adapt and adapt_min: the fields, their rules (22023, nothing changed),
+-- status.adaptive_limit (what the limit does is in TAP 060_adapt)
+--
+CREATE TEMP VIEW v13_adapt AS
+  SELECT b.budget, b.max_active, b.adapt, b.adapt_min, s.adaptive_limit
+    FROM dbgate.budgets b JOIN dbgate.status s USING (budget)
+   WHERE b.budget LIKE 'v13%';
+SELECT dbgate.create_budget('v13_ad', 4, adapt => 'shadow', adapt_min => 2);
+SELECT dbgate.create_budget('v13_off', 4);
+SELECT * FROM v13_adapt ORDER BY budget;
+SELECT dbgate.alter_budget('v13_ad', adapt => 'on');
+SELECT dbgate.alter_budget('v13_off', adapt_min => 4);
+SELECT * FROM v13_adapt ORDER BY budget;
+\pset format unaligned
+\pset tuples_only on
+SELECT dbgate.config_script();
+\pset format aligned
+\pset tuples_only off
+SELECT config AS config0 FROM v13_config \gset
+-- 22023: adapt other than 'off', 'shadow', 'on'
+SELECT dbgate.create_budget('v13_new', 1, adapt => 'ON');
+:check
+SELECT dbgate.alter_budget('v13_ad', adapt => 'auto');
+:check
+-- 22023: adapt_min < 1, over max_active (also by lowering max_active)
+SELECT dbgate.create_budget('v13_new', 1, adapt_min => 0);
+:check
+SELECT dbgate.create_budget('v13_new', 2, adapt_min => 3);
+:check
+SELECT dbgate.alter_budget('v13_off', max_active => 3);
+:check
+-- 22023: NULL where create_budget needs a value
+SELECT dbgate.create_budget('v13_new', 1, adapt => NULL);
+:check
+SELECT dbgate.create_budget('v13_new', 1, adapt_min => NULL);
+:check
+-- 'off' forgets the limit
+SELECT dbgate.alter_budget('v13_ad', adapt => 'off');
+SELECT * FROM v13_adapt ORDER BY budget;
 
 --
 -- Privileges: the 1.3 signatures are revoked from PUBLIC like the others

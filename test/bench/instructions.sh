@@ -24,7 +24,8 @@
 # memory (max_memory_mb: every statement gets a grant, of nothing for this
 # query), mincost (min_cost below the statement's cost, so it is still
 # gated) and bypass (min_cost above it: the statement passes without a
-# slot); memory and mincost are skipped, with a line that
+# slot).  1.3: adapt (adapt 'on': every statement is counted for the
+# controller, and one in a period runs its step); memory and mincost are skipped, with a line that
 # says so, when the installed dbgate shows no effect of them (a probe: a
 # statement's memory grant in dbgate.backends, a cheap statement counted in
 # bypassed).  Every mode after budget is also compared with budget:
@@ -42,9 +43,9 @@ set -euo pipefail
 N=${1:-1000}
 shift || true
 MODES=("$@")
-[ ${#MODES[@]} -gt 0 ] || MODES=(notloaded unassigned budget limits member database parent rate lifo memory mincost bypass)
+[ ${#MODES[@]} -gt 0 ] || MODES=(notloaded unassigned budget limits member database parent rate lifo memory mincost bypass adapt)
 for m in "${MODES[@]}"; do
-	case $m in notloaded|unassigned|budget|limits|member|database|parent|rate|lifo|memory|mincost|bypass) ;;
+	case $m in notloaded|unassigned|budget|limits|member|database|parent|rate|lifo|memory|mincost|bypass|adapt) ;;
 	*) echo "unknown mode: $m" >&2; exit 2 ;; esac
 done
 
@@ -145,6 +146,8 @@ EOS
 		mincost) psql_su -c "SELECT dbgate.create_budget('instr', 100, 0, min_cost => 1)" \
 				-c "SELECT dbgate.assign_role('bench_instr', 'instr')" >/dev/null ;;
 		bypass) psql_su -c "SELECT dbgate.create_budget('instr', 100, 0, min_cost => 100)" \
+				-c "SELECT dbgate.assign_role('bench_instr', 'instr')" >/dev/null ;;
+		adapt) psql_su -c "SELECT dbgate.create_budget('instr', 100, 0, adapt => 'on')" \
 				-c "SELECT dbgate.assign_role('bench_instr', 'instr')" >/dev/null ;;
 		esac
 	fi

@@ -47,7 +47,7 @@ sub crc32c
 
 # The table of fields: name, pack code, format version, default.  Booleans
 # and enumerations are given as their stored integers (scope: 0 statement,
-# 1 transaction; queue_order: 0 fifo, 1 lifo).
+# 1 transaction; queue_order: 0 fifo, 1 lifo; adapt: 0 off, 1 shadow, 2 on).
 my @FIELDS = (
 	[ 'max_active', 'l', 1, 1 ],
 	[ 'max_queued', 'l', 1, 0 ],
@@ -68,7 +68,9 @@ my @FIELDS = (
 	[ 'rate_burst', 'l', 3, 1 ],
 	[ 'max_memory_mb', 'l', 3, 0 ],
 	[ 'min_cost', 'd', 3, 0 ],
-	[ 'reserved', 'l', 4, 0 ],);
+	[ 'reserved', 'l', 4, 0 ],
+	[ 'adapt', 'l', 4, 0 ],
+	[ 'adapt_min', 'l', 4, 1 ],);
 
 sub budget_record
 {

@@ -100,6 +100,7 @@ CREATE ROLE app_shadow LOGIN;
 CREATE ROLE app_idle LOGIN;
 \o /dev/null
 SELECT dbgate.create_budget('gate', max_active => 1, max_queued => 2);
+DO $$ BEGIN PERFORM dbgate.alter_budget('gate', adapt => 'shadow'); EXCEPTION WHEN undefined_function THEN NULL; END $$;
 SELECT dbgate.create_budget('short', max_active => 1, max_queued => 1,
                             queue_timeout => '200ms');
 SELECT dbgate.create_budget('shadow', max_active => 1, enforce => false);
@@ -296,6 +297,7 @@ INSERT INTO mapping VALUES
   ('dbgate_rate_limited_total', 'status', 'rate_limited', 'counter', 1),
   ('dbgate_bypassed_total', 'status', 'bypassed', 'counter', 1),
   ('dbgate_memory_mb_active', 'status', 'memory_mb_active', 'gauge', 1),
+  ('dbgate_adaptive_limit', 'status', 'adaptive_limit', 'gauge', 1),
   ('dbgate_queue_timeout_seconds', 'budgets', 'queue_timeout', 'gauge', 1),
   ('dbgate_max_memory_mb', 'budgets', 'max_memory_mb', 'gauge', 1);
 -- the views as numbers: (budget, view, column, value or NULL)
@@ -326,7 +328,7 @@ SELECT format('%s{budget="%s"}: %s, expected %s', m.metric, b.budget,
 FROM mapping m CROSS JOIN dbgate.status b
      LEFT JOIN scraped s ON s.name = m.metric AND s.budget = b.budget
      LEFT JOIN viewed v ON v.budget = b.budget AND v.view = m.view AND v.col = m.col
-WHERE CASE WHEN v.col IS NULL THEN s.value IS DISTINCT FROM 'NaN'
+WHERE CASE WHEN v.col IS NULL OR v.value IS NULL THEN s.value IS DISTINCT FROM 'NaN'
            ELSE s.value IS NULL OR s.value = 'NaN'
                 OR abs(s.value - v.value * m.factor) > 1e-9 * greatest(1, abs(v.value * m.factor))
       END;

@@ -83,9 +83,9 @@ ok( $node->log_contains(
 ok(!$node->log_contains(qr/WARNING/, $offset), 'without a warning');
 is( $node->safe_psql('postgres', $all),
 	'(fm_v2a,3,1,00:00:01.5,00:00:00,00:00:00,t,{fm_alice},transaction,00:00:30,0,t,f,{},'
-	  . 'fifo,00:00:00.1,,1,0,1,0,0,0) '
+	  . 'fifo,00:00:00.1,,1,0,1,0,0,0,off,1) '
 	  . '(fm_v2b,1,0,00:00:00,00:00:00,00:00:00,f,{},statement,00:00:00,-1,f,t,{postgres},'
-	  . 'fifo,00:00:00.1,,1,0,1,0,0,0)',
+	  . 'fifo,00:00:00.1,,1,0,1,0,0,0,off,1)',
 	'its budgets and assignments, the 1.2 fields at their defaults');
 
 # ---------------------------------------------------------------------------
@@ -121,6 +121,14 @@ $node->safe_psql('postgres', "SELECT dbgate.alter_budget('fm_v2b', reserved => 0
 is(file_format(), 3, 'reserved back to 0, a parent left: format 3');
 $node->safe_psql('postgres', "SELECT dbgate.alter_budget('fm_v2b', parent => '')");
 is(file_format(), 2, 'and no parent: format 2');
+for my $set ("adapt => 'shadow'", "adapt => 'on'", 'max_active => 2, adapt_min => 2')
+{
+	$node->safe_psql('postgres', "SELECT dbgate.alter_budget('fm_v2b', $set)");
+	is(file_format(), 4, "$set (1.3): format 4");
+	$node->safe_psql('postgres',
+		"SELECT dbgate.alter_budget('fm_v2b', adapt => 'off', adapt_min => 1, max_active => 1)");
+	is(file_format(), 2, "$set back to its default: format 2");
+}
 
 # ---------------------------------------------------------------------------
 # 3. Format 3 round-trips: restart, crash restart, config_script()
@@ -203,7 +211,7 @@ write_file(
 		budgets => [
 			{ name => 'fm_r', max_active => 3 },
 			{ name => 'fm_r1', max_active => 2, parent => 'fm_r', reserved => 2, min_cost => 1.5 },
-			{ name => 'fm_r2', max_active => 3, parent => 'fm_r', reserved => 1 },
+			{ name => 'fm_r2', max_active => 3, parent => 'fm_r', reserved => 1, adapt => 2, adapt_min => 3 },
 			{ name => 'fm_r3', max_active => 3, parent => 'fm_r' }
 		]));
 $offset = -s $node->logfile;
@@ -211,10 +219,10 @@ $node->start;
 ok(!$node->log_contains(qr/WARNING/, $offset), 'a format-4 file built here loads');
 is( $node->safe_psql(
 		'postgres',
-		q{SELECT string_agg(format('%s<%s:%s:%s:%s', budget, parent, max_active, min_cost,
-		    reserved), ' ' ORDER BY budget) FROM dbgate.budgets}
+		q{SELECT string_agg(format('%s<%s:%s:%s:%s:%s:%s', budget, parent, max_active, min_cost,
+		    reserved, adapt, adapt_min), ' ' ORDER BY budget) FROM dbgate.budgets}
 	),
-	'fm_r<:3:0:0 fm_r1<fm_r:2:1.5:2 fm_r2<fm_r:3:0:1 fm_r3<fm_r:3:0:0',
+	'fm_r<:3:0:0:off:1 fm_r1<fm_r:2:1.5:2:off:1 fm_r2<fm_r:3:0:1:on:3 fm_r3<fm_r:3:0:0:off:1',
 	'with reserved where the layout puts it');
 is(file_format(), 4, 'and is format 4 as it is');
 
@@ -265,6 +273,9 @@ my @refused = (
 		[ [ $dbid, 'x' ] ]
 	],
 	[ 'reserved -1', [ { name => 'x' }, { name => 'y', parent => 'x', reserved => -1 } ], [], [], 4 ],
+	[ 'adapt 3', [ { name => 'x', adapt => 3 } ], [], [], 4 ],
+	[ 'adapt_min 0', [ { name => 'x', adapt_min => 0 } ], [], [], 4 ],
+	[ 'adapt_min over max_active', [ { name => 'x', max_active => 2, adapt_min => 3 } ], [], [], 4 ],
 	[ 'reserved without a parent', [ { name => 'x', max_active => 2, reserved => 1 } ], [], [], 4 ],
 	[
 		'reserved over max_active',

@@ -130,17 +130,19 @@ $primary->safe_psql(
 	SELECT dbgate.create_budget('wf_p4', 4);
 	SELECT dbgate.create_budget('wf_c4', 3, parent => 'wf_p4', reserved => 3);
 	SELECT dbgate.create_budget('wf_d4', 1, parent => 'wf_p4', reserved => 1);
+	SELECT dbgate.alter_budget('wf_p4', adapt => 'on', adapt_min => 2);
 });
 is(last_format(), 4, 'a reservation (1.3): the record has format 4');
 replayed_ok('format 4');
 is( $standby->safe_psql(
 		'postgres',
-		q{SELECT string_agg(format('%s<%s:%s', budget, parent, reserved), ' ' ORDER BY budget)
-		  FROM dbgate.budgets WHERE budget LIKE 'wf_%4'}
+		q{SELECT string_agg(format('%s<%s:%s:%s:%s', budget, parent, reserved, adapt, adapt_min),
+		  ' ' ORDER BY budget) FROM dbgate.budgets WHERE budget LIKE 'wf_%4'}
 	),
-	'wf_c4<wf_p4:3 wf_d4<wf_p4:1 wf_p4<:0',
+	'wf_c4<wf_p4:3:off:1 wf_d4<wf_p4:1:off:1 wf_p4<:0:on:2',
 	'the standby has the reservations exactly');
-$primary->safe_psql('postgres', q{SELECT dbgate.alter_budget(b, reserved => 0) FROM unnest(ARRAY['wf_c4', 'wf_d4']) b});
+$primary->safe_psql('postgres', q{SELECT dbgate.alter_budget(b, reserved => 0) FROM unnest(ARRAY['wf_c4', 'wf_d4']) b;
+	SELECT dbgate.alter_budget('wf_p4', adapt => 'off', adapt_min => 1)});
 is(last_format(), 3, 'no reservation left, a hierarchy: format 3');
 replayed_ok('format 3 after 4');
 $primary->safe_psql('postgres', q{SELECT dbgate.drop_budget('wf_p4', force => true)});
@@ -170,7 +172,7 @@ my $xid = $primary->safe_psql('postgres',
 $primary->safe_psql('postgres', "SELECT walgen_confirm('$xid')");
 my $v11_row =
     '(wf_v11,5,6,00:00:07,00:00:00,00:00:00,f,{wf_alice},transaction,00:00:00,2,t,t,{},'
-  . 'fifo,00:00:00.1,,1,0,1,0,0,0)';
+  . 'fifo,00:00:00.1,,1,0,1,0,0,0,off,1)';
 ok($standby->poll_query_until('postgres', $all, $v11_row),
 	'a format-2 record of dbgate 1.1 is replayed, the 1.2 fields at their defaults');
 

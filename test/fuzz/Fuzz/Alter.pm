@@ -69,6 +69,8 @@ our @FIELDS = (
 	{ field => 'min_cost', type => 'float', values => [ 0, 1, 10, 1000 ], bad => [-1] },
 	# 1.3
 	{ field => 'reserved', type => 'int', values => [ 0, 0, 1, 2 ], bad => [-1] },
+	{ field => 'adapt', type => 'text', values => [ 'off', 'shadow', 'on' ], bad => ['auto'] },
+	{ field => 'adapt_min', type => 'int', values => [ 1, 1, 2 ], bad => [0] },
 );
 
 use constant MAX_CHAIN => 4;
@@ -165,6 +167,7 @@ sub expected_error
 		$c{reserved} = 0;
 	}
 	return '22023' if ($c{reserved} // 0) > ($c{max_active} // 1);
+	return '22023' if ($c{adapt_min} // 1) > ($c{max_active} // 1);
 	if (exists $new->{parent} && $new->{parent} ne '')
 	{
 		my $p = $new->{parent};
