@@ -17,7 +17,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = dbgate_node('adapt');
+my $node = dbgate_node('adapt', conf => "max_wal_senders = 4\nwal_level = replica\n");
 $node->safe_psql(
 	'postgres', q{
 	CREATE ROLE ad_cpu LOGIN;
@@ -158,6 +158,60 @@ $node->safe_psql('postgres',
 	'SELECT pg_cancel_backend(pid) FROM dbgate.backends WHERE budget = \'ad_cpu\'');
 $_->quit for @holders;
 poll_ok($node, q{SELECT sum(active + queued) FROM dbgate.status}, '0', 'every slot is back');
+
+# ---------------------------------------------------------------------------
+# 6. in a tree: a child adapts within its parent's slots (a period in
+# which its parent held it back leaves L as it is, so the parent gives it
+# as many slots as it may use)
+$node->safe_psql(
+	'postgres', q{
+	CREATE ROLE ad_kid LOGIN;
+	SELECT dbgate.create_budget('ad_top', 6);
+	SELECT dbgate.create_budget('ad_kid', 6, 64, '1 min', parent => 'ad_top', adapt => 'on');
+	SELECT dbgate.assign_role('ad_kid', 'ad_kid');
+});
+my $kid = load('ad_kid', $cpu_sql, 16, 8);
+my ($tree_ok, @tree_seen) = (1);
+for (1 .. 20)
+{
+	my $a = $node->safe_psql('postgres',
+		q{SELECT active FROM dbgate.status WHERE budget = 'ad_top'});
+	push @tree_seen, $a;
+	$tree_ok = 0 if $a > 6;
+	select(undef, undef, undef, 0.2);
+}
+ok($tree_ok, 'in a tree: the parent never has more than its 6 active') or diag "@tree_seen";
+ok( $node->poll_query_until(
+		'postgres',
+		q{SELECT adaptive_limit < 6 FROM dbgate.status WHERE budget = 'ad_kid'}),
+	'in a tree: the child adapts below its max_active');
+finish($kid);
+
+# ---------------------------------------------------------------------------
+# 7. a standby adapts on its own
+$node->backup('b1');
+my $standby = PostgreSQL::Test::Cluster->new('adapt_standby');
+$standby->init_from_backup($node, 'b1', has_streaming => 1);
+$standby->start;
+is($standby->safe_psql('postgres',
+		q{SELECT pg_is_in_recovery() || ':' || adaptive_limit FROM dbgate.status WHERE budget = 'ad_sleep'}),
+	'true:16', 'the standby starts with L at max_active');
+{
+	my ($out, $err) = ('', '');
+	my $h = IPC::Run::start(
+		[
+			'pgbench', '-n', '-c', 16, '-j', 2, '-T', 8, '-f', $cpu_sql,
+			'-h', $standby->host, '-p', $standby->port, '-U', 'ad_sleep', 'postgres'
+		],
+		'>', \$out, '2>', \$err);
+	ok( $standby->poll_query_until(
+			'postgres',
+			q{SELECT adaptive_limit <= 8 FROM dbgate.status WHERE budget = 'ad_sleep'}),
+		'CPU-bound statements on the standby lower its L');
+	$h->finish;
+}
+is(limit_of('ad_sleep'), '16', 'and the primary\'s L stays');
+$standby->stop;
 
 $node->stop;
 done_testing();
