@@ -160,6 +160,22 @@ chain_limits(int idx, uint32 inc, const DbgateLimits *l, ChainLimits *cl)
 	return CHAIN_OK;
 }
 
+/* Are a and b the same levels (budgets and incarnations)? */
+static inline bool
+chain_same(const DbgateChain *a, const DbgateChain *b)
+{
+	int			i;
+
+	if (a->n != b->n)
+		return false;
+	for (i = 0; i < a->n; i++)
+	{
+		if (a->idx[i] != b->idx[i] || a->inc[i] != b->inc[i])
+			return false;
+	}
+	return true;
+}
+
 /* ----------
  * State words (the tag, active and queued of dbgate.h)
  * ----------
@@ -358,6 +374,8 @@ extern DBGATE_HIDDEN int dbgate_lock_tree(int idx);
 extern DBGATE_HIDDEN void dbgate_list_append(DbgateBudget *b, int procno);
 extern DBGATE_HIDDEN void dbgate_list_unlink(DbgateBudget *b, int procno);
 extern DBGATE_HIDDEN void dbgate_queue_remove(int procno);
+extern DBGATE_HIDDEN void dbgate_held_return(DbgateBudget *b, int n);
+extern DBGATE_HIDDEN bool dbgate_held_settle(DbgateBudget *b);
 extern DBGATE_HIDDEN bool dbgate_promote(int procno, bool beyond,
 										 int64 now_ns, int64 asof_ns);
 extern DBGATE_HIDDEN void dbgate_grant_tree(int root, TimestampTz now,

@@ -117,6 +117,17 @@ typedef struct DbgateQueueLimits
 	int64		rate_tolerance_ns;	/* (rate_burst - 1) x rate_interval_ns */
 } DbgateQueueLimits;
 
+/*
+ * A chain of budgets: a budget and its ancestors, leaf first, as a slot
+ * was taken from them (or as a waiter is counted in their 'queued').
+ */
+typedef struct DbgateChain
+{
+	int32		n;
+	int32		idx[DBGATE_MAX_DEPTH];
+	uint32		inc[DBGATE_MAX_DEPTH];
+} DbgateChain;
+
 /* Buckets of dbgate.wait_histogram with a finite bound (ms). */
 #define DBGATE_HIST_BUCKETS		11
 
@@ -174,6 +185,15 @@ typedef struct DbgateBudget
 	pg_atomic_uint64 state;
 	int32		queue_head;		/* proc number or -1; tree lock */
 	int32		queue_tail;		/* proc number or -1; tree lock */
+
+	/*
+	 * 'lifo' in trees (queue.c): slots released by this budget's statements
+	 * that its ancestors still count, held for its waiters and newcomers
+	 * (the levels of held_chain from 1 on count them; its level 0 is this
+	 * budget).  Only while the budget has waiters.  Tree lock.
+	 */
+	int32		held;
+	DbgateChain held_chain;
 
 	/* the shape of the tree (budgets.c, with every budget lock held) */
 	int32		root;			/* index of the tree's root (itself if none) */
@@ -298,16 +318,6 @@ dbgate_st_make(uint32 incarnation, uint32 active, uint32 queued)
 		((uint64) active << DBGATE_ST_BITS) | (uint64) queued;
 }
 
-/*
- * A chain of budgets: a budget and its ancestors, leaf first, as a slot
- * was taken from them (or as a waiter is counted in their 'queued').
- */
-typedef struct DbgateChain
-{
-	int32		n;
-	int32		idx[DBGATE_MAX_DEPTH];
-	uint32		inc[DBGATE_MAX_DEPTH];
-} DbgateChain;
 
 /* States of a backend's entry. */
 #define DBGATE_PROC_IDLE		0	/* neither queued nor holding a slot */

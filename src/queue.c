@@ -34,11 +34,31 @@
  * is granted at once: its counts move from 'queued' to 'active' at every
  * level, its entry is marked granted (last, after a write barrier, so
  * that it can act without the lock) and its latch is set once the lock is
- * released.  In a non-fair budget, and in a fair 'lifo' budget without
- * parent while the chosen waiter is not overdue, it is only woken: it
- * takes the slot itself if it is still free when it runs (a newcomer may
- * take it first), and then goes on granting, so that no free slot stays
- * unused.
+ * released.  In a non-fair budget, and in a fair 'lifo' budget while the
+ * chosen waiter is not overdue, it is only woken: it takes the slot itself
+ * if it is still free when it runs (a newcomer may take it first), and
+ * then goes on granting, so that no free slot stays unused.
+ *
+ * Slots held for a 'lifo' child
+ * -----------------------------
+ * In a fair 'lifo' budget with a parent, the slot the grant step chose it
+ * for is freed only in the budget itself (SPEC 1.3 Interactions): the
+ * grant step takes it at every ancestor and counts it in the budget's
+ * 'held' (hold_for()), and wakes the chosen waiter.  The ancestors count a
+ * held slot as active, so no sibling can take it; the budget's own level
+ * does not, so its woken waiter (dbgate_promote()) or a newcomer
+ * (take_chain(), waiting.c) takes it with its own level's slot only.  A
+ * held slot is in the budget's 'held' or in some statement's chain, never
+ * both and never neither: every path that could leave one unclaimed gives
+ * it back to the ancestors (dbgate_held_return()) and runs the grant step
+ * -- a waiter of the budget that leaves without a slot
+ * (dbgate_queue_remove(): the woken one may be it), more held than
+ * waiters after a grant (dbgate_held_settle()), a configuration install
+ * that touches the budget, a drop, a change of any chain's shape, the
+ * budget switched to shadow mode.  A crash restart starts with none.
+ * 'held' and the chain it counts at (held_chain, the budget's chain when
+ * the first was taken; a change of shape gives every one back first) are
+ * the tree lock's.
  *
  * Returning a slot
  * ----------------
@@ -136,17 +156,111 @@ dbgate_list_unlink(DbgateBudget *b, int procno)
 	p->prev = p->next = -1;
 }
 
-/* Unlink a waiter and take it out of 'queued' at its levels. */
+/*
+ * Unlink a waiter that leaves without a slot (canceled, timed out,
+ * ungated) and take it out of 'queued' at its levels.  The slots held for
+ * its budget go back to the ancestors (the waiter woken for one may be
+ * this one): the caller runs the grant step, which decides again.
+ */
 void
 dbgate_queue_remove(int procno)
 {
 	DbgateProc *p = proc_entry(procno);
+	DbgateBudget *b = budget_entry(p->budget);
 	int			i;
 
-	dbgate_list_unlink(budget_entry(p->budget), procno);
+	dbgate_list_unlink(b, procno);
 	for (i = 0; i < p->chain.n; i++)
 		(void) level_add(budget_entry(p->chain.idx[i]),
 						 dbgate_tag_of(p->chain.inc[i]), 0, -1);
+	if (unlikely(b->held > 0))
+		dbgate_held_return(b, b->held);
+}
+
+/* ----------
+ * Slots held for a 'lifo' child (see the file header).  Tree lock.
+ * ----------
+ */
+
+/*
+ * Give n of the slots held for budget b back to its ancestors (the levels
+ * of held_chain from 1 on; a level dropped meanwhile has nothing to take
+ * back).  The caller runs the grant step.
+ */
+void
+dbgate_held_return(DbgateBudget *b, int n)
+{
+	int			j;
+	int			k;
+
+	Assert(n <= b->held);
+	for (j = 0; j < n; j++)
+	{
+		for (k = 1; k < b->held_chain.n; k++)
+			(void) level_add(budget_entry(b->held_chain.idx[k]),
+							 dbgate_tag_of(b->held_chain.inc[k]), -1, 0);
+	}
+	b->held -= n;
+}
+
+/*
+ * No more slots held for budget b than it has waiters in its queue: a
+ * waiter left it by a grant that did not use one.  The caller runs the
+ * grant step if this returns true (slots went back).
+ */
+bool
+dbgate_held_settle(DbgateBudget *b)
+{
+	int			excess = b->held -
+		(int) dbgate_st_queued(pg_atomic_read_u64(&b->state));
+
+	if (excess <= 0)
+		return false;
+	dbgate_held_return(b, Min(excess, b->held));
+	return true;
+}
+
+/*
+ * The grant step chose waiter p of b, a fair 'lifo' child, with nobody
+ * overdue: the slot is freed only in b itself, and its ancestors keep it
+ * for b (SPEC 1.3 Interactions, 'lifo' in trees), so that p, woken, or a
+ * newcomer of b takes it, and no sibling.  Takes a slot at every level of
+ * p's chain above b, unless slots held for b already cover its waiters or
+ * an ancestor has no room while some are held (p was chosen for one).
+ * Returns false when p's chain had no room after all (taken meanwhile).
+ */
+static bool
+hold_for(DbgateBudget *b, DbgateProc *p)
+{
+	uint32		before;
+	int			k;
+	int			r = 1;
+
+	if (b->held > 0 &&
+		(uint32) b->held >= dbgate_st_queued(pg_atomic_read_u64(&b->state)))
+		return true;
+	for (k = 1; k < p->chain.n && r == 1; k++)
+	{
+		DbgateBudget *lb = budget_entry(p->chain.idx[k]);
+		DbgateLimits l;
+
+		dbgate_read_limits(lb, &l);
+		r = level_take(lb, dbgate_tag_of(p->chain.inc[k]), l.max_active,
+					   l.enforce, false, &before);
+		if (r == 1)
+			note_peak_active(lb, before + 1);
+	}
+	if (r != 1)
+	{
+		for (k--; --k >= 1;)
+			(void) level_add(budget_entry(p->chain.idx[k]),
+							 dbgate_tag_of(p->chain.inc[k]), -1, 0);
+		return b->held > 0;
+	}
+	if (b->held == 0)
+		b->held_chain = p->chain;
+	b->held++;
+	return true;
 }
 
 /* ----------
@@ -166,12 +280,16 @@ bool
 dbgate_promote(int procno, bool beyond, int64 now_ns, int64 asof_ns)
 {
 	DbgateProc *p = proc_entry(procno);
+	DbgateBudget *leaf = budget_entry(p->budget);
 	DbgateLimits lim[DBGATE_MAX_DEPTH];
 	uint32		before[DBGATE_MAX_DEPTH];
 	int			n = p->chain.n;
 	int			i;
 	int			t;
+	bool		held;
 
+	/* a slot held for the budget covers every level above it */
+	held = unlikely(leaf->held > 0) && chain_same(&p->chain, &leaf->held_chain);
 	for (i = 0; i < n; i++)
 	{
 		DbgateBudget *b = budget_entry(p->chain.idx[i]);
@@ -180,6 +298,13 @@ dbgate_promote(int procno, bool beyond, int64 now_ns, int64 asof_ns)
 		bool		ok = false;
 
 		dbgate_read_limits(b, &lim[i]);
+		if (held && i > 0)
+		{
+			/* counted already: only out of 'queued' (no new peak) */
+			(void) level_add(b, tag, 0, -1);
+			before[i] = 0;
+			continue;
+		}
 		for (;;)
 		{
 			uint32		active = dbgate_st_active(old);
@@ -246,6 +371,8 @@ dbgate_promote(int procno, bool beyond, int64 now_ns, int64 asof_ns)
 		if (before[i] != UINT32_MAX)
 			note_peak_active(budget_entry(p->chain.idx[i]), before[i] + 1);
 	}
+	if (held)
+		leaf->held--;
 	return true;
 
 undo:
@@ -253,7 +380,8 @@ undo:
 	{
 		if (before[i] != UINT32_MAX)
 			(void) level_add(budget_entry(p->chain.idx[i]),
-							 dbgate_tag_of(p->chain.inc[i]), -1, 1);
+							 dbgate_tag_of(p->chain.inc[i]),
+							 (held && i > 0) ? 0 : -1, 1);
 	}
 	return false;
 }
@@ -261,16 +389,16 @@ undo:
 /*
  * Is a slot handed off to the waiter chosen in a budget with limits l
  * (granted directly), rather than left free and the waiter woken?  Handed
- * off in a fair budget; but in a fair 'lifo' budget without parent only to
- * an overdue waiter (SPEC 1.3 Queue order: a newcomer is newer than every
- * waiter, so while nobody is overdue it may take the slot first).  A 'lifo'
- * child hands off to its newest waiter too: the Shares rule chose it for
- * the parent's slot, which must not go to a sibling's newcomer.
+ * off in a fair budget; but in a fair 'lifo' budget only to an overdue
+ * waiter (SPEC 1.3 Queue order: a newcomer is newer than every waiter, so
+ * while nobody is overdue it may take the slot first).  In a 'lifo' child
+ * the slot is then freed only in the child: its ancestors hold it for the
+ * child (hold_for()).
  */
 static inline bool
 hands_off(const DbgateLimits *l, bool overdue)
 {
-	return l->fair && (!l->lifo || l->parent >= 0 || overdue);
+	return l->fair && (!l->lifo || overdue);
 }
 
 /*
@@ -290,6 +418,7 @@ dbgate_grant_tree(int root, TimestampTz now, Wakeups *w)
 		Pick		pick,
 					blocked;
 		DbgateProc *p;
+		DbgateBudget *lb;
 
 		if (now_ns == 0)
 			now_ns = dbgate_now_ns();
@@ -315,10 +444,20 @@ dbgate_grant_tree(int root, TimestampTz now, Wakeups *w)
 		}
 
 		p = proc_entry(pick.procno);
+		lb = budget_entry(p->budget);
 		if (pick.procno != dbgate_my_procno &&
-			!hands_off(&budget_entry(p->budget)->lim, pick.overdue))
+			!hands_off(&lb->lim, pick.overdue))
 		{
-			/* the chosen waiter takes the slot itself if still free */
+			/*
+			 * The chosen waiter takes the slot itself if still free; in a
+			 * fair 'lifo' child, the ancestors hold it for the child.
+			 */
+			if (lb->lim.fair && lb->lim.parent >= 0 && !hold_for(lb, p))
+			{
+				if (++races > 1000)
+					return;
+				continue;
+			}
 			wake_later(w, pick.procno);
 			return;
 		}
@@ -342,7 +481,9 @@ dbgate_grant_tree(int root, TimestampTz now, Wakeups *w)
 				return;
 			continue;
 		}
-		dbgate_list_unlink(budget_entry(p->budget), pick.procno);
+		dbgate_list_unlink(lb, pick.procno);
+		if (unlikely(lb->held > 0))
+			(void) dbgate_held_settle(lb);	/* chosen again below */
 		p->overdue = pick.overdue;
 		if (r->token_waiter == pick.procno)
 			r->token_waiter = -1;
@@ -460,6 +601,7 @@ dbgate_admission_budget_created(DbgateBudget *b)
 {
 	b->queue_head = -1;
 	b->queue_tail = -1;
+	b->held = 0;
 	b->token_waiter = -1;
 	b->token_due_ns = 0;
 	pg_atomic_write_u64(&b->lock_check_due, 0);
@@ -513,6 +655,9 @@ dbgate_admission_set_limits(DbgateBudget *b, const DbgateBudgetConf *conf,
 		b->conf.rate_burst != conf->rate_burst ||
 		b->conf.enforce != conf->enforce)
 		dbgate_token_fill(b);
+	/* slots held under the old rules go back (the install's grant step) */
+	if (b->held > 0)
+		dbgate_held_return(b, b->held);
 
 	pg_atomic_fetch_add_u32(&b->conf_seq, 1);	/* odd: writing (a barrier) */
 	b->conf = *conf;
@@ -530,6 +675,8 @@ dbgate_admission_set_limits(DbgateBudget *b, const DbgateBudgetConf *conf,
 void
 dbgate_admission_release_waiters(DbgateBudget *b)
 {
+	if (b->held > 0)
+		dbgate_held_return(b, b->held);
 	while (b->queue_head >= 0)
 	{
 		int			procno = b->queue_head;
@@ -588,6 +735,9 @@ dbgate_admission_recount_queued(void)
 
 		if (!b->in_use)
 			continue;
+		/* held along a chain that may be no more (the grant steps follow) */
+		if (b->held > 0)
+			dbgate_held_return(b, b->held);
 		while (!pg_atomic_compare_exchange_u64(&b->state, &old,
 											   old & ~(uint64) DBGATE_ST_MASK))
 			;
@@ -651,6 +801,8 @@ dbgate_admission_admit_all(DbgateBudget *b)
 		if (procno != dbgate_my_procno)
 			SetLatch(&DBGATE_PROC_BY_NUMBER(procno)->procLatch);
 	}
+	if (b->held > 0)
+		dbgate_held_return(b, b->held);
 }
 
 /*

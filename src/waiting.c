@@ -203,35 +203,48 @@ lock_chain(const DbgateLookup *lk, bool utility, int *root, DbgateLimits *l,
 /*
  * Must a newcomer of budget b (limits l) queue behind its waiters even
  * where a slot is free?  In a fair budget it must while anyone waits --
- * except in a 'lifo' budget without parent (SPEC 1.3 Queue order): a
- * newcomer is newer than every waiter, so it queues only behind an overdue
- * one.  The queue is in arrival order, so its head is the longest waiter.
- * A 'lifo' child keeps the fair rule: its released slots are handed to its
- * newest waiter at every level (queue.c), so no slot of it is ever free
- * while it has waiters that could take one.  Caller holds the tree lock.
+ * except in a 'lifo' budget (SPEC 1.3 Queue order): a newcomer is newer
+ * than every waiter, so it queues only behind an overdue one.  The queue
+ * is in arrival order, so its head is the longest waiter.  In a 'lifo'
+ * child the slot it may take is one its ancestors hold for the budget
+ * (queue.c), or one free at every level.  Caller holds the tree lock.
  */
 static bool
 newcomer_waits(DbgateBudget *b, const DbgateLimits *l, TimestampTz now)
 {
 	if (!l->fair || dbgate_st_queued(pg_atomic_read_u64(&b->state)) == 0)
 		return false;
-	if (!l->lifo || l->parent >= 0)
+	if (!l->lifo)
 		return true;
 	return dbgate_lifo_overdue(b, now);
 }
 
 /*
- * Is there room at every level of cl?  With 'waits' (newcomer_waits())
- * also nobody may wait in the budget; that is looked at last, so that a
- * full ancestor is named when it is the reason, as for a budget that is
- * not fair.  A full ancestor goes into *held.  Caller holds the tree lock.
+ * Does a slot held for the budget of cl (queue.c) cover every level of cl
+ * above it?  Caller holds the tree lock.
+ */
+static inline bool
+chain_held(const ChainLimits *cl)
+{
+	DbgateBudget *b = budget_entry(cl->c.idx[0]);
+
+	return unlikely(b->held > 0) &&
+		chain_same(&b->held_chain, &cl->c);
+}
+
+/*
+ * Is there room at every level of cl (with 'covered', a slot held for the
+ * budget: at its own level)?  With 'waits' (newcomer_waits()) also nobody
+ * may wait in the budget; that is looked at last, so that a full ancestor
+ * is named when it is the reason, as for a budget that is not fair.  A
+ * full ancestor goes into *held.  Caller holds the tree lock.
  */
 static bool
-chain_has_room(const ChainLimits *cl, bool waits, HeldBy *held)
+chain_has_room(const ChainLimits *cl, bool waits, bool covered, HeldBy *held)
 {
 	int			i;
 
-	for (i = 0; i < cl->c.n; i++)
+	for (i = 0; i < (covered ? 1 : cl->c.n); i++)
 	{
 		DbgateBudget *lb = budget_entry(cl->c.idx[i]);
 		uint64		lst = pg_atomic_read_u64(&lb->state);
@@ -300,14 +313,16 @@ take_tokens(const ChainLimits *cl, HeldBy *held, int64 *now_ns,
  * leaves nothing taken.  Caller holds the tree lock.
  */
 static TakeResult
-take_chain(const ChainLimits *cl, bool waits, HeldBy *held, int64 *now_ns)
+take_chain(const ChainLimits *cl, bool waits, bool covered, HeldBy *held,
+		   int64 *now_ns)
 {
 	uint32		before[DBGATE_MAX_DEPTH];
 	uint32		lacked = 0;		/* shadow levels without a token due */
+	int			n = covered ? 1 : cl->c.n;	/* the levels to take */
 	int			r = 1;
 	int			i;
 
-	for (i = 0; i < cl->c.n && r == 1; i++)
+	for (i = 0; i < n && r == 1; i++)
 		r = level_take(budget_entry(cl->c.idx[i]),
 					   dbgate_tag_of(cl->c.inc[i]),
 					   cl->lim[i].max_active, cl->lim[i].enforce,
@@ -323,13 +338,20 @@ take_chain(const ChainLimits *cl, bool waits, HeldBy *held, int64 *now_ns)
 	if (!take_tokens(cl, held, now_ns, &lacked))
 	{
 		/* no token: give back the slots just taken */
-		for (i = 0; i < cl->c.n; i++)
+		for (i = 0; i < n; i++)
 			(void) level_add(budget_entry(cl->c.idx[i]),
 							 dbgate_tag_of(cl->c.inc[i]), -1, 0);
 		return TAKE_NO_TOKEN;
 	}
-	for (i = 0; i < cl->c.n; i++)
+	for (i = 0; i < n; i++)
 		note_peak_active(budget_entry(cl->c.idx[i]), before[i] + 1);
+	if (covered)
+	{
+		/* the held slot is ours: its levels above count it already */
+		budget_entry(cl->c.idx[0])->held--;
+		for (i = 1; i < cl->c.n; i++)
+			before[i] = 0;		/* nothing for a shadow level to count */
+	}
 	dbgate_count_shadow(cl, before, lacked);
 	return TAKE_DONE;
 }
@@ -441,13 +463,15 @@ decide_slow(const DbgateLookup *lk, bool utility, TimestampTz now,
 		HeldBy		held = {NULL, 0, 0, false};
 		TakeResult	r = TAKE_NO_TOKEN;
 		bool		waits;
+		bool		covered;
 
 		if (dbgate_st_tag(st) != dbgate_tag_of(lk->incarnation))
 			break;
 		waits = newcomer_waits(b, l, now);
-		if (chain_has_room(cl, waits, &held))
+		covered = chain_held(cl);
+		if (chain_has_room(cl, waits, covered, &held))
 		{
-			r = take_chain(cl, waits, &held, &now_ns);
+			r = take_chain(cl, waits, covered, &held, &now_ns);
 			if (r == TAKE_AGAIN)
 				continue;
 			if (r == TAKE_RETRY)
