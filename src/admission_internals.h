@@ -139,6 +139,7 @@ chain_limits(int idx, uint32 inc, const DbgateLimits *l, ChainLimits *cl)
 
 	cl->c.idx[0] = idx;
 	cl->c.inc[0] = inc;
+	cl->c.resv = 0;
 	cl->lim[0] = *l;
 	n = 1;
 	while (cl->lim[n - 1].parent >= 0)
@@ -174,6 +175,141 @@ chain_same(const DbgateChain *a, const DbgateChain *b)
 			return false;
 	}
 	return true;
+}
+
+/* ----------
+ * Reservations: the 'resv' word of a budget (dbgate.h; queue.c has the
+ * rules).  x below is the budget at level k - 1 of a chain, its parent
+ * the level k whose slot is taken or returned through x's reservation.
+ * ----------
+ */
+#define RESV_ONE_HELD		UINT64CONST(1)
+#define RESV_ONE_USED		(UINT64CONST(1) << DBGATE_ST_BITS)
+#define RESV_R_SHIFT		(2 * DBGATE_ST_BITS)
+#define RESV_EPOCH_SHIFT	(3 * DBGATE_ST_BITS)
+
+static inline uint32
+resv_held(uint64 w)
+{
+	return (uint32) (w & DBGATE_ST_MASK);
+}
+
+static inline uint32
+resv_used(uint64 w)
+{
+	return (uint32) ((w >> DBGATE_ST_BITS) & DBGATE_ST_MASK);
+}
+
+static inline uint32
+resv_r(uint64 w)
+{
+	return (uint32) ((w >> RESV_R_SHIFT) & DBGATE_ST_MASK);
+}
+
+/* What resv_take() did. */
+#define RESV_NONE	0			/* not through the reservation: as without one */
+#define RESV_USED	1			/* counted as used; the parent's slot is the
+								 * caller's to take */
+#define RESV_HELD	2			/* a held slot: nothing to take at the parent */
+
+/*
+ * Is x's word, read just before, for a reservation at the parent (p,
+ * pinc)?  x's limits are read after the word: an install writes both
+ * inside conf_seq and changes the word's epoch, so a word and limits of
+ * two installs cannot pass the caller's compare-and-swap together.  x
+ * still has the incarnation xtag (a dropped entry's word is not ours).
+ */
+static inline bool
+resv_for(DbgateBudget *x, uint32 xtag, int32 p, uint32 pinc)
+{
+	DbgateLimits l;
+
+	if (dbgate_st_tag(pg_atomic_read_u64(&x->state)) != xtag)
+		return false;
+	dbgate_read_limits(x, &l);
+	return l.resv && l.parent == p && l.parent_incarnation == pinc;
+}
+
+/*
+ * A statement through x takes a slot of x's parent (p, pinc) under x's
+ * reservation: one that x holds if there is one (RESV_HELD), otherwise it
+ * is counted as used and the caller takes the parent's slot (RESV_USED:
+ * if it cannot, resv_unuse()).
+ */
+static inline int
+resv_take(DbgateBudget *x, uint32 xtag, int32 p, uint32 pinc)
+{
+	uint64		old = pg_atomic_read_u64(&x->resv);
+
+	for (;;)
+	{
+		uint64		new = old + RESV_ONE_USED;
+
+		if (!resv_for(x, xtag, p, pinc))
+			return RESV_NONE;
+		if (resv_held(old) > 0)
+			new -= RESV_ONE_HELD;
+		if (pg_atomic_compare_exchange_u64(&x->resv, &old, new))
+			return resv_held(old) > 0 ? RESV_HELD : RESV_USED;
+	}
+}
+
+/*
+ * Undo resv_take(): 'held' the slot was a held one (it is held again: only
+ * under the tree lock, where the parent cannot change), otherwise it was
+ * counted as used and the parent's slot was not taken.
+ */
+static inline void
+resv_untake(DbgateBudget *x, uint32 xtag, int32 p, uint32 pinc, bool held)
+{
+	uint64		old = pg_atomic_read_u64(&x->resv);
+
+	for (;;)
+	{
+		uint64		new = old - RESV_ONE_USED + (held ? RESV_ONE_HELD : 0);
+
+		if (resv_used(old) == 0 || !resv_for(x, xtag, p, pinc))
+			return;				/* counted no more (an install since) */
+		if (pg_atomic_compare_exchange_u64(&x->resv, &old, new))
+			return;
+	}
+}
+
+/*
+ * A slot of x's parent (p, pinc) taken through x's reservation is given
+ * up.  Kept for x (held: returns true, nothing to return at the parent)
+ * while x then uses and holds fewer than r there; otherwise the caller
+ * returns the parent's slot.  The parent counts every slot once, as a
+ * statement's or as held, whatever 'used' says: an install that moves x
+ * starts it at 0, and a slot of an earlier parent, or one that the count
+ * has lost, is simply returned to the parent it was taken from.
+ */
+static inline bool
+resv_release(DbgateBudget *x, uint32 xtag, int32 p, uint32 pinc)
+{
+	uint64		old = pg_atomic_read_u64(&x->resv);
+
+	for (;;)
+	{
+		uint64		new;
+		bool		keep;
+
+		if (resv_used(old) == 0 || !resv_for(x, xtag, p, pinc))
+			return false;
+		new = old - RESV_ONE_USED;
+		keep = resv_used(new) + resv_held(new) < resv_r(new);
+		if (keep)
+			new += RESV_ONE_HELD;
+		if (pg_atomic_compare_exchange_u64(&x->resv, &old, new))
+			return keep;
+	}
+}
+
+/* Does x hold a slot of its parent for itself (tree lock: a hint else)? */
+static inline bool
+resv_has_held(DbgateBudget *x)
+{
+	return x->lim.resv && resv_held(pg_atomic_read_u64(&x->resv)) > 0;
 }
 
 /* ----------

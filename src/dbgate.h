@@ -102,6 +102,7 @@ typedef struct DbgateLimits
 	bool		utility;
 	bool		lifo;
 	bool		rate;			/* max_rate > 0 */
+	bool		resv;			/* reserved > 0 (and a parent) */
 	double		min_cost;
 } DbgateLimits;
 
@@ -126,6 +127,13 @@ typedef struct DbgateChain
 	int32		n;
 	int32		idx[DBGATE_MAX_DEPTH];
 	uint32		inc[DBGATE_MAX_DEPTH];
+	/*
+	 * Holding a slot of a chain of more than one level: bit k set when the
+	 * slot at level k was taken through the reservation of level k - 1
+	 * (counted in its 'resv' word, queue.c).  0 for a queued chain; not
+	 * kept for a chain of one level.
+	 */
+	uint8		resv;
 } DbgateChain;
 
 /* Buckets of dbgate.wait_histogram with a finite bound (ms). */
@@ -194,6 +202,17 @@ typedef struct DbgateBudget
 	 */
 	int32		held;
 	DbgateChain held_chain;
+
+	/*
+	 * Reservations (queue.c has the rules): | epoch:10 | r:18 | used:18 |
+	 * held:18 |: r, this budget's reservation at its parent; used, its
+	 * statements whose parent slot is counted here; held, parent slots
+	 * counted in the parent's 'active' for this budget without a statement.
+	 * Changed by compare-and-swap of the whole word; r, and a change of the
+	 * parent it counts at, only by an install (inside conf_seq), which also
+	 * bumps the epoch.
+	 */
+	pg_atomic_uint64 resv;
 
 	/* the shape of the tree (budgets.c, with every budget lock held) */
 	int32		root;			/* index of the tree's root (itself if none) */

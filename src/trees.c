@@ -26,8 +26,9 @@
  *		below, the one with the smallest active / weight (slots held for a
  *		'lifo' child count as its own, queue.c); ties go to the candidate
  *		that has waited longest (SPEC: Shares).  A level without room is
- *		passed only by a budget that slots are held for: its waiters need
- *		a slot of their own level alone;
+ *		passed only by a child that holds a slot there for its
+ *		reservation, or by a budget that slots are held for at every
+ *		level above ('lifo'; queue.c has both);
  *	  - in a budget's own queue: 'fifo' the head (the longest waiter);
  *		'lifo' the head if it has waited overtake_limit or more (the
  *		overdue are a prefix of the queue, which is in arrival order, and
@@ -181,8 +182,8 @@ select_in(int idx, int depth, bool blocked_above, TimestampTz now,
 	else
 	{
 		uint64		st = pg_atomic_read_u64(&b->state);
-		bool		full = blocked_above ||
-			(l.enforce && dbgate_st_active(st) >= (uint32) l.max_active);
+		bool		full = l.enforce &&
+			dbgate_st_active(st) >= (uint32) l.max_active;
 		uint32		best_active = 0;
 		int32		best_weight = 1;
 		int			siblings = 0;
@@ -197,13 +198,13 @@ select_in(int idx, int depth, bool blocked_above, TimestampTz now,
 			bool		better;
 
 			if (++siblings > dbgate_shared->max_budgets)
-			{
-				Assert(false);
-				break;
-			}
+				break;			/* a broken list (cannot be) */
 			if (dbgate_st_queued(cst) == 0)
 				continue;		/* nobody waits below */
-			if (!select_in(c, depth + 1, full, now, now_ns, &cand, blocked))
+			/* a slot that c's reservation holds here covers this level */
+			if (!select_in(c, depth + 1,
+						   blocked_above || (full && !resv_has_held(cb)),
+						   now, now_ns, &cand, blocked))
 				continue;
 			/* smallest active / weight (slots held for it count); ties: the
 			 * longest waiting */

@@ -249,6 +249,10 @@ chain_has_room(const ChainLimits *cl, bool waits, bool covered, HeldBy *held)
 		DbgateBudget *lb = budget_entry(cl->c.idx[i]);
 		uint64		lst = pg_atomic_read_u64(&lb->state);
 
+		/* a slot that the reservation of the level below holds covers it */
+		if (i > 0 && unlikely(cl->lim[i - 1].resv) &&
+			resv_has_held(budget_entry(cl->c.idx[i - 1])))
+			continue;
 		if (cl->lim[i].enforce &&
 			dbgate_st_active(lst) >= (uint32) cl->lim[i].max_active)
 		{
@@ -307,44 +311,97 @@ take_tokens(const ChainLimits *cl, HeldBy *held, int64 *now_ns,
 }
 
 /*
+ * Take level i of cl (as level_take() returns): a slot that the
+ * reservation of level i - 1 holds there, or a free one (*how: RESV_*, its
+ * bit set in cl->c.resv when through the reservation; *before: 0 for a
+ * held slot).
+ */
+static int
+take_level(ChainLimits *cl, int i, bool waits, int *how, uint32 *before)
+{
+	DbgateBudget *x = i > 0 ? budget_entry(cl->c.idx[i - 1]) : NULL;
+	int			r;
+
+	*how = RESV_NONE;
+	if (i > 0 && unlikely(cl->lim[i - 1].resv))
+		*how = resv_take(x, dbgate_tag_of(cl->c.inc[i - 1]), cl->c.idx[i],
+						 cl->c.inc[i]);
+	if (*how != RESV_NONE)
+		cl->c.resv |= 1 << i;
+	if (*how == RESV_HELD)
+	{
+		*before = 0;
+		return 1;
+	}
+	r = level_take(budget_entry(cl->c.idx[i]), dbgate_tag_of(cl->c.inc[i]),
+				   cl->lim[i].max_active, cl->lim[i].enforce, i == 0 && waits,
+				   before);
+	if (r != 1 && *how == RESV_USED)
+	{
+		resv_untake(x, dbgate_tag_of(cl->c.inc[i - 1]), cl->c.idx[i],
+					cl->c.inc[i], false);
+		cl->c.resv &= ~(1 << i);
+		*how = RESV_NONE;
+	}
+	return r;
+}
+
+/* Give back levels [0, n) that take_level() took as how[] says. */
+static void
+untake_levels(ChainLimits *cl, const int *how, int n)
+{
+	int			i;
+
+	for (i = n - 1; i >= 0; i--)
+	{
+		if (how[i] != RESV_HELD)
+			(void) level_add(budget_entry(cl->c.idx[i]),
+							 dbgate_tag_of(cl->c.inc[i]), -1, 0);
+		if (how[i] != RESV_NONE)
+			resv_untake(budget_entry(cl->c.idx[i - 1]),
+						dbgate_tag_of(cl->c.inc[i - 1]), cl->c.idx[i],
+						cl->c.inc[i], how[i] == RESV_HELD);
+	}
+	cl->c.resv = 0;
+}
+
+/*
  * Take a slot at every level of cl, where chain_has_room() saw room, and
  * a token at every level with a rate; on success the levels' peaks and
  * what shadow levels would have met are counted.  Anything but TAKE_DONE
  * leaves nothing taken.  Caller holds the tree lock.
  */
 static TakeResult
-take_chain(const ChainLimits *cl, bool waits, bool covered, HeldBy *held,
+take_chain(ChainLimits *cl, bool waits, bool covered, HeldBy *held,
 		   int64 *now_ns)
 {
 	uint32		before[DBGATE_MAX_DEPTH];
+	int			how[DBGATE_MAX_DEPTH];	/* RESV_*: through a reservation */
 	uint32		lacked = 0;		/* shadow levels without a token due */
 	int			n = covered ? 1 : cl->c.n;	/* the levels to take */
 	int			r = 1;
 	int			i;
 
+	cl->c.resv = covered ? budget_entry(cl->c.idx[0])->held_chain.resv : 0;
 	for (i = 0; i < n && r == 1; i++)
-		r = level_take(budget_entry(cl->c.idx[i]),
-					   dbgate_tag_of(cl->c.inc[i]),
-					   cl->lim[i].max_active, cl->lim[i].enforce,
-					   i == 0 && waits, &before[i]);
+		r = take_level(cl, i, waits, &how[i], &before[i]);
 	if (r != 1)
 	{
 		/* changed under us (a slot taken without the lock, a drop) */
-		for (i--; --i >= 0;)
-			(void) level_add(budget_entry(cl->c.idx[i]),
-							 dbgate_tag_of(cl->c.inc[i]), -1, 0);
+		untake_levels(cl, how, i - 1);
 		return r < 0 ? TAKE_RETRY : TAKE_AGAIN;
 	}
 	if (!take_tokens(cl, held, now_ns, &lacked))
 	{
 		/* no token: give back the slots just taken */
-		for (i = 0; i < n; i++)
-			(void) level_add(budget_entry(cl->c.idx[i]),
-							 dbgate_tag_of(cl->c.inc[i]), -1, 0);
+		untake_levels(cl, how, n);
 		return TAKE_NO_TOKEN;
 	}
 	for (i = 0; i < n; i++)
-		note_peak_active(budget_entry(cl->c.idx[i]), before[i] + 1);
+	{
+		if (how[i] != RESV_HELD)
+			note_peak_active(budget_entry(cl->c.idx[i]), before[i] + 1);
+	}
 	if (covered)
 	{
 		/* the held slot is ours: its levels above count it already */
