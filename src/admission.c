@@ -298,9 +298,10 @@ take_reserved(DbgateChain *c, DbgateBudget **lv, int n, int32 p,
  * Where a level has no room or no token, what was taken goes back and the
  * statement goes the slow way.
  */
-static pg_noinline DbgateAdmit
-admit_rest(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
-		   TimestampTz now, DbgateAdmission *a, uint32 before0)
+static pg_attribute_always_inline DbgateAdmit
+admit_rest_body(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
+				TimestampTz now, DbgateAdmission *a, uint32 before0,
+				const bool reserves)
 {
 	DbgateChain *c = &a->chain;
 	DbgateBudget *lv[DBGATE_MAX_DEPTH];
@@ -310,7 +311,8 @@ admit_rest(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 	uint32		full = 0;		/* ... of those, full or without a token */
 	int32		parent = a->lim.parent;
 	uint32		pinc = a->lim.parent_incarnation;
-	bool		xresv = a->lim.resv;	/* the level below has a reservation */
+	bool		xresv = reserves && a->lim.resv;	/* the level below has a
+													 * reservation */
 	int			n = 1;
 	int			i;
 
@@ -345,7 +347,7 @@ admit_rest(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 			r = -1;
 			if (lv[n]->incarnation == pinc)
 			{
-				if (unlikely(xresv))
+				if (reserves && xresv)
 					r = take_reserved(c, lv, n, parent, pinc, &pl, &before);
 				else
 					r = level_take(lv[n], dbgate_tag_of(pinc), pl.max_active,
@@ -374,7 +376,7 @@ admit_rest(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 		}
 		parent = pl.parent;
 		pinc = pl.parent_incarnation;
-		xresv = pl.resv;
+		xresv = reserves && pl.resv;
 		n++;
 	}
 	c->n = n;
@@ -392,6 +394,29 @@ admit_rest(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 	}
 	publish_slot(lk, now, a, false);
 	return DBGATE_ADMIT_SLOT;
+}
+
+/*
+ * admit_rest_body() for a chain without reservations (exactly the way
+ * 1.2 went: a statement whose chain uses none pays for none) and for one
+ * whose levels may take their parents' slots through reservations (the
+ * classification says which; a stale answer costs only the guarantee of
+ * this admission, never a slot: the chain records how each level was
+ * taken).
+ */
+static pg_noinline DbgateAdmit
+admit_rest(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
+		   TimestampTz now, DbgateAdmission *a, uint32 before0)
+{
+	return admit_rest_body(lk, utility, queryDesc, now, a, before0, false);
+}
+
+static pg_noinline DbgateAdmit
+admit_rest_reserved(const DbgateLookup *lk, bool utility,
+					QueryDesc *queryDesc, TimestampTz now, DbgateAdmission *a,
+					uint32 before0)
+{
+	return admit_rest_body(lk, utility, queryDesc, now, a, before0, true);
 }
 
 /*
@@ -433,8 +458,13 @@ dbgate_admit(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 			break;
 	}
 	if (unlikely(a->lim.parent >= 0 || a->lim.rate))
+	{
+		if (unlikely(lk->reserves))
+			return admit_rest_reserved(lk, utility, queryDesc, now, a,
+									   dbgate_st_active(old));
 		return admit_rest(lk, utility, queryDesc, now, a,
 						  dbgate_st_active(old));
+	}
 	note_peak_active(b, dbgate_st_active(old) + 1);
 	a->chain.n = 1;
 	a->chain.idx[0] = lk->budget;

@@ -222,12 +222,26 @@ resv_r(uint64 w)
 static inline bool
 resv_for(DbgateBudget *x, uint32 xtag, int32 p, uint32 pinc)
 {
-	DbgateLimits l;
-
 	if (dbgate_st_tag(pg_atomic_read_u64(&x->state)) != xtag)
 		return false;
-	dbgate_read_limits(x, &l);
-	return l.resv && l.parent == p && l.parent_incarnation == pinc;
+	/* the three fields of x's limits, as dbgate_read_limits() reads them */
+	for (;;)
+	{
+		uint32		seq = pg_atomic_read_u32(&x->conf_seq);
+		bool		yes;
+
+		if (unlikely(seq & 1))
+		{
+			pg_spin_delay();
+			continue;
+		}
+		pg_read_barrier();
+		yes = x->lim.resv && x->lim.parent == p &&
+			x->lim.parent_incarnation == pinc;
+		pg_read_barrier();
+		if (likely(pg_atomic_read_u32(&x->conf_seq) == seq))
+			return yes;
+	}
 }
 
 /*

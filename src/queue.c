@@ -752,18 +752,15 @@ release_reserved(const DbgateChain *c)
 }
 
 /*
- * The levels of c with nobody queued by one compare-and-swap each; those
- * that a reservation keeps are not returned.
+ * release_chain() for a chain with levels taken through a reservation:
+ * those that the reservation keeps are not returned.
  */
 static pg_noinline void
-release_chain(const DbgateChain *c)
+release_chain_reserved(const DbgateChain *c)
 {
-	uint32		kept = 0;
+	uint32		kept = release_reserved(c);
 	int			i;
 
-	/* (a chain of one level does not keep 'resv') */
-	if (unlikely(c->resv != 0) && c->n > 1)
-		kept = release_reserved(c);
 	for (i = 0; i < c->n; i++)
 	{
 		if (kept & (1 << i))
@@ -772,6 +769,29 @@ release_chain(const DbgateChain *c)
 							   dbgate_tag_of(c->inc[i])))
 		{
 			release_slow(c, i, kept);
+			return;
+		}
+	}
+}
+
+/* The levels of c with nobody queued by one compare-and-swap each. */
+static pg_noinline void
+release_chain(const DbgateChain *c)
+{
+	int			i;
+
+	/* (a chain of one level does not keep 'resv') */
+	if (unlikely(c->resv != 0) && c->n > 1)
+	{
+		release_chain_reserved(c);
+		return;
+	}
+	for (i = 0; i < c->n; i++)
+	{
+		if (!level_return_fast(budget_entry(c->idx[i]),
+							   dbgate_tag_of(c->inc[i])))
+		{
+			release_slow(c, i, 0);
 			return;
 		}
 	}
