@@ -263,7 +263,7 @@ take_tokens(DbgateBudget **lv, int n, uint32 rated, uint32 shadow,
  * slot, which is no new peak); sets the level's bit in c->resv when
  * taken through the reservation.
  */
-static pg_noinline int
+static inline int
 take_reserved(DbgateChain *c, DbgateBudget **lv, int n, int32 p,
 			  uint32 pinc, const DbgateLimits *pl, uint32 *before)
 {

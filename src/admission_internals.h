@@ -183,27 +183,38 @@ chain_same(const DbgateChain *a, const DbgateChain *b)
  * the level k whose slot is taken or returned through x's reservation.
  * ----------
  */
+#define RESV_BITS			16
+#define RESV_MASK			((UINT64CONST(1) << RESV_BITS) - 1)
 #define RESV_ONE_HELD		UINT64CONST(1)
-#define RESV_ONE_USED		(UINT64CONST(1) << DBGATE_ST_BITS)
-#define RESV_R_SHIFT		(2 * DBGATE_ST_BITS)
-#define RESV_EPOCH_SHIFT	(3 * DBGATE_ST_BITS)
+#define RESV_ONE_USED		(UINT64CONST(1) << RESV_BITS)
+#define RESV_R_SHIFT		(2 * RESV_BITS)
+#define RESV_EPOCH_SHIFT	(3 * RESV_BITS)
+#define RESV_EPOCH_MASK		UINT64CONST(3)
+#define RESV_PARENT_SHIFT	(3 * RESV_BITS + 2)
 
 static inline uint32
 resv_held(uint64 w)
 {
-	return (uint32) (w & DBGATE_ST_MASK);
+	return (uint32) (w & RESV_MASK);
 }
 
 static inline uint32
 resv_used(uint64 w)
 {
-	return (uint32) ((w >> DBGATE_ST_BITS) & DBGATE_ST_MASK);
+	return (uint32) ((w >> RESV_BITS) & RESV_MASK);
 }
 
 static inline uint32
 resv_r(uint64 w)
 {
-	return (uint32) ((w >> RESV_R_SHIFT) & DBGATE_ST_MASK);
+	return (uint32) ((w >> RESV_R_SHIFT) & RESV_MASK);
+}
+
+/* The parent the word counts at, -1: none. */
+static inline int32
+resv_parent(uint64 w)
+{
+	return (int32) (w >> RESV_PARENT_SHIFT) - 1;
 }
 
 /* What resv_take() did. */
@@ -213,35 +224,20 @@ resv_r(uint64 w)
 #define RESV_HELD	2			/* a held slot: nothing to take at the parent */
 
 /*
- * Is x's word, read just before, for a reservation at the parent (p,
- * pinc)?  x's limits are read after the word: an install writes both
- * inside conf_seq and changes the word's epoch, so a word and limits of
- * two installs cannot pass the caller's compare-and-swap together.  x
- * still has the incarnation xtag (a dropped entry's word is not ours).
+ * Is x's word w for a reservation at the parent (p, pinc) of the chain?
+ * The word names the parent it counts at (an install sets it, and r,
+ * with a new epoch), so a word of another install fails the caller's
+ * compare-and-swap; x must still be the budget of the chain (xtag: a
+ * dropped entry's word is not ours), and p the one of the chain (pinc:
+ * an entry dropped and used again keeps its index).
  */
 static inline bool
-resv_for(DbgateBudget *x, uint32 xtag, int32 p, uint32 pinc)
+resv_for(DbgateBudget *x, uint32 xtag, uint64 w, int32 p, uint32 pinc)
 {
-	if (dbgate_st_tag(pg_atomic_read_u64(&x->state)) != xtag)
-		return false;
-	/* the three fields of x's limits, as dbgate_read_limits() reads them */
-	for (;;)
-	{
-		uint32		seq = pg_atomic_read_u32(&x->conf_seq);
-		bool		yes;
-
-		if (unlikely(seq & 1))
-		{
-			pg_spin_delay();
-			continue;
-		}
-		pg_read_barrier();
-		yes = x->lim.resv && x->lim.parent == p &&
-			x->lim.parent_incarnation == pinc;
-		pg_read_barrier();
-		if (likely(pg_atomic_read_u32(&x->conf_seq) == seq))
-			return yes;
-	}
+	return resv_parent(w) == p && resv_r(w) > 0 &&
+		dbgate_st_tag(pg_atomic_read_u64(&x->state)) == xtag &&
+		dbgate_st_tag(pg_atomic_read_u64(&budget_entry(p)->state)) ==
+		dbgate_tag_of(pinc);
 }
 
 /*
@@ -259,7 +255,7 @@ resv_take(DbgateBudget *x, uint32 xtag, int32 p, uint32 pinc)
 	{
 		uint64		new = old + RESV_ONE_USED;
 
-		if (!resv_for(x, xtag, p, pinc))
+		if (!resv_for(x, xtag, old, p, pinc) || resv_used(old) == RESV_MASK)
 			return RESV_NONE;
 		if (resv_held(old) > 0)
 			new -= RESV_ONE_HELD;
@@ -282,7 +278,7 @@ resv_untake(DbgateBudget *x, uint32 xtag, int32 p, uint32 pinc, bool held)
 	{
 		uint64		new = old - RESV_ONE_USED + (held ? RESV_ONE_HELD : 0);
 
-		if (resv_used(old) == 0 || !resv_for(x, xtag, p, pinc))
+		if (resv_used(old) == 0 || !resv_for(x, xtag, old, p, pinc))
 			return;				/* counted no more (an install since) */
 		if (pg_atomic_compare_exchange_u64(&x->resv, &old, new))
 			return;
@@ -308,7 +304,7 @@ resv_release(DbgateBudget *x, uint32 xtag, int32 p, uint32 pinc)
 		uint64		new;
 		bool		keep;
 
-		if (resv_used(old) == 0 || !resv_for(x, xtag, p, pinc))
+		if (resv_used(old) == 0 || !resv_for(x, xtag, old, p, pinc))
 			return false;
 		new = old - RESV_ONE_USED;
 		keep = resv_used(new) + resv_held(new) < resv_r(new);

@@ -204,13 +204,13 @@ typedef struct DbgateBudget
 	DbgateChain held_chain;
 
 	/*
-	 * Reservations (queue.c has the rules): | epoch:10 | r:18 | used:18 |
-	 * held:18 |: r, this budget's reservation at its parent; used, its
-	 * statements whose parent slot is counted here; held, parent slots
-	 * counted in the parent's 'active' for this budget without a statement.
-	 * Changed by compare-and-swap of the whole word; r, and a change of the
-	 * parent it counts at, only by an install (inside conf_seq), which also
-	 * bumps the epoch.
+	 * Reservations (queue.c has the rules): | parent + 1:14 | epoch:2 |
+	 * r:16 | used:16 | held:16 |: the parent the word counts at (0: none),
+	 * r, this budget's reservation there; used, its statements whose parent
+	 * slot is counted here; held, parent slots counted in the parent's
+	 * 'active' for this budget without a statement.  Changed by
+	 * compare-and-swap of the whole word; the parent and r only by an
+	 * install, which also changes the epoch.
 	 */
 	pg_atomic_uint64 resv;
 

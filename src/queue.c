@@ -83,10 +83,10 @@
  * it in the same way, and only as far as it goes.
  *
  * Only an install changes r and the parent the word counts at
- * (dbgate_admission_set_limits(), under the tree lock or every lock),
- * writing the word inside conf_seq with a new epoch: a statement reads the
- * word, then the child's limits, then swaps the word, so that a word and
- * limits of two installs never go together (resv_for()).  The install
+ * (dbgate_admission_set_limits(), under the tree lock or every lock); the
+ * word names that parent and changes epoch, so that a statement whose
+ * chain goes through another parent, or whose swap races with the
+ * install, does not use it (resv_for()).  The install
  * counts the new held slots at the parent before the word says so and
  * takes back what the old word held after, so that the parent's 'active'
  * never goes below the slots really counted there.  A move to another
@@ -245,6 +245,13 @@ level_add_active(DbgateBudget *b, uint32 tag, int32 delta)
 	}
 }
 
+/* The epoch after that of word w, in its place. */
+static inline uint64
+resv_next_epoch(uint64 w)
+{
+	return (((w >> RESV_EPOCH_SHIFT) + 1) & RESV_EPOCH_MASK) << RESV_EPOCH_SHIFT;
+}
+
 /* A new epoch of b's reservation word with nothing reserved, used or held. */
 static void
 resv_reset(DbgateBudget *b)
@@ -252,19 +259,18 @@ resv_reset(DbgateBudget *b)
 	uint64		old = pg_atomic_read_u64(&b->resv);
 
 	while (!pg_atomic_compare_exchange_u64(&b->resv, &old,
-										   ((old >> RESV_EPOCH_SHIFT) + 1) <<
-										   RESV_EPOCH_SHIFT))
+										   resv_next_epoch(old)))
 		;
 }
 
 /*
- * An install sets b's reservation to r (inside conf_seq: see resv_for()),
- * with 'moved' at another parent: 'used' starts again at 0 there.  Holds
- * what r leaves unused (*held; the caller counts it at the parent).
+ * An install sets b's reservation to r at parent p (-1: none), with
+ * 'moved' at another parent than before: 'used' starts again at 0 there.
+ * Holds what r leaves unused (*held; the caller counts it at the parent).
  * Returns the word before.
  */
 static uint64
-resv_install(DbgateBudget *b, uint32 r, bool moved, uint32 *held)
+resv_install(DbgateBudget *b, uint32 r, int32 p, bool moved, uint32 *held)
 {
 	uint64		old = pg_atomic_read_u64(&b->resv);
 
@@ -274,7 +280,8 @@ resv_install(DbgateBudget *b, uint32 r, bool moved, uint32 *held)
 		uint64		new;
 
 		*held = (r > used) ? r - used : 0;
-		new = (((old >> RESV_EPOCH_SHIFT) + 1) << RESV_EPOCH_SHIFT) |
+		new = resv_next_epoch(old) |
+			((uint64) (p >= 0 ? p + 1 : 0) << RESV_PARENT_SHIFT) |
 			((uint64) r << RESV_R_SHIFT) | ((uint64) used * RESV_ONE_USED) |
 			(uint64) *held;
 		if (pg_atomic_compare_exchange_u64(&b->resv, &old, new))
@@ -735,7 +742,7 @@ release_slow(const DbgateChain *c, int from, uint32 kept)
  * The levels of c taken through a reservation (c->resv) that the
  * reservation keeps: their bits (nothing to return there).
  */
-static pg_noinline uint32
+static inline uint32
 release_reserved(const DbgateChain *c)
 {
 	uint32		kept = 0;
@@ -884,8 +891,10 @@ dbgate_admission_set_limits(DbgateBudget *b, const DbgateBudgetConf *conf,
 	l.utility = conf->utility;
 	l.lifo = (conf->queue_order == DBGATE_ORDER_LIFO);
 	l.rate = (conf->max_rate > 0);
+	/* (more than there are backends could never be used) */
 	if (parent >= 0 && conf->reserved > 0)
-		r = (uint32) Min(conf->reserved, (int32) DBGATE_ST_MASK);
+		r = (uint32) Min(Min(conf->reserved, (int32) RESV_MASK),
+						 dbgate_shared->max_procs);
 	l.resv = (r > 0);
 	l.min_cost = conf->min_cost;
 	q.overtake_ms = conf->overtake_limit_ms;
@@ -916,7 +925,7 @@ dbgate_admission_set_limits(DbgateBudget *b, const DbgateBudgetConf *conf,
 	b->conf = *conf;
 	b->lim = l;
 	b->qlim = q;
-	was = resv_install(b, r, parent != old_parent ||
+	was = resv_install(b, r, r > 0 ? parent : -1, parent != old_parent ||
 					   parent_incarnation != old_pinc, &held);
 	pg_atomic_fetch_add_u32(&b->conf_seq, 1);	/* even again (a barrier) */
 
