@@ -52,6 +52,11 @@
  *		and the statement goes the slow way (waiting.c);
  *	  - release: a level with nobody queued in its subtree takes its slot
  *		back by one compare-and-swap (queue.c, dbgate_admission_release()).
+ * In a chain, a level whose child has a reservation (queue.c) is taken
+ * through that child's 'resv' word first: a slot held there takes no
+ * swap of the level's own word (take_reserved()); a statement of a budget
+ * whose chain has no reservation reads one flag of its limits per level
+ * and nothing more.
  * Everything else happens under the *tree lock* (the lock of the tree's
  * root, see dbgate.h): joining and leaving queues, handing off, the
  * releases of levels that have waiters.  Every change of a word is a
@@ -133,7 +138,7 @@ return_levels(const DbgateChain *c, int n)
  * not hold back the ancestor's enforcing statements after it).
  */
 static pg_noinline DbgateAdmit
-admit_shadow(const DbgateLookup *lk, const ChainLimits *cl, TimestampTz now,
+admit_shadow(const DbgateLookup *lk, ChainLimits *cl, TimestampTz now,
 			 DbgateAdmission *a)
 {
 	uint32		before[DBGATE_MAX_DEPTH];
@@ -144,14 +149,33 @@ admit_shadow(const DbgateLookup *lk, const ChainLimits *cl, TimestampTz now,
 	for (i = 0; i < cl->c.n; i++)
 	{
 		DbgateBudget *b = budget_entry(cl->c.idx[i]);
-		int			r = level_take(b, dbgate_tag_of(cl->c.inc[i]), 0, false,
-								   false, &before[i]);
+		int			rv = RESV_NONE;
+		int			r;
 
+		/* a shadow statement counts against its reservation too */
+		if (i > 0 && unlikely(cl->lim[i - 1].resv))
+			rv = resv_take(budget_entry(cl->c.idx[i - 1]),
+						   dbgate_tag_of(cl->c.inc[i - 1]), cl->c.idx[i],
+						   cl->c.inc[i]);
+		if (rv == RESV_HELD)
+		{
+			cl->c.resv |= 1 << i;
+			before[i] = 0;
+			continue;
+		}
+		r = level_take(b, dbgate_tag_of(cl->c.inc[i]), 0, false, false,
+					   &before[i]);
 		if (r != 1)
 		{
+			if (rv == RESV_USED)
+				resv_untake(budget_entry(cl->c.idx[i - 1]),
+							dbgate_tag_of(cl->c.inc[i - 1]), cl->c.idx[i],
+							cl->c.inc[i], false);
 			return_levels(&cl->c, i);
 			return r < 0 ? DBGATE_ADMIT_RETRY : DBGATE_ADMIT_NONE;
 		}
+		if (rv == RESV_USED)
+			cl->c.resv |= 1 << i;
 		note_peak_active(b, before[i] + 1);
 	}
 	for (i = 0; i < cl->c.n; i++)
@@ -232,6 +256,40 @@ take_tokens(DbgateBudget **lv, int n, uint32 rated, uint32 shadow,
 }
 
 /*
+ * The slot of level n (budget p, incarnation pinc, limits pl, its entry
+ * lv[n]) for a statement whose level n - 1 has a reservation there: one
+ * that level holds, or, counted as used, a free one (if none is free, the
+ * count is undone).  Returns as level_take() does (*before: 0 for a held
+ * slot, which is no new peak); sets the level's bit in c->resv when
+ * taken through the reservation.
+ */
+static inline int
+take_reserved(DbgateChain *c, DbgateBudget **lv, int n, int32 p,
+			  uint32 pinc, const DbgateLimits *pl, uint32 *before)
+{
+	uint32		xtag = dbgate_tag_of(c->inc[n - 1]);
+	int			rv = resv_take(lv[n - 1], xtag, p, pinc);
+	int			r;
+
+	if (rv == RESV_HELD)
+	{
+		c->resv |= 1 << n;
+		*before = 0;
+		return 1;
+	}
+	r = level_take(lv[n], dbgate_tag_of(pinc), pl->max_active, pl->enforce,
+				   false, before);
+	if (rv == RESV_USED)
+	{
+		if (r == 1)
+			c->resv |= 1 << n;
+		else
+			resv_untake(lv[n - 1], xtag, p, pinc, false);
+	}
+	return r;
+}
+
+/*
  * The rest of a fast admission to an enforcing budget that has a parent or
  * a rate, its own slot already taken ('before0': its active before): a
  * slot of every ancestor, bottom-up, then a token at every level that has
@@ -240,9 +298,10 @@ take_tokens(DbgateBudget **lv, int n, uint32 rated, uint32 shadow,
  * Where a level has no room or no token, what was taken goes back and the
  * statement goes the slow way.
  */
-static pg_noinline DbgateAdmit
-admit_rest(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
-		   TimestampTz now, DbgateAdmission *a, uint32 before0)
+static pg_attribute_always_inline DbgateAdmit
+admit_rest_body(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
+				TimestampTz now, DbgateAdmission *a, uint32 before0,
+				const bool reserves)
 {
 	DbgateChain *c = &a->chain;
 	DbgateBudget *lv[DBGATE_MAX_DEPTH];
@@ -252,12 +311,15 @@ admit_rest(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 	uint32		full = 0;		/* ... of those, full or without a token */
 	int32		parent = a->lim.parent;
 	uint32		pinc = a->lim.parent_incarnation;
+	bool		xresv = reserves && a->lim.resv;	/* the level below has a
+													 * reservation */
 	int			n = 1;
 	int			i;
 
 	c->n = 1;
 	c->idx[0] = lk->budget;
 	c->inc[0] = lk->incarnation;
+	c->resv = 0;
 	lv[0] = budget_entry(lk->budget);
 	if (parent < 0)
 	{
@@ -284,8 +346,13 @@ admit_rest(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 			dbgate_read_limits(lv[n], &pl);
 			r = -1;
 			if (lv[n]->incarnation == pinc)
-				r = level_take(lv[n], dbgate_tag_of(pinc), pl.max_active,
-							   pl.enforce, false, &before);
+			{
+				if (reserves && xresv)
+					r = take_reserved(c, lv, n, parent, pinc, &pl, &before);
+				else
+					r = level_take(lv[n], dbgate_tag_of(pinc), pl.max_active,
+								   pl.enforce, false, &before);
+			}
 		}
 		if (r != 1)
 		{
@@ -309,6 +376,7 @@ admit_rest(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 		}
 		parent = pl.parent;
 		pinc = pl.parent_incarnation;
+		xresv = reserves && pl.resv;
 		n++;
 	}
 	c->n = n;
@@ -326,6 +394,29 @@ admit_rest(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 	}
 	publish_slot(lk, now, a, false);
 	return DBGATE_ADMIT_SLOT;
+}
+
+/*
+ * admit_rest_body() for a chain without reservations (exactly the way
+ * 1.2 went: a statement whose chain uses none pays for none) and for one
+ * whose levels may take their parents' slots through reservations (the
+ * classification says which; a stale answer costs only the guarantee of
+ * this admission, never a slot: the chain records how each level was
+ * taken).
+ */
+static pg_noinline DbgateAdmit
+admit_rest(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
+		   TimestampTz now, DbgateAdmission *a, uint32 before0)
+{
+	return admit_rest_body(lk, utility, queryDesc, now, a, before0, false);
+}
+
+static pg_noinline DbgateAdmit
+admit_rest_reserved(const DbgateLookup *lk, bool utility,
+					QueryDesc *queryDesc, TimestampTz now, DbgateAdmission *a,
+					uint32 before0)
+{
+	return admit_rest_body(lk, utility, queryDesc, now, a, before0, true);
 }
 
 /*
@@ -367,8 +458,13 @@ dbgate_admit(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 			break;
 	}
 	if (unlikely(a->lim.parent >= 0 || a->lim.rate))
+	{
+		if (unlikely(lk->reserves))
+			return admit_rest_reserved(lk, utility, queryDesc, now, a,
+									   dbgate_st_active(old));
 		return admit_rest(lk, utility, queryDesc, now, a,
 						  dbgate_st_active(old));
+	}
 	note_peak_active(b, dbgate_st_active(old) + 1);
 	a->chain.n = 1;
 	a->chain.idx[0] = lk->budget;

@@ -139,6 +139,7 @@ chain_limits(int idx, uint32 inc, const DbgateLimits *l, ChainLimits *cl)
 
 	cl->c.idx[0] = idx;
 	cl->c.inc[0] = inc;
+	cl->c.resv = 0;
 	cl->lim[0] = *l;
 	n = 1;
 	while (cl->lim[n - 1].parent >= 0)
@@ -158,6 +159,167 @@ chain_limits(int idx, uint32 inc, const DbgateLimits *l, ChainLimits *cl)
 	}
 	cl->c.n = n;
 	return CHAIN_OK;
+}
+
+/* Are a and b the same levels (budgets and incarnations)? */
+static inline bool
+chain_same(const DbgateChain *a, const DbgateChain *b)
+{
+	int			i;
+
+	if (a->n != b->n)
+		return false;
+	for (i = 0; i < a->n; i++)
+	{
+		if (a->idx[i] != b->idx[i] || a->inc[i] != b->inc[i])
+			return false;
+	}
+	return true;
+}
+
+/* ----------
+ * Reservations: the 'resv' word of a budget (dbgate.h; queue.c has the
+ * rules).  x below is the budget at level k - 1 of a chain, its parent
+ * the level k whose slot is taken or returned through x's reservation.
+ * ----------
+ */
+#define RESV_BITS			16
+#define RESV_MASK			((UINT64CONST(1) << RESV_BITS) - 1)
+#define RESV_ONE_HELD		UINT64CONST(1)
+#define RESV_ONE_USED		(UINT64CONST(1) << RESV_BITS)
+#define RESV_R_SHIFT		(2 * RESV_BITS)
+#define RESV_EPOCH_SHIFT	(3 * RESV_BITS)
+#define RESV_EPOCH_MASK		UINT64CONST(3)
+#define RESV_PARENT_SHIFT	(3 * RESV_BITS + 2)
+
+static inline uint32
+resv_held(uint64 w)
+{
+	return (uint32) (w & RESV_MASK);
+}
+
+static inline uint32
+resv_used(uint64 w)
+{
+	return (uint32) ((w >> RESV_BITS) & RESV_MASK);
+}
+
+static inline uint32
+resv_r(uint64 w)
+{
+	return (uint32) ((w >> RESV_R_SHIFT) & RESV_MASK);
+}
+
+/* The parent the word counts at, -1: none. */
+static inline int32
+resv_parent(uint64 w)
+{
+	return (int32) (w >> RESV_PARENT_SHIFT) - 1;
+}
+
+/* What resv_take() did. */
+#define RESV_NONE	0			/* not through the reservation: as without one */
+#define RESV_USED	1			/* counted as used; the parent's slot is the
+								 * caller's to take */
+#define RESV_HELD	2			/* a held slot: nothing to take at the parent */
+
+/*
+ * Is x's word w for a reservation at the parent (p, pinc) of the chain?
+ * The word names the parent it counts at (an install sets it, and r,
+ * with a new epoch), so a word of another install fails the caller's
+ * compare-and-swap; x must still be the budget of the chain (xtag: a
+ * dropped entry's word is not ours), and p the one of the chain (pinc:
+ * an entry dropped and used again keeps its index).
+ */
+static inline bool
+resv_for(DbgateBudget *x, uint32 xtag, uint64 w, int32 p, uint32 pinc)
+{
+	return resv_parent(w) == p && resv_r(w) > 0 &&
+		dbgate_st_tag(pg_atomic_read_u64(&x->state)) == xtag &&
+		dbgate_st_tag(pg_atomic_read_u64(&budget_entry(p)->state)) ==
+		dbgate_tag_of(pinc);
+}
+
+/*
+ * A statement through x takes a slot of x's parent (p, pinc) under x's
+ * reservation: one that x holds if there is one (RESV_HELD), otherwise it
+ * is counted as used and the caller takes the parent's slot (RESV_USED:
+ * if it cannot, resv_unuse()).
+ */
+static inline int
+resv_take(DbgateBudget *x, uint32 xtag, int32 p, uint32 pinc)
+{
+	uint64		old = pg_atomic_read_u64(&x->resv);
+
+	for (;;)
+	{
+		uint64		new = old + RESV_ONE_USED;
+
+		if (!resv_for(x, xtag, old, p, pinc) || resv_used(old) == RESV_MASK)
+			return RESV_NONE;
+		if (resv_held(old) > 0)
+			new -= RESV_ONE_HELD;
+		if (pg_atomic_compare_exchange_u64(&x->resv, &old, new))
+			return resv_held(old) > 0 ? RESV_HELD : RESV_USED;
+	}
+}
+
+/*
+ * Undo resv_take(): 'held' the slot was a held one (it is held again: only
+ * under the tree lock, where the parent cannot change), otherwise it was
+ * counted as used and the parent's slot was not taken.
+ */
+static inline void
+resv_untake(DbgateBudget *x, uint32 xtag, int32 p, uint32 pinc, bool held)
+{
+	uint64		old = pg_atomic_read_u64(&x->resv);
+
+	for (;;)
+	{
+		uint64		new = old - RESV_ONE_USED + (held ? RESV_ONE_HELD : 0);
+
+		if (resv_used(old) == 0 || !resv_for(x, xtag, old, p, pinc))
+			return;				/* counted no more (an install since) */
+		if (pg_atomic_compare_exchange_u64(&x->resv, &old, new))
+			return;
+	}
+}
+
+/*
+ * A slot of x's parent (p, pinc) taken through x's reservation is given
+ * up.  Kept for x (held: returns true, nothing to return at the parent)
+ * while x then uses and holds fewer than r there; otherwise the caller
+ * returns the parent's slot.  The parent counts every slot once, as a
+ * statement's or as held, whatever 'used' says: an install that moves x
+ * starts it at 0, and a slot of an earlier parent, or one that the count
+ * has lost, is simply returned to the parent it was taken from.
+ */
+static inline bool
+resv_release(DbgateBudget *x, uint32 xtag, int32 p, uint32 pinc)
+{
+	uint64		old = pg_atomic_read_u64(&x->resv);
+
+	for (;;)
+	{
+		uint64		new;
+		bool		keep;
+
+		if (resv_used(old) == 0 || !resv_for(x, xtag, old, p, pinc))
+			return false;
+		new = old - RESV_ONE_USED;
+		keep = resv_used(new) + resv_held(new) < resv_r(new);
+		if (keep)
+			new += RESV_ONE_HELD;
+		if (pg_atomic_compare_exchange_u64(&x->resv, &old, new))
+			return keep;
+	}
+}
+
+/* Does x hold a slot of its parent for itself (tree lock: a hint else)? */
+static inline bool
+resv_has_held(DbgateBudget *x)
+{
+	return x->lim.resv && resv_held(pg_atomic_read_u64(&x->resv)) > 0;
 }
 
 /* ----------
@@ -358,6 +520,8 @@ extern DBGATE_HIDDEN int dbgate_lock_tree(int idx);
 extern DBGATE_HIDDEN void dbgate_list_append(DbgateBudget *b, int procno);
 extern DBGATE_HIDDEN void dbgate_list_unlink(DbgateBudget *b, int procno);
 extern DBGATE_HIDDEN void dbgate_queue_remove(int procno);
+extern DBGATE_HIDDEN void dbgate_held_return(DbgateBudget *b, int n);
+extern DBGATE_HIDDEN bool dbgate_held_settle(DbgateBudget *b);
 extern DBGATE_HIDDEN bool dbgate_promote(int procno, bool beyond,
 										 int64 now_ns, int64 asof_ns);
 extern DBGATE_HIDDEN void dbgate_grant_tree(int root, TimestampTz now,

@@ -415,6 +415,7 @@ drop_gone(const Install *in)
 			continue;
 		lock_one(in, i);
 		dbgate_admission_release_waiters(b);
+		dbgate_admission_budget_dropped(b);
 		b->in_use = false;
 		b->incarnation++;
 		/* fast-path CASes against the old word fail from now on */

@@ -345,6 +345,30 @@ classify_user(Oid user, DbgateLookup *out)
 }
 
 /*
+ * Does a level of budget idx's chain take its parent's slot through a
+ * reservation (queue.c)?  Read without a lock, as a hint for the statement
+ * path: every configuration change makes the backend classify again, and
+ * a stale answer costs only the guarantee of one admission, never a slot
+ * (admission.c).
+ */
+static bool
+chain_reserves(int idx)
+{
+	int			n;
+
+	for (n = 0; idx >= 0 && idx < dbgate_shared->max_budgets &&
+		 n < DBGATE_MAX_DEPTH; n++)
+	{
+		DbgateBudget *b = &dbgate_shared->budgets[idx].d;
+
+		if (b->lim.resv)
+			return true;
+		idx = b->lim.parent;
+	}
+	return false;
+}
+
+/*
  * dbgate_classify() found the cache out of date: classify again.
  */
 const DbgateLookup *
@@ -353,7 +377,7 @@ dbgate_classify_slow(void)
 	DbgateLookupCache *c = &dbgate_lookup_cache;
 	Oid			user = GetSessionUserId();
 	uint64		generation = pg_atomic_read_u64(&dbgate_shared->generation);
-	DbgateLookup result = {-1, 0, DBGATE_BY_ROLE, InvalidOid, InvalidOid, false};
+	DbgateLookup result = {-1, 0, DBGATE_BY_ROLE, InvalidOid, InvalidOid, false, false};
 	uint32		invals = lookup_invals;
 
 	if (!lookup_callbacks_registered)
@@ -369,8 +393,11 @@ dbgate_classify_slow(void)
 		classify_user(user, &result);
 	/* mincost.c: the statement path tests this, not the budget */
 	if (result.budget >= 0)
+	{
 		result.min_cost =
 			(dbgate_shared->budgets[result.budget].d.conf.min_cost != 0);
+		result.reserves = chain_reserves(result.budget);
+	}
 
 	/*
 	 * Valid only if no invalidation arrived while the catalogs were read

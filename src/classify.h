@@ -34,6 +34,9 @@ typedef struct DbgateLookup
 	bool		min_cost;		/* the budget had a min_cost (mincost.c):
 								 * every configuration change makes the
 								 * backend classify again */
+	bool		reserves;		/* a level of its chain has a reservation
+								 * (admission.c takes the way that reads
+								 * the reservation words; a hint) */
 } DbgateLookup;
 
 /*

@@ -110,6 +110,7 @@ typedef struct DbgateLimits
 	bool		lifo;
 	bool		rate;			/* max_rate > 0 */
 	bool		adapt_chain;	/* this budget or an ancestor adapts (1.3) */
+	bool		resv;			/* reserved > 0 (and a parent) */
 	double		min_cost;
 	int32		grant_max_active;	/* the configured max_active: memory
 									 * grants are max_memory_mb / it */
@@ -147,6 +148,24 @@ typedef struct DbgateAdaptState
 	int32		hold;			/* periods left without a decrease */
 	bool		sampled;		/* the averages hold a sample */
 } DbgateAdaptState;
+
+/*
+ * A chain of budgets: a budget and its ancestors, leaf first, as a slot
+ * was taken from them (or as a waiter is counted in their 'queued').
+ */
+typedef struct DbgateChain
+{
+	int32		n;
+	int32		idx[DBGATE_MAX_DEPTH];
+	uint32		inc[DBGATE_MAX_DEPTH];
+	/*
+	 * Holding a slot of a chain of more than one level: bit k set when the
+	 * slot at level k was taken through the reservation of level k - 1
+	 * (counted in its 'resv' word, queue.c).  0 for a queued chain; not
+	 * kept for a chain of one level.
+	 */
+	uint8		resv;
+} DbgateChain;
 
 /* Buckets of dbgate.wait_histogram with a finite bound (ms). */
 #define DBGATE_HIST_BUCKETS		11
@@ -205,6 +224,26 @@ typedef struct DbgateBudget
 	pg_atomic_uint64 state;
 	int32		queue_head;		/* proc number or -1; tree lock */
 	int32		queue_tail;		/* proc number or -1; tree lock */
+
+	/*
+	 * 'lifo' in trees (queue.c): slots released by this budget's statements
+	 * that its ancestors still count, held for its waiters and newcomers
+	 * (the levels of held_chain from 1 on count them; its level 0 is this
+	 * budget).  Only while the budget has waiters.  Tree lock.
+	 */
+	int32		held;
+	DbgateChain held_chain;
+
+	/*
+	 * Reservations (queue.c has the rules): | parent + 1:14 | epoch:2 |
+	 * r:16 | used:16 | held:16 |: the parent the word counts at (0: none),
+	 * r, this budget's reservation there; used, its statements whose parent
+	 * slot is counted here; held, parent slots counted in the parent's
+	 * 'active' for this budget without a statement.  Changed by
+	 * compare-and-swap of the whole word; the parent and r only by an
+	 * install, which also changes the epoch.
+	 */
+	pg_atomic_uint64 resv;
 
 	/* the shape of the tree (budgets.c, with every budget lock held) */
 	int32		root;			/* index of the tree's root (itself if none) */
@@ -341,16 +380,6 @@ dbgate_st_make(uint32 incarnation, uint32 active, uint32 queued)
 		((uint64) active << DBGATE_ST_BITS) | (uint64) queued;
 }
 
-/*
- * A chain of budgets: a budget and its ancestors, leaf first, as a slot
- * was taken from them (or as a waiter is counted in their 'queued').
- */
-typedef struct DbgateChain
-{
-	int32		n;
-	int32		idx[DBGATE_MAX_DEPTH];
-	uint32		inc[DBGATE_MAX_DEPTH];
-} DbgateChain;
 
 /* States of a backend's entry. */
 #define DBGATE_PROC_IDLE		0	/* neither queued nor holding a slot */

@@ -228,9 +228,11 @@ admit_lock_holder(int procno, int pid)
 	int			idx = e->budget;
 	int			root;
 	bool		done = false;
+	Wakeups		w;
 
 	if (idx < 0 || idx >= dbgate_shared->max_budgets)
 		return;
+	w.n = 0;
 	root = dbgate_lock_tree(idx);
 	if (e->pid == pid && e->budget == idx && e->state == DBGATE_PROC_QUEUED &&
 		!e->granted && !e->released &&
@@ -244,8 +246,12 @@ admit_lock_holder(int procno, int pid)
 			r->token_waiter = -1;
 		mark_granted(e, GetCurrentTimestamp());
 		done = true;
+		/* slots held for the budget beyond its waiters go back (queue.c) */
+		if (dbgate_held_settle(budget_entry(idx)))
+			dbgate_grant_tree(root, GetCurrentTimestamp(), &w);
 	}
 	unlock_tree(root);
+	wake_now(&w);
 	if (done && procno != dbgate_my_procno)
 		SetLatch(&DBGATE_PROC_BY_NUMBER(procno)->procLatch);
 }

@@ -34,11 +34,67 @@
  * is granted at once: its counts move from 'queued' to 'active' at every
  * level, its entry is marked granted (last, after a write barrier, so
  * that it can act without the lock) and its latch is set once the lock is
- * released.  In a non-fair budget, and in a fair 'lifo' budget without
- * parent while the chosen waiter is not overdue, it is only woken: it
- * takes the slot itself if it is still free when it runs (a newcomer may
- * take it first), and then goes on granting, so that no free slot stays
- * unused.
+ * released.  In a non-fair budget, and in a fair 'lifo' budget while the
+ * chosen waiter is not overdue, it is only woken: it takes the slot itself
+ * if it is still free when it runs (a newcomer may take it first), and
+ * then goes on granting, so that no free slot stays unused.
+ *
+ * Slots held for a 'lifo' child
+ * -----------------------------
+ * In a fair 'lifo' budget with a parent, the slot the grant step chose it
+ * for is freed only in the budget itself (SPEC 1.3 Interactions): the
+ * grant step takes it at every ancestor and counts it in the budget's
+ * 'held' (hold_for()), and wakes the chosen waiter.  The ancestors count a
+ * held slot as active, so no sibling can take it; the budget's own level
+ * does not, so its woken waiter (dbgate_promote()) or a newcomer
+ * (take_chain(), waiting.c) takes it with its own level's slot only.  A
+ * held slot is in the budget's 'held' or in some statement's chain, never
+ * both and never neither: every path that could leave one unclaimed gives
+ * it back to the ancestors (dbgate_held_return()) and runs the grant step
+ * -- a waiter of the budget that leaves without a slot
+ * (dbgate_queue_remove(): the woken one may be it), more held than
+ * waiters after a grant (dbgate_held_settle()), a configuration install
+ * that touches the budget, a drop, a change of any chain's shape, the
+ * budget switched to shadow mode.  A crash restart starts with none.
+ * 'held' and the chain it counts at (held_chain, the budget's chain when
+ * the first was taken; a change of shape gives every one back first) are
+ * the tree lock's.
+ *
+ * Reservations
+ * ------------
+ * A child's 'reserved' r keeps r of its parent's slots for it (SPEC 1.3
+ * Reservations).  The parent's state word counts them as active, so that
+ * a sibling's statement, which takes a parent slot only while 'active' is
+ * below max_active, leaves them free with no check of its own: the
+ * reservation costs nothing on the path of a budget that has none.  The
+ * child's 'resv' word (dbgate.h) says how: r; 'used', its statements that
+ * hold a parent slot taken through the word; 'held', the parent slots
+ * counted for it without a statement.  A statement of the child takes a
+ * held slot if there is one (one compare-and-swap of the word and none of
+ * the parent's: resv_take(), admission_internals.h), otherwise a free
+ * parent slot as before, counted as used; it records in its chain (bit k
+ * of 'resv') that level k was taken so.  Its release keeps the slot held
+ * while used + held stay below r, and otherwise returns it to the parent
+ * (resv_release()).  So held = max(0, r - used) once the word is set, and
+ * the parent counts every slot once, as a statement's or as held.  The
+ * grant step and the slow path pass a full parent for a child that holds
+ * a slot there (select_in(), chain_has_room()).  The guarantee is the
+ * parent's only: a reservation at a middle level covers the level above
+ * it in the same way, and only as far as it goes.
+ *
+ * Only an install changes r and the parent the word counts at
+ * (dbgate_admission_set_limits(), under the tree lock or every lock); the
+ * word names that parent and changes epoch, so that a statement whose
+ * chain goes through another parent, or whose swap races with the
+ * install, does not use it (resv_for()).  The install
+ * counts the new held slots at the parent before the word says so and
+ * takes back what the old word held after, so that the parent's 'active'
+ * never goes below the slots really counted there.  A move to another
+ * parent starts 'used' at 0 there; a statement taken under the old one
+ * returns its slot to the old parent (the parent it was taken from), and
+ * so does any release the word cannot account for.  A drop gives the held
+ * slots back (dbgate_admission_budget_dropped()), the entry's next use
+ * starts a new epoch.  A crash restart sets up shared memory again.
  *
  * Returning a slot
  * ----------------
@@ -136,141 +192,409 @@ dbgate_list_unlink(DbgateBudget *b, int procno)
 	p->prev = p->next = -1;
 }
 
-/* Unlink a waiter and take it out of 'queued' at its levels. */
+/*
+ * Unlink a waiter that leaves without a slot (canceled, timed out,
+ * ungated) and take it out of 'queued' at its levels.  The slots held for
+ * its budget go back to the ancestors (the waiter woken for one may be
+ * this one): the caller runs the grant step, which decides again.
+ */
 void
 dbgate_queue_remove(int procno)
 {
 	DbgateProc *p = proc_entry(procno);
+	DbgateBudget *b = budget_entry(p->budget);
 	int			i;
 
-	dbgate_list_unlink(budget_entry(p->budget), procno);
+	dbgate_list_unlink(b, procno);
 	for (i = 0; i < p->chain.n; i++)
 		(void) level_add(budget_entry(p->chain.idx[i]),
 						 dbgate_tag_of(p->chain.inc[i]), 0, -1);
+	if (unlikely(b->held > 0))
+		dbgate_held_return(b, b->held);
 }
 
 /* ----------
- * Granting
+ * Slots held for a 'lifo' child (see the file header).  Tree lock.
  * ----------
  */
 
 /*
+ * Add delta (negative: take away, down to 0) to b's 'active' in one
+ * compare-and-swap, if b still carries 'tag'.  For the slots that an
+ * install counts or returns for a reservation.
+ */
+static void
+level_add_active(DbgateBudget *b, uint32 tag, int32 delta)
+{
+	uint64		old = pg_atomic_read_u64(&b->state);
+
+	for (;;)
+	{
+		uint32		active = dbgate_st_active(old);
+		int64		to = (int64) active + delta;
+		uint64		new;
+
+		if (dbgate_st_tag(old) != tag)
+			return;
+		to = Max(to, 0);
+		to = Min(to, (int64) DBGATE_ST_MASK);
+		new = old - (uint64) active * DBGATE_ST_ONE_ACTIVE +
+			(uint64) to * DBGATE_ST_ONE_ACTIVE;
+		if (pg_atomic_compare_exchange_u64(&b->state, &old, new))
+			return;
+	}
+}
+
+/* The epoch after that of word w, in its place. */
+static inline uint64
+resv_next_epoch(uint64 w)
+{
+	return (((w >> RESV_EPOCH_SHIFT) + 1) & RESV_EPOCH_MASK) << RESV_EPOCH_SHIFT;
+}
+
+/* A new epoch of b's reservation word with nothing reserved, used or held. */
+static void
+resv_reset(DbgateBudget *b)
+{
+	uint64		old = pg_atomic_read_u64(&b->resv);
+
+	while (!pg_atomic_compare_exchange_u64(&b->resv, &old,
+										   resv_next_epoch(old)))
+		;
+}
+
+/*
+ * An install sets b's reservation to r at parent p (-1: none), with
+ * 'moved' at another parent than before: 'used' starts again at 0 there.
+ * Holds what r leaves unused (*held; the caller counts it at the parent).
+ * Returns the word before.
+ */
+static uint64
+resv_install(DbgateBudget *b, uint32 r, int32 p, bool moved, uint32 *held)
+{
+	uint64		old = pg_atomic_read_u64(&b->resv);
+
+	for (;;)
+	{
+		uint32		used = moved ? 0 : resv_used(old);
+		uint64		new;
+
+		*held = (r > used) ? r - used : 0;
+		new = resv_next_epoch(old) |
+			((uint64) (p >= 0 ? p + 1 : 0) << RESV_PARENT_SHIFT) |
+			((uint64) r << RESV_R_SHIFT) | ((uint64) used * RESV_ONE_USED) |
+			(uint64) *held;
+		if (pg_atomic_compare_exchange_u64(&b->resv, &old, new))
+			return old;
+	}
+}
+
+/*
+ * Give n of the slots held for budget b back to its ancestors (the levels
+ * of held_chain from 1 on; a level dropped meanwhile has nothing to take
+ * back).  The caller runs the grant step.
+ */
+void
+dbgate_held_return(DbgateBudget *b, int n)
+{
+	const DbgateChain *c = &b->held_chain;
+	int			j;
+	int			k;
+
+	Assert(n <= b->held);
+	for (j = 0; j < n; j++)
+	{
+		for (k = 1; k < c->n; k++)
+		{
+			/* a level taken through a reservation may stay held by it */
+			if ((c->resv & (1 << k)) &&
+				resv_release(budget_entry(c->idx[k - 1]),
+							 dbgate_tag_of(c->inc[k - 1]), c->idx[k],
+							 c->inc[k]))
+				continue;
+			(void) level_add(budget_entry(c->idx[k]),
+							 dbgate_tag_of(c->inc[k]), -1, 0);
+		}
+	}
+	b->held -= n;
+}
+
+/*
+ * No more slots held for budget b than it has waiters in its queue: a
+ * waiter left it by a grant that did not use one.  The caller runs the
+ * grant step if this returns true (slots went back).
+ */
+bool
+dbgate_held_settle(DbgateBudget *b)
+{
+	int			excess = b->held -
+		(int) dbgate_st_queued(pg_atomic_read_u64(&b->state));
+
+	if (excess <= 0)
+		return false;
+	dbgate_held_return(b, Min(excess, b->held));
+	return true;
+}
+
+/*
+ * The grant step chose waiter p of b, a fair 'lifo' child, with nobody
+ * overdue: the slot is freed only in b itself, and its ancestors keep it
+ * for b (SPEC 1.3 Interactions, 'lifo' in trees), so that p, woken, or a
+ * newcomer of b takes it, and no sibling.  Takes a slot at every level of
+ * p's chain above b, unless slots held for b already cover its waiters or
+ * an ancestor has no room while some are held (p was chosen for one).
+ * Returns false when p's chain had no room after all (taken meanwhile).
+ */
+static bool
+hold_for(DbgateBudget *b, DbgateProc *p)
+{
+	const DbgateChain *c = &p->chain;
+	int			how[DBGATE_MAX_DEPTH];
+	uint8		bits = 0;
+	uint32		before;
+	int			k;
+	int			r = 1;
+
+	if (b->held > 0 &&
+		(uint32) b->held >= dbgate_st_queued(pg_atomic_read_u64(&b->state)))
+		return true;
+	for (k = 1; k < c->n && r == 1; k++)
+	{
+		DbgateBudget *lb = budget_entry(c->idx[k]);
+		DbgateBudget *x = budget_entry(c->idx[k - 1]);
+		uint32		xtag = dbgate_tag_of(c->inc[k - 1]);
+		DbgateLimits l;
+
+		how[k] = RESV_NONE;
+		if (unlikely(x->lim.resv))
+			how[k] = resv_take(x, xtag, c->idx[k], c->inc[k]);
+		if (how[k] != RESV_NONE)
+			bits |= 1 << k;
+		if (how[k] == RESV_HELD)
+			continue;
+		dbgate_read_limits(lb, &l);
+		r = level_take(lb, dbgate_tag_of(c->inc[k]), l.max_active, l.enforce,
+					   false, &before);
+		if (r == 1)
+			note_peak_active(lb, before + 1);
+		else if (how[k] == RESV_USED)
+			resv_untake(x, xtag, c->idx[k], c->inc[k], false);
+	}
+	if (r != 1)
+	{
+		/* no room after all: give back the levels below the one that had none */
+		for (k--; --k >= 1;)
+		{
+			if (how[k] != RESV_HELD)
+				(void) level_add(budget_entry(c->idx[k]),
+								 dbgate_tag_of(c->inc[k]), -1, 0);
+			if (how[k] != RESV_NONE)
+				resv_untake(budget_entry(c->idx[k - 1]),
+							dbgate_tag_of(c->inc[k - 1]), c->idx[k], c->inc[k],
+							how[k] == RESV_HELD);
+		}
+		return b->held > 0;
+	}
+	if (b->held == 0)
+	{
+		b->held_chain = *c;
+		b->held_chain.resv = bits;
+	}
+	b->held++;
+	return true;
+}
+
+/* How promote_level() took the slot of one level. */
+#define TOOK_NONE	0			/* a dropped level: nothing to take */
+#define TOOK_SLOT	1			/* a slot */
+#define TOOK_RESV	2			/* a slot, counted in the reservation below */
+#define TOOK_HELD	3			/* held for the budget ('lifo'): counted */
+#define TOOK_RHELD	4			/* held by the reservation below: counted */
+
+/*
+ * Take level i of queued p's chain (limits lim[]; 'lifo_held': a slot held
+ * for its budget covers the levels above it).  Returns TOOK_*, or -1 when
+ * the level has no room (nothing taken).  A level taken through the
+ * reservation of the level below sets its bit in p->chain.resv.
+ */
+static int
+promote_level(DbgateProc *p, int i, bool lifo_held, bool beyond,
+			  const DbgateLimits *lim, uint32 *before)
+{
+	DbgateBudget *b = budget_entry(p->chain.idx[i]);
+	uint32		tag = dbgate_tag_of(p->chain.inc[i]);
+	uint64		old;
+	int			rv = RESV_NONE;
+
+	if (i > 0 && lifo_held)
+	{
+		(void) level_add(b, tag, 0, -1);	/* only out of 'queued' */
+		return TOOK_HELD;
+	}
+	if (i > 0 && unlikely(lim[i - 1].resv))
+		rv = resv_take(budget_entry(p->chain.idx[i - 1]),
+					   dbgate_tag_of(p->chain.inc[i - 1]), p->chain.idx[i],
+					   p->chain.inc[i]);
+	if (rv != RESV_NONE)
+		p->chain.resv |= 1 << i;
+	if (rv == RESV_HELD)
+	{
+		(void) level_add(b, tag, 0, -1);
+		return TOOK_RHELD;
+	}
+	old = pg_atomic_read_u64(&b->state);
+	for (;;)
+	{
+		uint32		active = dbgate_st_active(old);
+
+		if (dbgate_st_tag(old) != tag)
+			return TOOK_NONE;	/* (a reservation of a dropped level: the
+								 * release finds it so) */
+		if (!beyond && lim[i].enforce && active >= (uint32) lim[i].max_active)
+			break;
+		if (pg_atomic_compare_exchange_u64(&b->state, &old,
+										   old + DBGATE_ST_ONE_ACTIVE -
+										   (dbgate_st_queued(old) > 0 ?
+											DBGATE_ST_ONE_QUEUED : 0)))
+		{
+			*before = active;
+			return rv == RESV_USED ? TOOK_RESV : TOOK_SLOT;
+		}
+	}
+	if (rv == RESV_USED)
+	{
+		resv_untake(budget_entry(p->chain.idx[i - 1]),
+					dbgate_tag_of(p->chain.inc[i - 1]), p->chain.idx[i],
+					p->chain.inc[i], false);
+		p->chain.resv &= ~(1 << i);
+	}
+	return -1;
+}
+
+/* Undo promote_level() of level i, which took it as 'took'. */
+static void
+unpromote_level(DbgateProc *p, int i, int took)
+{
+	DbgateBudget *b = budget_entry(p->chain.idx[i]);
+	uint32		tag = dbgate_tag_of(p->chain.inc[i]);
+
+	if (took == TOOK_NONE)
+		return;
+	(void) level_add(b, tag, (took == TOOK_SLOT || took == TOOK_RESV) ? -1 : 0,
+					 1);
+	if (took == TOOK_RESV || took == TOOK_RHELD)
+		resv_untake(budget_entry(p->chain.idx[i - 1]),
+					dbgate_tag_of(p->chain.inc[i - 1]), p->chain.idx[i],
+					p->chain.inc[i], took == TOOK_RHELD);
+}
+
+/*
+ * A token at every level of queued p's chain that has a rate and was
+ * taken (took[]), as promote wants it.  Returns false, with the tokens
+ * taken given back (shadow levels' too), when an enforcing level had none.
+ */
+static bool
+promote_tokens(DbgateProc *p, const DbgateLimits *lim, const uint8 *took,
+			   int64 now_ns, int64 asof_ns)
+{
+	uint32		lacked = 0;		/* shadow levels without a token due */
+	int			n = p->chain.n;
+	int			t;
+
+	for (t = 0; t < n; t++)
+	{
+		DbgateBudget *b = budget_entry(p->chain.idx[t]);
+
+		if (!lim[t].rate || took[t] == TOOK_NONE)
+			continue;
+		if (dbgate_token_take_at(b, now_ns, asof_ns, !lim[t].enforce) == 0)
+			continue;
+		if (!lim[t].enforce)
+		{
+			lacked |= 1 << t;
+			continue;
+		}
+		/* give back the tokens (shadow levels' too) */
+		while (--t >= 0)
+		{
+			if (lim[t].rate && took[t] != TOOK_NONE)
+				dbgate_token_return(budget_entry(p->chain.idx[t]));
+		}
+		return false;
+	}
+	for (t = 0; lacked != 0 && t < n; t++)
+	{
+		if (lacked & (1 << t))
+			pg_atomic_fetch_add_u64(&budget_entry(p->chain.idx[t])->would_queue, 1);
+	}
+	return true;
+}
+
+/*
  * Give the queued procno a slot at every level of its chain, and a token
  * where a level has a rate (one there at now_ns, taken as of asof_ns: see
- * rate.c); 'beyond' (lock holders)
- * ignores every limit and takes no token.  Caller holds the tree lock.  Returns false when a level
- * had no room or no token after all (a newcomer took it without the lock,
- * or a budget changed): nothing is then changed.
+ * rate.c); 'beyond' (lock holders) ignores every limit and takes no
+ * token.  A slot held for its budget ('lifo') covers the levels above it;
+ * one held by a reservation covers its level.  Caller holds the tree lock.
+ * Returns false when a level had no room or no token after all (a
+ * newcomer took it without the lock, or a budget changed): nothing is
+ * then changed.
  */
 bool
 dbgate_promote(int procno, bool beyond, int64 now_ns, int64 asof_ns)
 {
 	DbgateProc *p = proc_entry(procno);
+	DbgateBudget *leaf = budget_entry(p->budget);
 	DbgateLimits lim[DBGATE_MAX_DEPTH];
 	uint32		before[DBGATE_MAX_DEPTH];
+	uint8		took[DBGATE_MAX_DEPTH];
 	int			n = p->chain.n;
 	int			i;
-	int			t;
+	bool		held;
 
+	held = unlikely(leaf->held > 0) && chain_same(&p->chain, &leaf->held_chain);
+	p->chain.resv = held ? leaf->held_chain.resv : 0;
 	for (i = 0; i < n; i++)
 	{
-		DbgateBudget *b = budget_entry(p->chain.idx[i]);
-		uint32		tag = dbgate_tag_of(p->chain.inc[i]);
-		uint64		old = pg_atomic_read_u64(&b->state);
-		bool		ok = false;
+		int			k;
 
-		dbgate_read_limits(b, &lim[i]);
-		for (;;)
-		{
-			uint32		active = dbgate_st_active(old);
-
-			if (dbgate_st_tag(old) != tag)
-			{
-				ok = true;		/* a dropped level: nothing to take */
-				before[i] = UINT32_MAX;
-				break;
-			}
-			if (!beyond && lim[i].enforce && active >= (uint32) lim[i].max_active)
-				break;
-			if (pg_atomic_compare_exchange_u64(&b->state, &old,
-											   old + DBGATE_ST_ONE_ACTIVE -
-											   (dbgate_st_queued(old) > 0 ?
-												DBGATE_ST_ONE_QUEUED : 0)))
-			{
-				ok = true;
-				before[i] = active;
-				break;
-			}
-		}
-		if (!ok)
+		dbgate_read_limits(budget_entry(p->chain.idx[i]), &lim[i]);
+		k = promote_level(p, i, held, beyond, lim, &before[i]);
+		if (k < 0)
 			goto undo;
+		took[i] = (uint8) k;
 	}
-
-	if (!beyond)
-	{
-		uint32		lacked = 0; /* shadow levels without a token due */
-
-		for (t = 0; t < n; t++)
-		{
-			DbgateBudget *b = budget_entry(p->chain.idx[t]);
-
-			if (!lim[t].rate || before[t] == UINT32_MAX)
-				continue;
-			if (dbgate_token_take_at(b, now_ns, asof_ns, !lim[t].enforce) != 0)
-			{
-				if (!lim[t].enforce)
-					lacked |= 1 << t;
-				else
-				{
-					/* give back the tokens (shadow levels' too), the slots */
-					while (--t >= 0)
-					{
-						if (lim[t].rate && before[t] != UINT32_MAX)
-							dbgate_token_return(budget_entry(p->chain.idx[t]));
-					}
-					goto undo;
-				}
-			}
-		}
-		for (t = 0; lacked != 0 && t < n; t++)
-		{
-			DbgateBudget *b = budget_entry(p->chain.idx[t]);
-
-			if (lacked & (1 << t))
-				pg_atomic_fetch_add_u64(&b->would_queue, 1);
-		}
-	}
-
+	if (!beyond && !promote_tokens(p, lim, took, now_ns, asof_ns))
+		goto undo;
 	for (i = 0; i < n; i++)
 	{
-		if (before[i] != UINT32_MAX)
+		if (took[i] == TOOK_SLOT || took[i] == TOOK_RESV)
 			note_peak_active(budget_entry(p->chain.idx[i]), before[i] + 1);
 	}
+	if (held)
+		leaf->held--;
 	return true;
 
 undo:
 	while (--i >= 0)
-	{
-		if (before[i] != UINT32_MAX)
-			(void) level_add(budget_entry(p->chain.idx[i]),
-							 dbgate_tag_of(p->chain.inc[i]), -1, 1);
-	}
+		unpromote_level(p, i, took[i]);
+	p->chain.resv = 0;
 	return false;
 }
 
 /*
  * Is a slot handed off to the waiter chosen in a budget with limits l
  * (granted directly), rather than left free and the waiter woken?  Handed
- * off in a fair budget; but in a fair 'lifo' budget without parent only to
- * an overdue waiter (SPEC 1.3 Queue order: a newcomer is newer than every
- * waiter, so while nobody is overdue it may take the slot first).  A 'lifo'
- * child hands off to its newest waiter too: the Shares rule chose it for
- * the parent's slot, which must not go to a sibling's newcomer.
+ * off in a fair budget; but in a fair 'lifo' budget only to an overdue
+ * waiter (SPEC 1.3 Queue order: a newcomer is newer than every waiter, so
+ * while nobody is overdue it may take the slot first).  In a 'lifo' child
+ * the slot is then freed only in the child: its ancestors hold it for the
+ * child (hold_for()).
  */
 static inline bool
 hands_off(const DbgateLimits *l, bool overdue)
 {
-	return l->fair && (!l->lifo || l->parent >= 0 || overdue);
+	return l->fair && (!l->lifo || overdue);
 }
 
 /*
@@ -290,6 +614,7 @@ dbgate_grant_tree(int root, TimestampTz now, Wakeups *w)
 		Pick		pick,
 					blocked;
 		DbgateProc *p;
+		DbgateBudget *lb;
 
 		if (now_ns == 0)
 			now_ns = dbgate_now_ns();
@@ -315,10 +640,20 @@ dbgate_grant_tree(int root, TimestampTz now, Wakeups *w)
 		}
 
 		p = proc_entry(pick.procno);
+		lb = budget_entry(p->budget);
 		if (pick.procno != dbgate_my_procno &&
-			!hands_off(&budget_entry(p->budget)->lim, pick.overdue))
+			!hands_off(&lb->lim, pick.overdue))
 		{
-			/* the chosen waiter takes the slot itself if still free */
+			/*
+			 * The chosen waiter takes the slot itself if still free; in a
+			 * fair 'lifo' child, the ancestors hold it for the child.
+			 */
+			if (lb->lim.fair && lb->lim.parent >= 0 && !hold_for(lb, p))
+			{
+				if (++races > 1000)
+					return;
+				continue;
+			}
 			wake_later(w, pick.procno);
 			return;
 		}
@@ -342,7 +677,9 @@ dbgate_grant_tree(int root, TimestampTz now, Wakeups *w)
 				return;
 			continue;
 		}
-		dbgate_list_unlink(budget_entry(p->budget), pick.procno);
+		dbgate_list_unlink(lb, pick.procno);
+		if (unlikely(lb->held > 0))
+			(void) dbgate_held_settle(lb);	/* chosen again below */
 		p->overdue = pick.overdue;
 		if (r->token_waiter == pick.procno)
 			r->token_waiter = -1;
@@ -362,7 +699,7 @@ dbgate_grant_tree(int root, TimestampTz now, Wakeups *w)
  * others are returned under their trees' locks.
  */
 static pg_noinline void
-release_slow(const DbgateChain *c, int from)
+release_slow(const DbgateChain *c, int from, uint32 kept)
 {
 	bool		done[DBGATE_MAX_DEPTH];
 	int			i;
@@ -371,8 +708,9 @@ release_slow(const DbgateChain *c, int from)
 	done[from] = false;
 	for (i = from + 1; i < c->n; i++)
 	{
-		done[i] = level_return_fast(budget_entry(c->idx[i]),
-									dbgate_tag_of(c->inc[i]));
+		done[i] = (kept & (1 << i)) != 0 ||
+			level_return_fast(budget_entry(c->idx[i]),
+							  dbgate_tag_of(c->inc[i]));
 	}
 
 	for (i = from; i < c->n; i++)
@@ -400,18 +738,67 @@ release_slow(const DbgateChain *c, int from)
 	}
 }
 
+/*
+ * The levels of c taken through a reservation (c->resv) that the
+ * reservation keeps: their bits (nothing to return there).
+ */
+static inline uint32
+release_reserved(const DbgateChain *c)
+{
+	uint32		kept = 0;
+	int			k;
+
+	for (k = 1; k < c->n; k++)
+	{
+		if ((c->resv & (1 << k)) &&
+			resv_release(budget_entry(c->idx[k - 1]),
+						 dbgate_tag_of(c->inc[k - 1]), c->idx[k], c->inc[k]))
+			kept |= 1 << k;
+	}
+	return kept;
+}
+
+/*
+ * release_chain() for a chain with levels taken through a reservation:
+ * those that the reservation keeps are not returned.
+ */
+static pg_noinline void
+release_chain_reserved(const DbgateChain *c)
+{
+	uint32		kept = release_reserved(c);
+	int			i;
+
+	for (i = 0; i < c->n; i++)
+	{
+		if (kept & (1 << i))
+			continue;
+		if (!level_return_fast(budget_entry(c->idx[i]),
+							   dbgate_tag_of(c->inc[i])))
+		{
+			release_slow(c, i, kept);
+			return;
+		}
+	}
+}
+
 /* The levels of c with nobody queued by one compare-and-swap each. */
 static pg_noinline void
 release_chain(const DbgateChain *c)
 {
 	int			i;
 
+	/* (a chain of one level does not keep 'resv') */
+	if (unlikely(c->resv != 0) && c->n > 1)
+	{
+		release_chain_reserved(c);
+		return;
+	}
 	for (i = 0; i < c->n; i++)
 	{
 		if (!level_return_fast(budget_entry(c->idx[i]),
 							   dbgate_tag_of(c->inc[i])))
 		{
-			release_slow(c, i);
+			release_slow(c, i, 0);
 			return;
 		}
 	}
@@ -460,6 +847,8 @@ dbgate_admission_budget_created(DbgateBudget *b)
 {
 	b->queue_head = -1;
 	b->queue_tail = -1;
+	b->held = 0;
+	resv_reset(b);
 	b->token_waiter = -1;
 	b->token_due_ns = 0;
 	pg_atomic_write_u64(&b->lock_check_due, 0);
@@ -486,6 +875,11 @@ dbgate_admission_set_limits(DbgateBudget *b, const DbgateBudgetConf *conf,
 	DbgateLimits l;
 	DbgateQueueLimits q;
 	int32		adaptive;
+	int32		old_parent = b->lim.parent;
+	uint32		old_pinc = b->lim.parent_incarnation;
+	uint32		r = 0;
+	uint64		was;
+	uint32		held;
 
 	memset(&l, 0, sizeof(l));
 	memset(&q, 0, sizeof(q));
@@ -505,6 +899,11 @@ dbgate_admission_set_limits(DbgateBudget *b, const DbgateBudgetConf *conf,
 	l.utility = conf->utility;
 	l.lifo = (conf->queue_order == DBGATE_ORDER_LIFO);
 	l.rate = (conf->max_rate > 0);
+	/* (more than there are backends could never be used) */
+	if (parent >= 0 && conf->reserved > 0)
+		r = (uint32) Min(Min(conf->reserved, (int32) RESV_MASK),
+						 dbgate_shared->max_procs);
+	l.resv = (r > 0);
 	l.min_cost = conf->min_cost;
 	/* budgets.c sets it for the whole tree once every budget has limits */
 	l.adapt_chain = b->lim.adapt_chain;
@@ -527,12 +926,52 @@ dbgate_admission_set_limits(DbgateBudget *b, const DbgateBudgetConf *conf,
 		b->conf.rate_burst != conf->rate_burst ||
 		b->conf.enforce != conf->enforce)
 		dbgate_token_fill(b);
+	/* slots held under the old rules go back (the install's grant step) */
+	if (b->held > 0)
+		dbgate_held_return(b, b->held);
+
+	/* the reservation, counted at the parent before the word says so */
+	if (r > 0)
+		level_add_active(budget_entry(parent), dbgate_tag_of(parent_incarnation),
+						 (int32) r);
 
 	pg_atomic_fetch_add_u32(&b->conf_seq, 1);	/* odd: writing (a barrier) */
 	b->conf = *conf;
 	b->lim = l;
 	b->qlim = q;
+	was = resv_install(b, r, r > 0 ? parent : -1, parent != old_parent ||
+					   parent_incarnation != old_pinc, &held);
 	pg_atomic_fetch_add_u32(&b->conf_seq, 1);	/* even again (a barrier) */
+
+	/* what was counted beyond the new held slots, what the old ones held */
+	if (r > held)
+		level_add_active(budget_entry(parent), dbgate_tag_of(parent_incarnation),
+						 -(int32) (r - held));
+	if (old_parent >= 0 && old_parent < dbgate_shared->max_budgets &&
+		resv_held(was) > 0)
+		level_add_active(budget_entry(old_parent), dbgate_tag_of(old_pinc),
+						 -(int32) resv_held(was));
+	if (r > 0)
+		note_peak_active(budget_entry(parent),
+						 dbgate_st_active(pg_atomic_read_u64(&budget_entry(parent)->state)));
+}
+
+/*
+ * Budget b is dropped (its entry's tag changes next): the slots its
+ * reservation held go back to its parent.  Caller holds the tree lock or
+ * every budget lock, and runs the grant step.
+ */
+void
+dbgate_admission_budget_dropped(DbgateBudget *b)
+{
+	uint64		was = pg_atomic_read_u64(&b->resv);
+
+	resv_reset(b);
+	if (b->lim.parent >= 0 && b->lim.parent < dbgate_shared->max_budgets &&
+		resv_held(was) > 0)
+		level_add_active(budget_entry(b->lim.parent),
+						 dbgate_tag_of(b->lim.parent_incarnation),
+						 -(int32) resv_held(was));
 }
 
 /*
@@ -576,6 +1015,8 @@ dbgate_admission_set_adaptive(DbgateBudget *b, int root, int32 limit)
 void
 dbgate_admission_release_waiters(DbgateBudget *b)
 {
+	if (b->held > 0)
+		dbgate_held_return(b, b->held);
 	while (b->queue_head >= 0)
 	{
 		int			procno = b->queue_head;
@@ -634,6 +1075,9 @@ dbgate_admission_recount_queued(void)
 
 		if (!b->in_use)
 			continue;
+		/* held along a chain that may be no more (the grant steps follow) */
+		if (b->held > 0)
+			dbgate_held_return(b, b->held);
 		while (!pg_atomic_compare_exchange_u64(&b->state, &old,
 											   old & ~(uint64) DBGATE_ST_MASK))
 			;
@@ -664,6 +1108,7 @@ dbgate_admission_recount_queued(void)
 				idx = lb->lim.parent;
 			}
 			e->chain.n = n;
+			e->chain.resv = 0;
 			e->token_levels = remap_levels(&before, &e->chain, e->token_levels);
 		}
 	}
@@ -697,6 +1142,8 @@ dbgate_admission_admit_all(DbgateBudget *b)
 		if (procno != dbgate_my_procno)
 			SetLatch(&DBGATE_PROC_BY_NUMBER(procno)->procLatch);
 	}
+	if (b->held > 0)
+		dbgate_held_return(b, b->held);
 }
 
 /*

@@ -21,6 +21,7 @@ extern void dbgate_admission_set_limits(DbgateBudget *b,
 										const DbgateBudgetConf *conf,
 										int parent, uint32 parent_incarnation);
 extern void dbgate_admission_release_waiters(DbgateBudget *b);
+extern void dbgate_admission_budget_dropped(DbgateBudget *b);
 extern void dbgate_admission_recount_queued(void);
 extern void dbgate_admission_admit_all(DbgateBudget *b);
 extern void dbgate_admission_grant(int root);

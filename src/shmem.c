@@ -83,6 +83,7 @@ init_budget_entries(DbgateShared *sh)
 		sh->budgets[i].d.in_use = false;
 		pg_atomic_init_u32(&sh->budgets[i].d.conf_seq, 0);
 		pg_atomic_init_u64(&sh->budgets[i].d.state, 0);
+		pg_atomic_init_u64(&sh->budgets[i].d.resv, 0);
 		pg_atomic_init_u32(&sh->budgets[i].d.peak_active, 0);
 		pg_atomic_init_u64(&sh->budgets[i].d.admitted, 0);
 		pg_atomic_init_u64(&sh->budgets[i].d.active_time_total_us, 0);

@@ -23,8 +23,12 @@
  * --------------------------------------------------------
  *	  - in a budget with children: among the children that have room
  *		(active < max_active) and a waiter that could take every level
- *		below, the one with the smallest active / weight; ties go to the
- *		candidate that has waited longest (SPEC: Shares);
+ *		below, the one with the smallest active / weight (slots held for a
+ *		'lifo' child count as its own, queue.c); ties go to the candidate
+ *		that has waited longest (SPEC: Shares).  A level without room is
+ *		passed only by a child that holds a slot there for its
+ *		reservation, or by a budget that slots are held for at every
+ *		level above ('lifo'; queue.c has both);
  *	  - in a budget's own queue: 'fifo' the head (the longest waiter);
  *		'lifo' the head if it has waited overtake_limit or more (the
  *		overdue are a prefix of the queue, which is in arrival order, and
@@ -135,18 +139,20 @@ depth_of(int idx)
 }
 
 /*
- * Select a waiter of budget idx's subtree that could take a slot at idx
- * and at every level below it now (room and tokens; idx's own room is the
- * caller's to check).  Returns false if none; *blocked then names the
- * candidate whose missing token is due first (procno -1 if none is
- * missing only a token).  'depth' is idx's level below the root: a tree
- * has at most DBGATE_MAX_DEPTH levels and a list of children at most
- * every budget (build_trees() in budgets.c), so a walk that goes further
- * is on a broken tree and stops rather than going round for ever.
+ * Select a waiter of budget idx's subtree that could take a slot at every
+ * level from idx down now (room and tokens).  'blocked_above': a level
+ * above idx is full (and what the path holds does not cover it), so only
+ * a budget with slots held for it can be chosen.  Returns false if none;
+ * *blocked then names the candidate whose missing token is due first
+ * (procno -1 if none is missing only a token).  'depth' is idx's level
+ * below the root: a tree has at most DBGATE_MAX_DEPTH levels and a list
+ * of children at most every budget (build_trees() in budgets.c), so a walk
+ * that goes further is on a broken tree and stops rather than going round
+ * for ever.
  */
 static bool
-select_in(int idx, int depth, TimestampTz now, int64 now_ns, Pick *pick,
-		  Pick *blocked)
+select_in(int idx, int depth, bool blocked_above, TimestampTz now,
+		  int64 now_ns, Pick *pick, Pick *blocked)
 {
 	DbgateBudget *b = budget_entry(idx);
 	DbgateLimits l;
@@ -162,8 +168,12 @@ select_in(int idx, int depth, TimestampTz now, int64 now_ns, Pick *pick,
 
 	if (b->first_child < 0)
 	{
-		/* a budget's own queue */
-		if (b->queue_head < 0)
+		uint64		st = pg_atomic_read_u64(&b->state);
+
+		/* a budget's own queue: its own room, and room above or held */
+		if (b->queue_head < 0 ||
+			(l.enforce && dbgate_st_active(st) >= (uint32) l.max_active) ||
+			(blocked_above && b->held == 0))
 			return false;
 		pick->procno = order_pick(b, &l, now, &pick->overdue);
 		pick->since = proc_entry(pick->procno)->state_since;
@@ -171,6 +181,9 @@ select_in(int idx, int depth, TimestampTz now, int64 now_ns, Pick *pick,
 	}
 	else
 	{
+		uint64		st = pg_atomic_read_u64(&b->state);
+		bool		full = l.enforce &&
+			dbgate_st_active(st) >= (uint32) l.max_active;
 		uint32		best_active = 0;
 		int32		best_weight = 1;
 		int			siblings = 0;
@@ -179,25 +192,23 @@ select_in(int idx, int depth, TimestampTz now, int64 now_ns, Pick *pick,
 		for (c = b->first_child; c >= 0; c = budget_entry(c)->next_sibling)
 		{
 			DbgateBudget *cb = budget_entry(c);
-			uint64		st = pg_atomic_read_u64(&cb->state);
-			DbgateLimits cl;
+			uint64		cst = pg_atomic_read_u64(&cb->state);
 			Pick		cand;
-			uint32		active = dbgate_st_active(st);
+			uint32		active;
 			bool		better;
 
 			if (++siblings > dbgate_shared->max_budgets)
-			{
-				Assert(false);
-				break;
-			}
-			if (dbgate_st_queued(st) == 0)
+				break;			/* a broken list (cannot be) */
+			if (dbgate_st_queued(cst) == 0)
 				continue;		/* nobody waits below */
-			dbgate_read_limits(cb, &cl);
-			if (cl.enforce && active >= (uint32) cl.max_active)
-				continue;		/* the child is at its own cap */
-			if (!select_in(c, depth + 1, now, now_ns, &cand, blocked))
+			/* a slot that c's reservation holds here covers this level */
+			if (!select_in(c, depth + 1,
+						   blocked_above || (full && !resv_has_held(cb)),
+						   now, now_ns, &cand, blocked))
 				continue;
-			/* smallest active / weight; ties: the longest waiting */
+			/* smallest active / weight (slots held for it count); ties: the
+			 * longest waiting */
+			active = dbgate_st_active(cst) + (uint32) cb->held;
 			if (!found)
 				better = true;
 			else
@@ -239,10 +250,13 @@ select_in(int idx, int depth, TimestampTz now, int64 now_ns, Pick *pick,
 	return found;
 }
 
-/* Select at the root, whose own room is checked here. */
+/*
+ * Select at the root.  A full root can still serve a budget that slots are
+ * held for (queue.c), so the walk goes on where the root has children.
+ */
 bool
 dbgate_select_tree(int root, TimestampTz now, int64 now_ns, Pick *pick,
-			Pick *blocked)
+				   Pick *blocked)
 {
 	DbgateBudget *r = budget_entry(root);
 	uint64		st = pg_atomic_read_u64(&r->state);
@@ -250,7 +264,8 @@ dbgate_select_tree(int root, TimestampTz now, int64 now_ns, Pick *pick,
 	blocked->procno = -1;
 	if (dbgate_st_queued(st) == 0)
 		return false;
-	if (r->lim.enforce && dbgate_st_active(st) >= (uint32) r->lim.max_active)
+	if (r->first_child < 0 && r->lim.enforce &&
+		dbgate_st_active(st) >= (uint32) r->lim.max_active)
 		return false;
-	return select_in(root, 0, now, now_ns, pick, blocked);
+	return select_in(root, 0, false, now, now_ns, pick, blocked);
 }

@@ -210,39 +210,56 @@ lock_chain(const DbgateLookup *lk, bool utility, int *root, DbgateLimits *l,
 /*
  * Must a newcomer of budget b (limits l) queue behind its waiters even
  * where a slot is free?  In a fair budget it must while anyone waits --
- * except in a 'lifo' budget without parent (SPEC 1.3 Queue order): a
- * newcomer is newer than every waiter, so it queues only behind an overdue
- * one.  The queue is in arrival order, so its head is the longest waiter.
- * A 'lifo' child keeps the fair rule: its released slots are handed to its
- * newest waiter at every level (queue.c), so no slot of it is ever free
- * while it has waiters that could take one.  Caller holds the tree lock.
+ * except in a 'lifo' budget (SPEC 1.3 Queue order): a newcomer is newer
+ * than every waiter, so it queues only behind an overdue one.  The queue
+ * is in arrival order, so its head is the longest waiter.  In a 'lifo'
+ * child the slot it may take is one its ancestors hold for the budget
+ * (queue.c), or one free at every level.  Caller holds the tree lock.
  */
 static bool
 newcomer_waits(DbgateBudget *b, const DbgateLimits *l, TimestampTz now)
 {
 	if (!l->fair || dbgate_st_queued(pg_atomic_read_u64(&b->state)) == 0)
 		return false;
-	if (!l->lifo || l->parent >= 0)
+	if (!l->lifo)
 		return true;
 	return dbgate_lifo_overdue(b, now);
 }
 
 /*
- * Is there room at every level of cl?  With 'waits' (newcomer_waits())
- * also nobody may wait in the budget; that is looked at last, so that a
- * full ancestor is named when it is the reason, as for a budget that is
- * not fair.  A full ancestor goes into *held.  Caller holds the tree lock.
+ * Does a slot held for the budget of cl (queue.c) cover every level of cl
+ * above it?  Caller holds the tree lock.
+ */
+static inline bool
+chain_held(const ChainLimits *cl)
+{
+	DbgateBudget *b = budget_entry(cl->c.idx[0]);
+
+	return unlikely(b->held > 0) &&
+		chain_same(&b->held_chain, &cl->c);
+}
+
+/*
+ * Is there room at every level of cl (with 'covered', a slot held for the
+ * budget: at its own level)?  With 'waits' (newcomer_waits()) also nobody
+ * may wait in the budget; that is looked at last, so that a full ancestor
+ * is named when it is the reason, as for a budget that is not fair.  A
+ * full ancestor goes into *held.  Caller holds the tree lock.
  */
 static bool
-chain_has_room(const ChainLimits *cl, bool waits, HeldBy *held)
+chain_has_room(const ChainLimits *cl, bool waits, bool covered, HeldBy *held)
 {
 	int			i;
 
-	for (i = 0; i < cl->c.n; i++)
+	for (i = 0; i < (covered ? 1 : cl->c.n); i++)
 	{
 		DbgateBudget *lb = budget_entry(cl->c.idx[i]);
 		uint64		lst = pg_atomic_read_u64(&lb->state);
 
+		/* a slot that the reservation of the level below holds covers it */
+		if (i > 0 && unlikely(cl->lim[i - 1].resv) &&
+			resv_has_held(budget_entry(cl->c.idx[i - 1])))
+			continue;
 		if (cl->lim[i].enforce &&
 			dbgate_st_active(lst) >= (uint32) cl->lim[i].max_active)
 		{
@@ -301,42 +318,104 @@ take_tokens(const ChainLimits *cl, HeldBy *held, int64 *now_ns,
 }
 
 /*
+ * Take level i of cl (as level_take() returns): a slot that the
+ * reservation of level i - 1 holds there, or a free one (*how: RESV_*, its
+ * bit set in cl->c.resv when through the reservation; *before: 0 for a
+ * held slot).
+ */
+static int
+take_level(ChainLimits *cl, int i, bool waits, int *how, uint32 *before)
+{
+	DbgateBudget *x = i > 0 ? budget_entry(cl->c.idx[i - 1]) : NULL;
+	int			r;
+
+	*how = RESV_NONE;
+	if (i > 0 && unlikely(cl->lim[i - 1].resv))
+		*how = resv_take(x, dbgate_tag_of(cl->c.inc[i - 1]), cl->c.idx[i],
+						 cl->c.inc[i]);
+	if (*how != RESV_NONE)
+		cl->c.resv |= 1 << i;
+	if (*how == RESV_HELD)
+	{
+		*before = 0;
+		return 1;
+	}
+	r = level_take(budget_entry(cl->c.idx[i]), dbgate_tag_of(cl->c.inc[i]),
+				   cl->lim[i].max_active, cl->lim[i].enforce, i == 0 && waits,
+				   before);
+	if (r != 1 && *how == RESV_USED)
+	{
+		resv_untake(x, dbgate_tag_of(cl->c.inc[i - 1]), cl->c.idx[i],
+					cl->c.inc[i], false);
+		cl->c.resv &= ~(1 << i);
+		*how = RESV_NONE;
+	}
+	return r;
+}
+
+/* Give back levels [0, n) that take_level() took as how[] says. */
+static void
+untake_levels(ChainLimits *cl, const int *how, int n)
+{
+	int			i;
+
+	for (i = n - 1; i >= 0; i--)
+	{
+		if (how[i] != RESV_HELD)
+			(void) level_add(budget_entry(cl->c.idx[i]),
+							 dbgate_tag_of(cl->c.inc[i]), -1, 0);
+		if (how[i] != RESV_NONE)
+			resv_untake(budget_entry(cl->c.idx[i - 1]),
+						dbgate_tag_of(cl->c.inc[i - 1]), cl->c.idx[i],
+						cl->c.inc[i], how[i] == RESV_HELD);
+	}
+	cl->c.resv = 0;
+}
+
+/*
  * Take a slot at every level of cl, where chain_has_room() saw room, and
  * a token at every level with a rate; on success the levels' peaks and
  * what shadow levels would have met are counted.  Anything but TAKE_DONE
  * leaves nothing taken.  Caller holds the tree lock.
  */
 static TakeResult
-take_chain(const ChainLimits *cl, bool waits, HeldBy *held, int64 *now_ns)
+take_chain(ChainLimits *cl, bool waits, bool covered, HeldBy *held,
+		   int64 *now_ns)
 {
 	uint32		before[DBGATE_MAX_DEPTH];
+	int			how[DBGATE_MAX_DEPTH];	/* RESV_*: through a reservation */
 	uint32		lacked = 0;		/* shadow levels without a token due */
+	int			n = covered ? 1 : cl->c.n;	/* the levels to take */
 	int			r = 1;
 	int			i;
 
-	for (i = 0; i < cl->c.n && r == 1; i++)
-		r = level_take(budget_entry(cl->c.idx[i]),
-					   dbgate_tag_of(cl->c.inc[i]),
-					   cl->lim[i].max_active, cl->lim[i].enforce,
-					   i == 0 && waits, &before[i]);
+	cl->c.resv = covered ? budget_entry(cl->c.idx[0])->held_chain.resv : 0;
+	for (i = 0; i < n && r == 1; i++)
+		r = take_level(cl, i, waits, &how[i], &before[i]);
 	if (r != 1)
 	{
 		/* changed under us (a slot taken without the lock, a drop) */
-		for (i--; --i >= 0;)
-			(void) level_add(budget_entry(cl->c.idx[i]),
-							 dbgate_tag_of(cl->c.inc[i]), -1, 0);
+		untake_levels(cl, how, i - 1);
 		return r < 0 ? TAKE_RETRY : TAKE_AGAIN;
 	}
 	if (!take_tokens(cl, held, now_ns, &lacked))
 	{
 		/* no token: give back the slots just taken */
-		for (i = 0; i < cl->c.n; i++)
-			(void) level_add(budget_entry(cl->c.idx[i]),
-							 dbgate_tag_of(cl->c.inc[i]), -1, 0);
+		untake_levels(cl, how, n);
 		return TAKE_NO_TOKEN;
 	}
-	for (i = 0; i < cl->c.n; i++)
-		note_peak_active(budget_entry(cl->c.idx[i]), before[i] + 1);
+	for (i = 0; i < n; i++)
+	{
+		if (how[i] != RESV_HELD)
+			note_peak_active(budget_entry(cl->c.idx[i]), before[i] + 1);
+	}
+	if (covered)
+	{
+		/* the held slot is ours: its levels above count it already */
+		budget_entry(cl->c.idx[0])->held--;
+		for (i = 1; i < cl->c.n; i++)
+			before[i] = 0;		/* nothing for a shadow level to count */
+	}
 	dbgate_count_shadow(cl, before, lacked);
 	return TAKE_DONE;
 }
@@ -448,13 +527,15 @@ decide_slow(const DbgateLookup *lk, bool utility, TimestampTz now,
 		HeldBy		held = {NULL, 0, 0, false};
 		TakeResult	r = TAKE_NO_TOKEN;
 		bool		waits;
+		bool		covered;
 
 		if (dbgate_st_tag(st) != dbgate_tag_of(lk->incarnation))
 			break;
 		waits = newcomer_waits(b, l, now);
-		if (chain_has_room(cl, waits, &held))
+		covered = chain_held(cl);
+		if (chain_has_room(cl, waits, covered, &held))
 		{
-			r = take_chain(cl, waits, &held, &now_ns);
+			r = take_chain(cl, waits, covered, &held, &now_ns);
 			if (r == TAKE_AGAIN)
 				continue;
 			if (r == TAKE_RETRY)

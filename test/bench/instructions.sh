@@ -21,6 +21,8 @@
 # assignment; the database is in the budget).  1.2: parent (the budget has
 # a parent that never fills: a two-level chain), rate (the budget has a
 # max_rate and rate_burst that never limit), lifo (queue_order 'lifo'),
+# 1.3: lifochild ('lifo' with a parent), reserved (a child with reserved
+# slots of its parent that never fills),
 # memory (max_memory_mb: every statement gets a grant, of nothing for this
 # query), mincost (min_cost below the statement's cost, so it is still
 # gated) and bypass (min_cost above it: the statement passes without a
@@ -43,9 +45,9 @@ set -euo pipefail
 N=${1:-1000}
 shift || true
 MODES=("$@")
-[ ${#MODES[@]} -gt 0 ] || MODES=(notloaded unassigned budget limits member database parent rate lifo memory mincost bypass adapt)
+[ ${#MODES[@]} -gt 0 ] || MODES=(notloaded unassigned budget limits member database parent rate lifo lifochild reserved memory mincost bypass adapt)
 for m in "${MODES[@]}"; do
-	case $m in notloaded|unassigned|budget|limits|member|database|parent|rate|lifo|memory|mincost|bypass|adapt) ;;
+	case $m in notloaded|unassigned|budget|limits|member|database|parent|rate|lifo|lifochild|reserved|memory|mincost|bypass|adapt) ;;
 	*) echo "unknown mode: $m" >&2; exit 2 ;; esac
 done
 
@@ -140,6 +142,12 @@ EOS
 		rate) psql_su -c "SELECT dbgate.create_budget('instr', 100, 0, max_rate => 1000000, rate_burst => 1000000)" \
 				-c "SELECT dbgate.assign_role('bench_instr', 'instr')" >/dev/null ;;
 		lifo) psql_su -c "SELECT dbgate.create_budget('instr', 100, 0, queue_order => 'lifo')" \
+				-c "SELECT dbgate.assign_role('bench_instr', 'instr')" >/dev/null ;;
+		lifochild) psql_su -c "SELECT dbgate.create_budget('instr_top', 100, 0)" \
+				-c "SELECT dbgate.create_budget('instr', 100, 0, parent => 'instr_top', queue_order => 'lifo')" \
+				-c "SELECT dbgate.assign_role('bench_instr', 'instr')" >/dev/null ;;
+		reserved) psql_su -c "SELECT dbgate.create_budget('instr_top', 100, 0)" \
+				-c "SELECT dbgate.create_budget('instr', 100, 0, parent => 'instr_top', reserved => 1)" \
 				-c "SELECT dbgate.assign_role('bench_instr', 'instr')" >/dev/null ;;
 		memory) psql_su -c "SELECT dbgate.create_budget('instr', 100, 0, max_memory_mb => 1024)" \
 				-c "SELECT dbgate.assign_role('bench_instr', 'instr')" >/dev/null ;;
@@ -306,7 +314,7 @@ done
 # every mode that has a budget against the plain budget: classification by
 # another rule (the one-time walk of the first statement included, spread
 # over the run) and the 1.2 fields
-for mode in limits member database parent rate lifo memory mincost; do
+for mode in limits member database parent rate lifo lifochild reserved memory mincost; do
 	[ -n "${HOOKS[budget]:-}" ] && [ -n "${HOOKS[$mode]:-}" ] || continue
 	printf '%-11s in hooks %d against budget %d: %+d instructions per statement (%+.1f%%)\n' "$mode" \
 		"${HOOKS[$mode]}" "${HOOKS[budget]}" $((HOOKS[$mode] - HOOKS[budget])) \

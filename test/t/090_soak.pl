@@ -47,14 +47,15 @@
 #           per second, rate_burst 1, 3 or 6               role soak_r1
 #   soak_p  parent, B = 2 to 4, of
 #     soak_h1  B = 3, Q = 3, weight 3, 'fifo' or 'lifo'    role soak_h1u
-#     soak_h2  B = 2, Q = 3, weight 1, max_rate 0 or 20    role soak_h2u
+#     soak_h2  B = 2, Q = 3, weight 1, max_rate 0 or 20, reserved 1
+#                                                          role soak_h2u
 #   soak_q  parent, B = 1 to 3, max_rate 10, 25 or 50, rate_burst 2 or 4,
 #           dropped with force (its children become top-level) and
 #           created again, of
 #     soak_h3  B = 2, Q = 2, weight 2, scope 'transaction', moves between
 #              soak_p, soak_q and top-level                role soak_h3u
-#     soak_h4  B = 2, Q = 2, weight 1, top-level while soak_q is gone
-#                                                          role soak_h4u
+#     soak_h4  B = 2, Q = 2, weight 1, 'lifo' (overtake_limit 100 ms),
+#              top-level while soak_q is gone              role soak_h4u
 #     soak_m   B = 1 to 3, Q = 3, weight 2, max_memory_mb 4, 8 or 16,
 #              min_cost 100: cheap reads pass, sorts and hashes get
 #              memory grants                               role soak_m1
@@ -70,9 +71,10 @@
 # (terminated_idle), within bounds where a canceled or terminated
 # statement may or may not have been admitted; a session idle longer than
 # its idle timeout in a transaction that keeps a slot is ended; after each
-# crash restart every counter of every level is 0 and the configuration
-# (1.2 fields too) is as committed; the server log has no crash other
-# than the deliberate ones.  Figures are printed at the end.
+# crash restart every counter of every level is 0 (a parent's active and
+# peak_active: the slots kept for its children's reservations) and the
+# configuration (1.2 fields too) is as committed; the server log has no
+# crash other than the deliberate ones.  Figures are printed at the end.
 #
 # What "exact" means for the counters of 1.2, at the end (since the last
 # crash restart) and, where said, in every sample:
@@ -286,9 +288,16 @@ my %cfg = (
 	soak_p => { max_active => 3, max_queued => 0 },
 	soak_q => { max_active => 2, max_queued => 0, max_rate => 25, rate_burst => 4 },
 	soak_h1 => { max_active => 3, max_queued => 3, parent => 'soak_p', weight => 3 },
-	soak_h2 => { max_active => 2, max_queued => 3, parent => 'soak_p', weight => 1 },
+	soak_h2 => { max_active => 2, max_queued => 3, parent => 'soak_p', weight => 1, reserved => 1 },
 	soak_h3 => { max_active => 2, max_queued => 2, parent => 'soak_q', weight => 2 },
-	soak_h4 => { max_active => 2, max_queued => 2, parent => 'soak_q', weight => 1 },
+	soak_h4 => {
+		max_active => 2,
+		max_queued => 2,
+		parent => 'soak_q',
+		weight => 1,
+		queue_order => 'lifo',
+		overtake_limit => 100
+	},
 	soak_m => {
 		max_active => 2,
 		max_queued => 3,
@@ -321,7 +330,7 @@ for my $b (@BUDGETS)
 	next unless $cfg{$b};
 	for my $f (
 		qw(parent weight queue_order overtake_limit max_rate rate_burst max_active
-		max_memory_mb))
+		max_memory_mb reserved))
 	{
 		next unless defined $cfg{$b}{$f};
 		$timeline{$b}{$f} = { init => $cfg{$b}{$f}, ev => [] };
@@ -401,12 +410,13 @@ SELECT dbgate.create_budget('soak_q', 2, max_rate => 25, rate_burst => 4);
 SELECT dbgate.create_budget('soak_h1', 3, 3, queue_timeout => '800ms',
                             parent => 'soak_p', weight => 3);
 SELECT dbgate.create_budget('soak_h2', 2, 3, queue_timeout => '800ms',
-                            parent => 'soak_p', weight => 1);
+                            parent => 'soak_p', weight => 1, reserved => 1);
 SELECT dbgate.create_budget('soak_h3', 2, 2, queue_timeout => '800ms',
                             parent => 'soak_q', weight => 2,
                             scope => 'transaction');
 SELECT dbgate.create_budget('soak_h4', 2, 2, queue_timeout => '800ms',
-                            parent => 'soak_q', weight => 1);
+                            parent => 'soak_q', weight => 1,
+                            queue_order => 'lifo', overtake_limit => '100ms');
 SELECT dbgate.create_budget('soak_m', 2, 3, queue_timeout => '800ms',
                             parent => 'soak_p', weight => 2,
                             max_memory_mb => 8, min_cost => 100);
@@ -1234,7 +1244,8 @@ sub crash
 		  )
 		{
 			push @problems, "after the crash restart $b.$c = $st->{$b}{$c}"
-			  if $st->{$b}{$c} != 0;
+			  if $st->{$b}{$c} !=
+			  ($c eq 'active' || $c eq 'peak_active' ? kept_idle($b) : 0);
 		}
 	}
 	my ($nb) = $admin->selectrow_array('SELECT count(*) FROM dbgate.backends');
@@ -1289,6 +1300,20 @@ while (time < $t_end)
 my $load_seconds = time - $t_start;
 
 # ---------------------------------------------------------------------
+# What an idle budget shows as active (and, right after a start, as
+# peak_active): a parent the reservations of its children (1.3), as the
+# configuration now says.
+sub kept_idle
+{
+	my ($b) = @_;
+	my $n = 0;
+	for my $c (@CHILDREN)
+	{
+		$n += $cfg{$c}{reserved} // 0 if ($cfg{$c}{parent} // '') eq $b;
+	}
+	return $n;
+}
+
 # Stop the load, drain
 
 open(my $stopfh, '>', "$dir/stop") or die "stop: $!";
@@ -1318,7 +1343,9 @@ while (1)
 {
 	my $st = status_rows($admin) // {};
 	my ($nb) = $admin->selectrow_array('SELECT count(*) FROM dbgate.backends');
-	my $busy = grep { $_->{active} != 0 || $_->{queued} != 0 } values %$st;
+	my $busy = grep {
+		$st->{$_}{active} != kept_idle($_) || $st->{$_}{queued} != 0
+	} keys %$st;
 	if (!$busy && defined $nb && $nb == 0)
 	{
 		%drained = (ok => 1, seconds => time - $t_stop);
@@ -1336,7 +1363,9 @@ while (1)
 	}
 	sleep 0.1;
 }
-ok($drained{ok}, 'every budget drains to active = 0, queued = 0, and dbgate.backends is empty')
+ok($drained{ok},
+	'every budget drains to active = 0 (a parent: its children\'s reservations, nothing held '
+	  . 'for a \'lifo\' child), queued = 0, and dbgate.backends is empty')
   or diag $drained{detail};
 
 open(my $monfh, '>', "$dir/stop-monitor") or die "stop-monitor: $!";
@@ -1685,7 +1714,7 @@ my $mon = check_samples(
 	file => "$dir/monitor.samples",
 	parents => { map { $_ => 1 } @PARENTS },
 	no_starve => { map { $_ => 1 } 'soak_r', @PARENTS, @CHILDREN },
-	lifo_possible => { soak_l => 1, soak_h1 => 1 },
+	lifo_possible => { soak_l => 1, soak_h1 => 1, soak_h4 => 1 },
 	extra => [$check12],
 	lowerings => \%lowerings,
 	changes => \%changes,

@@ -12,7 +12,9 @@
 #   - no value is negative or absurdly large (an underflow or a torn
 #     read); active, queued and idle_in_transaction are within the number
 #     of sessions that can be in the budget (its own, or every gated one
-#     for a budget that may have children); idle_in_transaction <= active;
+#     for a budget that may have children; not active for those: it counts
+#     the slots kept for the children's reservations too);
+#     idle_in_transaction <= active;
 #   - counters never go down, and stats_reset never changes (nothing
 #     resets them during the run, and a crash restart would);
 #   - admitted_after_wait <= admitted, admitted_lock_holder <=
@@ -165,6 +167,9 @@ sub check_samples
 			for my $c (qw(active queued idle_in_transaction))
 			{
 				next unless defined $s->{$c};
+				# a parent's active also counts what it keeps for its
+				# children's reservations (1.3)
+				next if $c eq 'active' && !$p{leaf}{$b};
 				$viol->($t, "$b.$c = $s->{$c}, more than the $n sessions that it can have")
 				  if $s->{$c} > $n;
 			}

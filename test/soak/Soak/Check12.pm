@@ -26,7 +26,10 @@
 #       counted at the parents it was taken from: a child's slots that
 #       may date from before its latest change of parent (its rows in
 #       dbgate.backends whose slot may be older than that change, see
-#       Soak::Check) may count at its former parent instead;
+#       Soak::Check) may count at its former parent instead; (1.3) plus
+#       the slots P keeps for its children: each child's unused
+#       reservation, max(0, reserved - active), and up to one slot per
+#       waiter of a fair 'lifo' child (held for it, freed in it only);
 #     - P.active <= P.max_active, except slots admitted before a lowering
 #       of P's max_active and recent lock-holder admissions in the tree;
 #     - every counter of P but active, queued, their peaks, oldest_wait
@@ -139,7 +142,8 @@ my %DEFAULT = (
 	weight => 1,
 	max_rate => 0,
 	rate_burst => 1,
-	max_memory_mb => 0);
+	max_memory_mb => 0,
+	reserved => 0);
 
 # value_at(BUDGET, FIELD, T, T_END) -> (value, certain)
 sub value_at
@@ -276,10 +280,18 @@ sub check_trees
 			my $cv = $st->{$c} or next;
 			if (($parent{$c} // '') eq $p)
 			{
+				my ($r, $rc) = $self->value_at($c, 'reserved', $t, $te);
+				my ($o, $oc) = $self->value_at($c, 'queue_order', $t, $te);
+
 				$sum_a += $cv->{active};
 				$sum_q += $cv->{queued};
 				$sum_m += $cv->{memory_mb_active};
 				$lo_less += $u{$c};
+				# kept for its reservation (as used as its own slots may
+				# be elsewhere), held for a 'lifo' child's waiters
+				$sum_a += $r - $cv->{active} if $rc && $r > $cv->{active};
+				$hi_more += $r if !$rc;
+				$hi_more += $cv->{queued} if $o eq 'lifo' || !$oc;
 			}
 			else
 			{
