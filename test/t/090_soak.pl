@@ -46,7 +46,8 @@
 #   soak_r  B = 3, Q = 4, fair, queue_timeout 1 s, max_rate 8, 15 or 30
 #           per second, rate_burst 1, 3 or 6               role soak_r1
 #   soak_p  parent, B = 2 to 4, of
-#     soak_h1  B = 3, Q = 3, weight 3, 'fifo' or 'lifo'    role soak_h1u
+#     soak_h1  B = 3, Q = 3, weight 3, 'fifo' or 'lifo', adapt 'on' (1.3:
+#              its adaptive limit moves between 1 and 3)    role soak_h1u
 #     soak_h2  B = 2, Q = 3, weight 1, max_rate 0 or 20, reserved 1
 #                                                          role soak_h2u
 #   soak_q  parent, B = 1 to 3, max_rate 10, 25 or 50, rate_burst 2 or 4,
@@ -408,7 +409,7 @@ SELECT dbgate.create_budget('soak_r', 3, 4, queue_timeout => '1s',
 SELECT dbgate.create_budget('soak_p', 3);
 SELECT dbgate.create_budget('soak_q', 2, max_rate => 25, rate_burst => 4);
 SELECT dbgate.create_budget('soak_h1', 3, 3, queue_timeout => '800ms',
-                            parent => 'soak_p', weight => 3);
+                            parent => 'soak_p', weight => 3, adapt => 'on');
 SELECT dbgate.create_budget('soak_h2', 2, 3, queue_timeout => '800ms',
                             parent => 'soak_p', weight => 1, reserved => 1);
 SELECT dbgate.create_budget('soak_h3', 2, 2, queue_timeout => '800ms',
@@ -1367,6 +1368,12 @@ ok($drained{ok},
 	'every budget drains to active = 0 (a parent: its children\'s reservations, nothing held '
 	  . 'for a \'lifo\' child), queued = 0, and dbgate.backends is empty')
   or diag $drained{detail};
+# the adaptive limit (1.3) stayed between adapt_min and max_active through
+# the churn, the cancels and the crash restart
+like($node->safe_psql('postgres',
+		q{SELECT s.adaptive_limit BETWEEN b.adapt_min AND b.max_active
+		  FROM dbgate.status s JOIN dbgate.budgets b USING (budget) WHERE budget = 'soak_h1'}),
+	qr/^t$/, 'soak_h1 (adapt on): its adaptive limit is between adapt_min and max_active');
 
 open(my $monfh, '>', "$dir/stop-monitor") or die "stop-monitor: $!";
 close $monfh;
