@@ -39,7 +39,9 @@
  *	  1. held, or idle (not W and N < L/2): L stays.
  *	  2. The check of the last decrease: if throughput fell below 85 % of
  *		 its average over the periods before (each period weighs one half)
- *		 while work still waited, L goes back up towards what it was
+ *		 while work still waited, in a period of at least 20 statements (in
+ *		 fewer a fall cannot be told from noise), L goes back up towards
+ *		 what it was
  *		 (one bounded step up), and no decrease follows for 10 periods (a
  *		 bounded step down is the only probe; L is never dropped to
  *		 measure anything).
@@ -49,8 +51,10 @@
  *	  4. Past the knee on locks: K >= max(2, L/2) (half of the budget's
  *		 statements wait for each other's row or table locks): L falls by
  *		 max(1, L/8).
- *	  5. Below the knee: W, R below the number of CPUs and K below
- *		 max(2, L/2): L rises by max(1, L/8).
+ *	  5. Below the knee: W, K below max(2, L/2), and either R below the
+ *		 number of CPUs or fewer than a quarter of L of the budget's
+ *		 statements on a CPU (they sleep or wait for I/O: more of them
+ *		 cost the CPUs little): L rises by max(1, L/8).
  *	  6. Otherwise L stays.
  * Statements that sleep, wait for I/O or for an LWLock (the WAL flush of a
  * group commit) are not on a CPU and not waiting for each other's locks:
@@ -95,6 +99,7 @@
 
 #define PERIOD_US		((uint64) DBGATE_ADAPT_PERIOD_MS * 1000)
 #define HOLD_PERIODS	10
+#define GUARD_MIN_DONE	20		/* statements a period needs for the check */
 #define WAIT_CLASS_MASK	0xFF000000U
 
 /* one read of a field that others write (as pg_stat_activity reads it) */
@@ -184,7 +189,11 @@ take_sample(int idx, Sample *s)
 		uint32		we;
 		DbgateProc *e;
 
-		if (proc->pid == 0)
+		/*
+		 * A process that has exited may leave its pid in the entry (it is
+		 * reused later); one that lives owns its latch.
+		 */
+		if (proc->pid == 0 || proc->procLatch.owner_pid == 0)
 			continue;
 		we = READ_ONCE_U32(proc->wait_event_info);
 		if (we == 0)
@@ -219,6 +228,7 @@ children_reserved(DbgateBudget *b)
  */
 typedef struct Period
 {
+	uint64		done;			/* statements finished in the period */
 	double		x;				/* statements finished per second */
 	double		n;				/* mean number active */
 	bool		waited;
@@ -241,7 +251,8 @@ decide(DbgateAdaptState *s, int32 l, const Period *p)
 		int32		before = s->l_before;
 
 		s->l_before = 0;
-		if (p->waited && p->x < 0.85 * s->x_before)
+		/* too few statements to tell a fall from noise: no evidence */
+		if (p->waited && p->done >= GUARD_MIN_DONE && p->x < 0.85 * s->x_before)
 		{
 			s->hold = HOLD_PERIODS;
 			return Min(before, l + up);
@@ -264,7 +275,8 @@ decide(DbgateAdaptState *s, int32 l, const Period *p)
 		s->x_before = s->x_avg;
 		return l - Max(1, l / 8);
 	}
-	if (p->waited && s->runnable < ncpu && s->own_lock < lockers)
+	if (p->waited && s->own_lock < lockers &&
+		(s->runnable < ncpu || s->own_cpu < Max(1.0, l / 4.0)))
 		return l + up;
 	return l;
 }
@@ -326,7 +338,8 @@ step(int idx, uint32 inc, TimestampTz now)
 		take_sample(idx, &sample);
 		average_in(s, &sample, !s->sampled);
 		s->sampled = true;
-		p.x = (double) (done - s->done0) * 1e6 / dt;
+		p.done = done - s->done0;
+		p.x = (double) p.done * 1e6 / dt;
 		p.n = (double) (busy - s->busy0) / dt;
 		p.waited = dbgate_st_queued(st) > 0 || waits != s->waits0;
 		eff = b->conf.adapt == DBGATE_ADAPT_ON ? l : b->conf.max_active;
