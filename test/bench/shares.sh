@@ -138,6 +138,7 @@ cluster_start data
 as_pg "$PGBIN/createdb" -h "$WORK" -p "$PORT" "$DB"
 "$PGBIN/pgbench" -i -q -s "$SCALE" -h "$WORK" -p "$PORT" -U postgres "$DB" >"$RAW/pgbench-init.log" 2>&1
 sql "CREATE EXTENSION dbgate"
+bench_loaded
 for r in $BENCH_ROLES; do
 	sql "CREATE ROLE $r LOGIN; GRANT SELECT ON pgbench_accounts, pgbench_branches, pgbench_tellers TO $r"
 done
