@@ -201,7 +201,7 @@ log "one client p50 (ungated):${LAT_RANGE:+ range($RANGE_WIDTH) $LAT_RANGE us}${
 	echo "server=PostgreSQL's defaults (parallel query on) but max_connections 200; unix sockets"
 } >"$OUT/meta.txt"
 
-CSV="scenario,group,contender,rep,t0,t1,t2,tps_a,tps_b,p50_a_ms,p99_a_ms,p99_b_ms,first_b_ms,first_b_p50_ms,first_b_max_ms,first_b_n,wait_max_a_ms,other_cpu_pct,status,note"
+CSV="scenario,group,contender,rep,t0,t1,t2,tps_a,tps_b,p50_a_ms,p99_a_ms,p99_b_ms,first_b_ms,first_b_p50_ms,first_b_max_ms,first_b_n,wait_max_a_ms,over1_a,admitted_a,other_cpu_pct,status,note"
 echo "$CSV" >"$OUT/runs.csv"
 ms() { awk -v v="${1:-}" 'BEGIN { if (v == "" || v == "nan") print ""; else printf "%.3f", v / 1000 }'; }
 
@@ -258,7 +258,7 @@ shares_point() {
 	cpu_end
 	sampler_stop
 	check_budgets a b flat
-	echo "shares,$grp,$con,$rep,$t0,$t1,$t2,$TPS_A,$TPS_B,$P50_A,$P99_A,$P99_B,${FIRST[0]},${FIRST[1]},${FIRST[2]},${FIRST[3]},,$R_OTHER,$STATUS,${NOTE//,/;}" >>"$OUT/runs.csv"
+	echo "shares,$grp,$con,$rep,$t0,$t1,$t2,$TPS_A,$TPS_B,$P50_A,$P99_A,$P99_B,${FIRST[0]},${FIRST[1]},${FIRST[2]},${FIRST[3]},,,,$R_OTHER,$STATUS,${NOTE//,/;}" >>"$OUT/runs.csv"
 	log "shares $grp $con rep $rep: A ${TPS_A:-?} tps p99 ${P99_A:-?} ms${TPS_B:+; B $TPS_B tps, first admissions ${FIRST[0]} ms (first to finish) / ${FIRST[2]} ms (last of $NCLI clients)}; other processes ${R_OTHER}% CPU $STATUS${NOTE:+ — $NOTE}"
 }
 
@@ -299,7 +299,7 @@ bulkhead_point() {
 	cpu_end
 	sampler_stop
 	check_budgets inter rep
-	echo "bulkhead,,$con,$rep,$t0,$t1,$t2,$TPS_A,$TPS_B,$P50_A,$P99_A,,,,,,,$R_OTHER,$STATUS,${NOTE//,/;}" >>"$OUT/runs.csv"
+	echo "bulkhead,,$con,$rep,$t0,$t1,$t2,$TPS_A,$TPS_B,$P50_A,$P99_A,,,,,,,,,$R_OTHER,$STATUS,${NOTE//,/;}" >>"$OUT/runs.csv"
 	log "bulkhead $con rep $rep: interactive ${TPS_A:-?} tps p99 ${P99_A:-?} ms${TPS_B:+; reporting $TPS_B tps}; other processes ${R_OTHER}% CPU $STATUS${NOTE:+ — $NOTE}"
 }
 
@@ -317,7 +317,7 @@ reserve_point() {
 	sql "SELECT dbgate.reset_stats()" >/dev/null
 	sampler_start "$samples" "$PORT" rinter rrep rpool
 	cpu_begin
-	local TPS_A= TPS_B= P50_A= P99_A= WMAX=
+	local TPS_A= TPS_B= P50_A= P99_A= WMAX= ADM= OVER1=
 	t0=$(server_epoch "$PORT")
 	pgbench_bg "$tag-flood" "$PORT" reporting 16 -T $((LEAD + DUR + 2)) -f "$WORK/sleep30.sql"
 	pf=$BG_PID
@@ -327,7 +327,12 @@ reserve_point() {
 	t2=$(server_epoch "$PORT")
 	TPS_A=$R_TPS P50_A=$(ms "$R_P50") P99_A=$(ms "$R_P99")
 	[ "$R_STATUS" = ok ] || { STATUS=$R_STATUS NOTE=$R_NOTE; }
-	WMAX=$(sql "SELECT round(wait_time_max::numeric, 3) FROM dbgate.status WHERE budget = 'rinter'")
+	# the longest wait, the admissions and those that waited over 1 ms
+	# (the histogram is cumulative)
+	IFS='|' read -r WMAX ADM OVER1 < <(sql "SELECT round(s.wait_time_max::numeric, 3), s.admitted,
+		(SELECT max(count) - min(count) FROM dbgate.wait_histogram h
+		 WHERE h.budget = s.budget AND h.le_ms IN (1, 'Infinity'))
+		FROM dbgate.status s WHERE s.budget = 'rinter'")
 	pgbench_wait "$tag-flood" "$pf"
 	TPS_B=$R_TPS
 	[ "$R_STATUS" = ok ] || { STATUS=$R_STATUS NOTE="${NOTE:+$NOTE; }$R_NOTE"; }
@@ -335,8 +340,8 @@ reserve_point() {
 	cpu_end
 	sampler_stop
 	check_budgets rinter rrep
-	echo "reserve,,$con,$rep,$t0,$t1,$t2,$TPS_A,$TPS_B,$P50_A,$P99_A,,,,,,$WMAX,$R_OTHER,$STATUS,${NOTE//,/;}" >>"$OUT/runs.csv"
-	log "reserve $con rep $rep: interactive ${TPS_A:-?} tps p99 ${P99_A:-?} ms wait_time_max ${WMAX:-?} ms; reporting ${TPS_B:-?} tps; other processes ${R_OTHER}% CPU $STATUS${NOTE:+ — $NOTE}"
+	echo "reserve,,$con,$rep,$t0,$t1,$t2,$TPS_A,$TPS_B,$P50_A,$P99_A,,,,,,$WMAX,$OVER1,$ADM,$R_OTHER,$STATUS,${NOTE//,/;}" >>"$OUT/runs.csv"
+	log "reserve $con rep $rep: interactive ${TPS_A:-?} tps p99 ${P99_A:-?} ms wait_time_max ${WMAX:-?} ms (${OVER1:-?} of ${ADM:-?} waited over 1 ms); reporting ${TPS_B:-?} tps; other processes ${R_OTHER}% CPU $STATUS${NOTE:+ — $NOTE}"
 }
 
 START=$(date +%s)
