@@ -97,6 +97,7 @@ EOF
 cluster_start data
 as_pg "$PGBIN/createdb" -h "$WORK" -p "$PORT" "$DB"
 sql "CREATE EXTENSION dbgate; CREATE ROLE bench LOGIN"
+bench_loaded
 sql "SELECT dbgate.create_budget('mon', $B, 256)" >/dev/null
 sql "SELECT dbgate.assign_role('bench', 'mon')" >/dev/null
 awk -v ms="$SLEEP_MS" 'BEGIN { printf "SELECT pg_sleep(%.3f);\n", ms / 1000 }' >"$WORK/stmt.sql"

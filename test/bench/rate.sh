@@ -104,6 +104,7 @@ EOF
 cluster_start data
 as_pg "$PGBIN/createdb" -h "$WORK" -p "$PORT" "$DB"
 sql "CREATE EXTENSION dbgate; CREATE ROLE bench LOGIN"
+bench_loaded
 echo 'SELECT 1;' >"$WORK/select1.sql"
 echo 'SELECT pg_sleep(0.01);' >"$WORK/sleep10.sql"
 sql "SELECT dbgate.create_budget('r', 32, 64)" >/dev/null

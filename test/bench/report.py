@@ -122,6 +122,21 @@ def anomalies(md, rows, key):
     return 1 if bad else 0
 
 
+def check(item, target, measured, ratio, ok):
+    """One checked target of issue 28: a table row that starts with '#N' (lifo.sh
+    collects these rows from every summary into its own)."""
+    return ["#" + item, target, measured, ratio,
+            "n/a" if ok is None else ("PASS" if ok else "MISS")]
+
+
+def checks_section(md, checks):
+    if checks:
+        md.append("## Targets of issue 28")
+        md.append("")
+        md += table(["item", "target", "measured", "ratio", "verdict"], checks)
+        md.append("")
+
+
 def hist_quantile(counts, q):
     """Upper bound (le_ms) of the bucket holding quantile q of a cumulative
     histogram; None when it is empty."""
@@ -261,6 +276,7 @@ def cmd_tpcb(outdir, overtake_ms):
            "medians of the ratios within each repetition (every contender of a "
            "repetition runs back to back).  p99 is per transaction.")
     points = sorted({(int(r["scale"]), int(r["clients"])) for r in rows})
+    checks = []
     for scale, clients in points:
         rs = [r for r in rows if int(r["scale"]) == scale and int(r["clients"]) == clients
               and r.get("status", "ok") == "ok"]
@@ -347,9 +363,62 @@ def cmd_tpcb(outdir, overtake_ms):
                 md.append("- 'lifo' against 'fifo' at the same B and scope (TPS / p99 ratio): "
                           + ", ".join(pairs))
         md.append("")
+        checks += tpcb_checks(order, ratio, col, pb, "scale %d, %d clients" % (scale, clients),
+                              float(overtake_ms))
+    checks_section(md, checks)
     rc = anomalies(md, rows, lambda r: "s%s-c%s-%s" % (r["scale"], r["clients"], r["contender"]))
     finish(md, outdir)
     return rc
+
+
+def tpcb_checks(order, ratio, col, pb, cell, overtake):
+    """Items 1 and 2 of issue 28 for one cell (scale, clients)."""
+    out = []
+    fifo = [c for c in order if c.startswith(("stmt-", "tx-"))]
+    lifo = [c for c in order if c.startswith("lifo-")]
+    if pb and fifo:
+        # the lowest p99 among the 'fifo' points at >= 1.0 x the best pool's
+        # TPS; if none gets there, the one closest in TPS
+        cand = [c for c in fifo if (ratio(c, pb, "tps") or 0) >= 1.0
+                and ratio(c, pb, "p99_ms") is not None]
+        if cand:
+            b = min(cand, key=lambda c: ratio(c, pb, "p99_ms"))
+        else:
+            b = max(fifo, key=lambda c: ratio(c, pb, "tps") or 0)
+        rt, rp = ratio(b, pb, "tps"), ratio(b, pb, "p99_ms")
+        ok = None if rt is None or rp is None else (rt >= 1.0 and rp <= 1.0)
+        out.append(check("1 fifo, " + cell,
+                         "best 'fifo' p99 <= best pool's (%s) at TPS >= 1.0 x" % pb,
+                         "%s: TPS %s x the pool's, p99 %s ms against %s ms"
+                         % (b, fmt(rt, 2), fmt(med(col(b, "p99_ms")), 1),
+                            fmt(med(col(pb, "p99_ms")), 1)),
+                         "p99 %s x" % fmt(rp, 3), ok))
+    if pb and lifo:
+        b = max(lifo, key=lambda c: ratio(c, pb, "tps") or 0)
+        rt = ratio(b, pb, "tps")
+        out.append(check("1 lifo, " + cell,
+                         "best 'lifo' TPS >= 1.05 x the best pool's (%s)" % pb,
+                         "%s: TPS %s against %s, p99 %s ms"
+                         % (b, fmt(med(col(b, "tps"))), fmt(med(col(pb, "tps"))),
+                            fmt(med(col(b, "p99_ms")), 1)),
+                         "%s x" % fmt(rt, 3), None if rt is None else rt >= 1.05))
+    worst = None
+    for c in lifo:
+        f = c[len("lifo-"):]
+        lw, fw = med(col(c, "wait_max_ms")), med(col(f, "wait_max_ms"))
+        if f not in order or lw is None or fw is None:
+            continue
+        r = lw / (fw + overtake)
+        if worst is None or r > worst[0]:
+            worst = (r, c, lw, f, fw)
+    if worst:
+        r, c, lw, f, fw = worst
+        out.append(check("2, " + cell,
+                         "'lifo' wait_time_max <= 'fifo' one's + overtake_limit, every B and scope",
+                         "worst %s: %s ms against %s %s ms + %g ms"
+                         % (c, fmt(lw, 1), f, fmt(fw, 1), overtake),
+                         "%s x" % fmt(r, 3), r <= 1.0))
+    return out
 
 
 # ----------------------------------------------------------------------------
@@ -388,6 +457,8 @@ def cmd_shares(outdir):
     for g in groups:
         shares_section(md, targets, outdir, rows, g)
     bulkhead_section(md, targets, outdir, rows)
+    checks = reserve_section(md, outdir, rows)
+    checks_section(md, checks)
     if targets:
         md.append("## Targets (informational)")
         md.append("")
@@ -498,6 +569,79 @@ def shares_section(md, targets, outdir, rows, g):
             ])
             md.append("")
             targets.append(("%s: throughput tree / flat" % g, fmt(med(ratios), 3), "-"))
+
+
+def reserve_section(md, outdir, rows):
+    """Scenario reserve (1.3): item 4 of issue 28.  Returns its checks."""
+    skipped = os.path.join(outdir, "reserve-skipped.txt")
+    if os.path.exists(skipped):
+        with open(skipped) as f:
+            why = f.read().strip()
+        md.append("## Reservation: interactive (reserved 1) beside reporting")
+        md.append("")
+        md.append("Skipped: %s." % why)
+        md.append("")
+        return [check("4, reservation", "interactive wait_time_max <= 1 ms; reporting "
+                      ">= 0.95 x its throughput with 3 slots", "not run: " + why, "-", None)]
+    pts = {c: per_rep(rows, "reserve", c) for c in ("reserve", "noreserve", "cap3")}
+    if not any(pts.values()):
+        return []
+    md.append("## Reservation: interactive (reserved 1) beside reporting")
+    md.append("")
+    md.append("rpool (max_active 4) parent of rinter (max_active 1; role interactive, 4 "
+              "clients of SELECT pg_sleep(0.001), paced) and rrep (max_active 4; role "
+              "reporting, 16 clients of SELECT pg_sleep(0.03)).  'wait_time_max' is "
+              "rinter's, from dbgate.status after the run (reset before).")
+    md.append("")
+    trows = []
+    for c, label in (("reserve", "reserved 1"), ("noreserve", "no reservation"),
+                     ("cap3", "no reservation, reporting max_active 3")):
+        rs = list(pts[c].values())
+        if not rs:
+            continue
+        trows.append([c, label, spread([fnum(r["tps_a"]) for r in rs], 1),
+                      spread([fnum(r["p99_a_ms"]) for r in rs], 2),
+                      spread([fnum(r.get("wait_max_a_ms")) for r in rs], 3),
+                      spread([100.0 * fnum(r.get("over1_a")) / fnum(r.get("admitted_a"))
+                              if fnum(r.get("over1_a")) is not None and fnum(r.get("admitted_a"))
+                              else None for r in rs], 2),
+                      spread([fnum(r["tps_b"]) for r in rs], 1),
+                      fmt(med([fnum(r["other_cpu_pct"]) for r in rs]))])
+    md += table(["point", "budgets", "interactive TPS", "interactive p99 ms",
+                 "interactive wait_time_max ms", "interactive waits over 1 ms, % of admissions",
+                 "reporting TPS", "other CPU %"], trows)
+    md.append("")
+    out = []
+    wres = med([fnum(r.get("wait_max_a_ms")) for r in pts["reserve"].values()])
+    wno = med([fnum(r.get("wait_max_a_ms")) for r in pts["noreserve"].values()])
+    # cap3 leaves a parent slot free for interactive all the time: what is
+    # left there is interactive's own queue (its max_active 1), the floor
+    # that a reservation of 1 can reach
+    wc3 = med([fnum(r.get("wait_max_a_ms")) for r in pts["cap3"].values()])
+    if wres is not None:
+        out.append(check("4, reservation", "interactive wait_time_max <= 1 ms with "
+                         "reserved 1 (against the same run without)",
+                         "%s ms (without: %s ms; with a parent slot always free, cap3: %s ms)"
+                         % (fmt(wres, 3), fmt(wno, 3), fmt(wc3, 3)),
+                         "%s x 1 ms" % fmt(wres, 3), wres <= 1.0))
+    rr = []
+    for k, r in pts["reserve"].items():
+        c3 = pts["cap3"].get(k)
+        if c3 and fnum(r["tps_b"]) is not None and fnum(c3["tps_b"]):
+            rr.append(fnum(r["tps_b"]) / fnum(c3["tps_b"]))
+    if rr:
+        m = med(rr)
+        # more than 3 slots' worth: reporting used the reserved slot, so the
+        # reservation did not act (the other check shows it too)
+        note = (" (more than with 3 slots: the reservation did not keep a slot)"
+                if m > 1.05 else "")
+        out.append(check("4, reservation", "reporting TPS with the reservation >= 0.95 x "
+                         "with 3 slots of its own",
+                         "%s against %s%s" % (fmt(med([fnum(r["tps_b"]) for r in pts["reserve"].values()]), 1),
+                                            fmt(med([fnum(r["tps_b"]) for r in pts["cap3"].values()]), 1),
+                                            note),
+                         "%s x" % fmt(m, 3), m >= 0.95))
+    return out
 
 
 def bulkhead_section(md, targets, outdir, rows):

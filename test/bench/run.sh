@@ -174,6 +174,7 @@ setup_clusters() {
 		cluster_start gate
 		prewarm "$PORT_GATE"
 		sql_gate "CREATE EXTENSION dbgate"
+		bench_loaded
 		sql_gate "SELECT dbgate.create_budget('reporting', 1, 64, '0', '0', '0', true)" >/dev/null
 		sql_gate "SELECT dbgate.assign_role('reporting', 'reporting')" >/dev/null
 		sql_gate "SELECT dbgate.create_budget('interactive', 64, 64, '0', '0', '0', true)" >/dev/null

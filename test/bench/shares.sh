@@ -2,7 +2,9 @@
 # test/bench/shares.sh — parent budgets (1.2): how a parent's slots are
 # shared by weight, whether an idle child's slots are used by the others
 # (work-conserving), what the tree costs in throughput against one budget,
-# and a bulkhead that lends its slots while the interactive side is idle.
+# and a bulkhead that lends its slots while the interactive side is idle;
+# (1.3) a reservation that keeps a slot of the parent for the interactive
+# side.
 #
 # Usage (as root; as another user only with --no-install):
 #   test/bench/shares.sh                 # 12 s per point, 3 repetitions (~10 min)
@@ -10,7 +12,7 @@
 #   test/bench/shares.sh --reps 5 --out DIR
 #
 # Options:
-#   --scenario LIST   shares, bulkhead or both (default shares,bulkhead)
+#   --scenario LIST   shares, bulkhead, reserve (default shares,bulkhead)
 #   --duration S      seconds of the measured part of a point (default 12)
 #   --reps N          repetitions of every point (default 3)
 #   --scale N         pgbench scale factor (default 10)
@@ -22,6 +24,8 @@
 #   --range-width N   width of the cpu statement (default: calibrated)
 #   --heavy-rows N    reporting flood: SELECT count(*) FROM generate_series(1, N)
 #                     (default 300000)
+#   --reserve-rate R  reserve: statements per second of the 4 interactive
+#                     clients together (default 100)
 #   --out DIR         results directory (default test/bench/results/shares)
 #   --no-install      do not apt-get anything, do not build (assume installed)
 #   --no-build        do not run make && make install in the repository
@@ -61,6 +65,22 @@
 #   flood-cap3     the same with reporting's max_active 3: one slot of the
 #                  parent is always left to interactive (no borrowing of it)
 #   flood-ungated  the same with both roles in no budget (reference)
+# Scenario reserve (1.3, item 4 of issue 28): rpool (max_active 4) parent
+# of rinter (max_active 1, role interactive) and rrep (max_active 4, role
+# reporting); reporting: 16 clients of SELECT pg_sleep(0.03), starting 3 s
+# before interactive and ending after it; interactive: 4 clients of SELECT
+# pg_sleep(0.001) at --reserve-rate statements per second together (so
+# that it seldom has two at once: its own max_active 1 then holds the
+# second back, not reporting).  Points per repetition:
+#   reserve     rinter reserved => 1: interactive's wait_time_max (target
+#               <= 1 ms)
+#   noreserve   the same without the reservation: interactive waits for
+#               reporting's 30 ms statements
+#   cap3        no reservation, reporting's max_active 3: reporting's
+#               throughput with 3 slots of its own, against reserve's
+#               (target >= 0.95 x)
+# Where the installed dbgate has no 'reserved', the scenario is skipped with
+# a line that says so.
 #
 # Output in OUT: summary.md (printed), runs.csv (one row per point and
 # repetition), raw/ (pgbench output, samples-*.txt, server log).
@@ -81,6 +101,7 @@ SCALE=10
 NCLI=32
 RANGE_WIDTH=
 HEAVY_ROWS=300000
+RESERVE_RATE=100
 OUT=
 
 while [ $# -gt 0 ]; do
@@ -93,6 +114,7 @@ while [ $# -gt 0 ]; do
 	--statements) STATEMENTS=$2; shift ;;
 	--range-width) RANGE_WIDTH=$2; shift ;;
 	--heavy-rows) HEAVY_ROWS=$2; shift ;;
+	--reserve-rate) RESERVE_RATE=$2; shift ;;
 	--out) OUT=$2; shift ;;
 	--no-install) INSTALL=0; BUILD=0 ;;
 	--no-build) BUILD=0 ;;
@@ -103,13 +125,13 @@ while [ $# -gt 0 ]; do
 	shift
 done
 for s in ${SCENARIOS//,/ }; do
-	case "$s" in shares | bulkhead) ;; *) die "unknown scenario '$s'" ;; esac
+	case "$s" in shares | bulkhead | reserve) ;; *) die "unknown scenario '$s'" ;; esac
 done
 for s in ${STATEMENTS//,/ }; do
 	case "$s" in cpu | sleep) ;; *) die "unknown statement '$s' (cpu or sleep)" ;; esac
 done
 want() { case ",$SCENARIOS," in *",$1,"*) return 0 ;; esac; return 1; }
-need_ints "$DUR" "$REPS" "$SCALE" "$NCLI" "$HEAVY_ROWS" ${RANGE_WIDTH:+"$RANGE_WIDTH"}
+need_ints "$DUR" "$REPS" "$SCALE" "$NCLI" "$HEAVY_ROWS" "$RESERVE_RATE" ${RANGE_WIDTH:+"$RANGE_WIDTH"}
 need_root
 
 bench_install
@@ -138,6 +160,7 @@ cluster_start data
 as_pg "$PGBIN/createdb" -h "$WORK" -p "$PORT" "$DB"
 "$PGBIN/pgbench" -i -q -s "$SCALE" -h "$WORK" -p "$PORT" -U postgres "$DB" >"$RAW/pgbench-init.log" 2>&1
 sql "CREATE EXTENSION dbgate"
+bench_loaded
 for r in $BENCH_ROLES; do
 	sql "CREATE ROLE $r LOGIN; GRANT SELECT ON pgbench_accounts, pgbench_branches, pgbench_tellers TO $r"
 done
@@ -150,9 +173,16 @@ budget "'flat', 8, 128"
 budget "'pool4', 4"
 budget "'inter', 4, 64, parent => 'pool4', weight => 10"
 budget "'rep', 4, 64, parent => 'pool4', weight => 1"
+budget "'rpool', 4"
+budget "'rinter', 1, 64, parent => 'rpool'"
+budget "'rrep', 4, 64, parent => 'rpool'"
+# 'reserved' (1.3): an argument of alter_budget where the installed dbgate has it
+HAS_RESERVED=$(sql "SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+	WHERE n.nspname = 'dbgate' AND p.proname = 'alter_budget' AND 'reserved' = ANY(p.proargnames)")
 
 echo "SELECT count(*) FROM generate_series(1, $HEAVY_ROWS);" >"$WORK/heavy.sql"
 echo "SELECT pg_sleep(0.001);" >"$WORK/sleep.sql"
+echo "SELECT pg_sleep(0.03);" >"$WORK/sleep30.sql"
 LAT_RANGE= LAT_HEAVY= LAT_S= LAT_SLEEP=
 if want shares; then
 	case ",$STATEMENTS," in *,cpu,*) calibrate_range "$PORT" a_user ;; esac
@@ -171,7 +201,7 @@ log "one client p50 (ungated):${LAT_RANGE:+ range($RANGE_WIDTH) $LAT_RANGE us}${
 	echo "server=PostgreSQL's defaults (parallel query on) but max_connections 200; unix sockets"
 } >"$OUT/meta.txt"
 
-CSV="scenario,group,contender,rep,t0,t1,t2,tps_a,tps_b,p50_a_ms,p99_a_ms,p99_b_ms,first_b_ms,first_b_p50_ms,first_b_max_ms,first_b_n,other_cpu_pct,status,note"
+CSV="scenario,group,contender,rep,t0,t1,t2,tps_a,tps_b,p50_a_ms,p99_a_ms,p99_b_ms,first_b_ms,first_b_p50_ms,first_b_max_ms,first_b_n,wait_max_a_ms,over1_a,admitted_a,other_cpu_pct,status,note"
 echo "$CSV" >"$OUT/runs.csv"
 ms() { awk -v v="${1:-}" 'BEGIN { if (v == "" || v == "nan") print ""; else printf "%.3f", v / 1000 }'; }
 
@@ -228,7 +258,7 @@ shares_point() {
 	cpu_end
 	sampler_stop
 	check_budgets a b flat
-	echo "shares,$grp,$con,$rep,$t0,$t1,$t2,$TPS_A,$TPS_B,$P50_A,$P99_A,$P99_B,${FIRST[0]},${FIRST[1]},${FIRST[2]},${FIRST[3]},$R_OTHER,$STATUS,${NOTE//,/;}" >>"$OUT/runs.csv"
+	echo "shares,$grp,$con,$rep,$t0,$t1,$t2,$TPS_A,$TPS_B,$P50_A,$P99_A,$P99_B,${FIRST[0]},${FIRST[1]},${FIRST[2]},${FIRST[3]},,,,$R_OTHER,$STATUS,${NOTE//,/;}" >>"$OUT/runs.csv"
 	log "shares $grp $con rep $rep: A ${TPS_A:-?} tps p99 ${P99_A:-?} ms${TPS_B:+; B $TPS_B tps, first admissions ${FIRST[0]} ms (first to finish) / ${FIRST[2]} ms (last of $NCLI clients)}; other processes ${R_OTHER}% CPU $STATUS${NOTE:+ — $NOTE}"
 }
 
@@ -269,8 +299,49 @@ bulkhead_point() {
 	cpu_end
 	sampler_stop
 	check_budgets inter rep
-	echo "bulkhead,,$con,$rep,$t0,$t1,$t2,$TPS_A,$TPS_B,$P50_A,$P99_A,,,,,,$R_OTHER,$STATUS,${NOTE//,/;}" >>"$OUT/runs.csv"
+	echo "bulkhead,,$con,$rep,$t0,$t1,$t2,$TPS_A,$TPS_B,$P50_A,$P99_A,,,,,,,,,$R_OTHER,$STATUS,${NOTE//,/;}" >>"$OUT/runs.csv"
 	log "bulkhead $con rep $rep: interactive ${TPS_A:-?} tps p99 ${P99_A:-?} ms${TPS_B:+; reporting $TPS_B tps}; other processes ${R_OTHER}% CPU $STATUS${NOTE:+ — $NOTE}"
+}
+
+# reserve point: reserve | noreserve | cap3
+reserve_point() {
+	local con=$1 rep=$2 tag="reserve-$1-r$2" t0 t1 t2 pf
+	local samples="$RAW/samples-reserve-$con-r$rep.txt"
+	STATUS=ok NOTE=
+	assign interactive rinter; assign reporting rrep
+	local res=0 cap=4
+	[ "$con" = reserve ] && res=1
+	[ "$con" = cap3 ] && cap=3
+	sql "SELECT dbgate.alter_budget('rinter', reserved => $res)" >/dev/null
+	sql "SELECT dbgate.alter_budget('rrep', max_active => $cap)" >/dev/null
+	sql "SELECT dbgate.reset_stats()" >/dev/null
+	sampler_start "$samples" "$PORT" rinter rrep rpool
+	cpu_begin
+	local TPS_A= TPS_B= P50_A= P99_A= WMAX= ADM= OVER1=
+	t0=$(server_epoch "$PORT")
+	pgbench_bg "$tag-flood" "$PORT" reporting 16 -T $((LEAD + DUR + 2)) -f "$WORK/sleep30.sql"
+	pf=$BG_PID
+	sleep "$LEAD"
+	t1=$(server_epoch "$PORT")
+	run_pgbench "$tag" "$PORT" interactive 4 "$DUR" 1 -R "$RESERVE_RATE" -f "$WORK/sleep.sql"
+	t2=$(server_epoch "$PORT")
+	TPS_A=$R_TPS P50_A=$(ms "$R_P50") P99_A=$(ms "$R_P99")
+	[ "$R_STATUS" = ok ] || { STATUS=$R_STATUS NOTE=$R_NOTE; }
+	# the longest wait, the admissions and those that waited over 1 ms
+	# (the histogram is cumulative)
+	IFS='|' read -r WMAX ADM OVER1 < <(sql "SELECT round(s.wait_time_max::numeric, 3), s.admitted,
+		(SELECT max(count) - min(count) FROM dbgate.wait_histogram h
+		 WHERE h.budget = s.budget AND h.le_ms IN (1, 'Infinity'))
+		FROM dbgate.status s WHERE s.budget = 'rinter'")
+	pgbench_wait "$tag-flood" "$pf"
+	TPS_B=$R_TPS
+	[ "$R_STATUS" = ok ] || { STATUS=$R_STATUS NOTE="${NOTE:+$NOTE; }$R_NOTE"; }
+	wait_idle "$PORT" || NOTE="${NOTE:+$NOTE; }sessions still connected 15 s after the run; terminated"
+	cpu_end
+	sampler_stop
+	check_budgets rinter rrep
+	echo "reserve,,$con,$rep,$t0,$t1,$t2,$TPS_A,$TPS_B,$P50_A,$P99_A,,,,,,$WMAX,$OVER1,$ADM,$R_OTHER,$STATUS,${NOTE//,/;}" >>"$OUT/runs.csv"
+	log "reserve $con rep $rep: interactive ${TPS_A:-?} tps p99 ${P99_A:-?} ms wait_time_max ${WMAX:-?} ms (${OVER1:-?} of ${ADM:-?} waited over 1 ms); reporting ${TPS_B:-?} tps; other processes ${R_OTHER}% CPU $STATUS${NOTE:+ — $NOTE}"
 }
 
 START=$(date +%s)
@@ -283,6 +354,16 @@ fi
 if want bulkhead; then
 	log "scenario bulkhead: interactive (weight 10) and reporting (weight 1) under a parent of 4"
 	repeat_points bulkhead_point alone flood flood-cap3 flood-ungated
+fi
+rm -f "$OUT/reserve-skipped.txt"
+if want reserve; then
+	if [ "$HAS_RESERVED" = 1 ]; then
+		log "scenario reserve: interactive (max_active 1, reserved 1 or 0) and reporting (16 clients of 30 ms) under a parent of 4"
+		repeat_points reserve_point reserve noreserve cap3
+	else
+		log "scenario reserve skipped: the installed dbgate has no 'reserved' (1.3)"
+		echo "the installed dbgate has no 'reserved' argument of alter_budget (1.3)" >"$OUT/reserve-skipped.txt"
+	fi
 fi
 echo "load average at end=$(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/meta.txt"
 log "done in $(( ($(date +%s) - START) / 60 )) min; results in $OUT"

@@ -255,6 +255,7 @@ def summarize(outdir):
     md = []        # markdown lines
     flat = []      # summary.csv rows
     targets = []   # (target, measured, verdict)
+    checks = []    # issue 28's checked targets (check())
 
     md.append("# dbgate benchmark")
     md.append("")
@@ -457,6 +458,8 @@ def summarize(outdir):
             for kind in ("lifo", "lifonf"):
                 if kind in best:
                     md += lifo_lines(runs, grp, best, targets, kind)
+            if grp == "S" and "lifo" in best:
+                checks += saturation_checks(runs, best, clients)
             md.append("")
             sizes = sorted({n for s in series.values() for n in s})
             with open(os.path.join(outdir, "saturation_%s.dat" % grp), "w") as f:
@@ -522,6 +525,14 @@ def summarize(outdir):
             md.append("")
             flat_row("handoff", "", "lifo", "1", "tps_vs_fifo", rt)
             flat_row("handoff", "", "lifo", "1", "p99_vs_fifo", rp)
+            checks.append(check("5, hand-off B = 1, 16 clients of SELECT 1",
+                                "'lifo' TPS >= 1.0 x 'fifo'",
+                                "TPS %s against %s, p99 %s us against %s us"
+                                % (fmt(runs.median("handoff", "", "lifo", "tps", "1")),
+                                   fmt(runs.median("handoff", "", "fair", "tps", "1")),
+                                   fmt(runs.median("handoff", "", "lifo", "p99_us", "1")),
+                                   fmt(runs.median("handoff", "", "fair", "p99_us", "1"))),
+                                "%s x" % fmt(rt, 3), None if rt is None else rt >= 1.0))
         md.append("Wait-to-run: 'gate: mean wait' is exact and server-side "
                   "(dbgate.status wait_time_total / admitted_after_wait, counters reset "
                   "before each run; it averages only the statements that waited, "
@@ -533,6 +544,11 @@ def summarize(outdir):
         md += other_cpu_line(runs, "handoff")
 
     # -- targets and anomalies ------------------------------------------------
+    if checks:
+        md.append("## Targets of issue 28")
+        md.append("")
+        md += table(["item", "target", "measured", "ratio", "verdict"], checks)
+        md.append("")
     if targets:
         md.append("## Targets (informational, never asserted)")
         md.append("")
@@ -585,6 +601,49 @@ def lifo_lines(runs, grp, best, targets, kind="lifo"):
         measured += "; TPS x%s vs pool %s" % (fmt(rb, 2), pn)
     out.append(line)
     targets.append(("saturation %s, best %s (max_active %s)" % (grp, kind, n), measured, "-"))
+    return out
+
+
+def check(item, target, measured, ratio, ok):
+    """One checked target of issue 28: a table row that starts with '#N' (lifo.sh
+    collects these rows from every summary into its own)."""
+    return ["#" + item, target, measured, ratio,
+            "n/a" if ok is None else ("PASS" if ok else "MISS")]
+
+
+def saturation_checks(runs, best, clients):
+    """Item 3 of issue 28: pgbench -S, fair 'lifo' at B = 2 and at its best B."""
+    out = []
+    cell = "pgbench -S, %s clients" % clients
+    if runs.select("saturation", "S", "lifo", "2"):
+        rt = runs.ratio("saturation", "S", "lifo", "tps", "ungated", "2")
+        out.append(check("3, " + cell, "'lifo' B = 2 TPS >= 0.85 x ungated",
+                         "TPS %s against %s"
+                         % (fmt(runs.median("saturation", "S", "lifo", "tps", "2")),
+                            fmt(runs.median("saturation", "S", "ungated", "tps"))),
+                         "%s x" % fmt(rt, 3), None if rt is None else rt >= 0.85))
+    # the best B for each comparison: the highest ratio within repetitions
+    sizes = [n for _, con, n in runs.contenders("saturation", "S") if con == "lifo" and n]
+    ung = runs.median("saturation", "S", "ungated", "tps")
+    rts = [(runs.ratio("saturation", "S", "lifo", "tps", "ungated", n), n) for n in sizes]
+    rts = [x for x in rts if x[0] is not None]
+    if rts:
+        rt, n = max(rts)
+        out.append(check("3, " + cell, "best 'lifo' TPS >= 1.0 x ungated",
+                         "lifo B = %s: TPS %s against %s"
+                         % (n, fmt(runs.median("saturation", "S", "lifo", "tps", n)), fmt(ung)),
+                         "%s x" % fmt(rt, 3), rt >= 1.0))
+    if "pgbouncer" in best:
+        pn = best["pgbouncer"][0]
+        rbs = [(runs.ratio("saturation", "S", "lifo", "tps", "pgbouncer", n, pn), n) for n in sizes]
+        rbs = [x for x in rbs if x[0] is not None]
+        if rbs:
+            rb, n = max(rbs)
+            out.append(check("3, " + cell, "best 'lifo' TPS >= 1.2 x the best pool's",
+                             "lifo B = %s: TPS %s against pool %s: %s"
+                             % (n, fmt(runs.median("saturation", "S", "lifo", "tps", n)), pn,
+                                fmt(best["pgbouncer"][1])),
+                             "%s x" % fmt(rb, 3), rb >= 1.2))
     return out
 
 

@@ -17,6 +17,8 @@
 #   --pools LIST      budget max_active and PgBouncer pool sizes (default 2,4,8)
 #   --orders LIST     queue orders of the budgets: fifo, lifo or both (default
 #                     fifo,lifo)
+#   --scopes LIST     scopes of the budgets: statement, transaction or both
+#                     (default statement,transaction)
 #   --overtake-limit MS  overtake_limit of the 'lifo' budgets (default 100)
 #   --duration S      seconds per measured point (default 8)
 #   --reps N          repetitions of every point (default 3)
@@ -58,6 +60,7 @@ SCALES=1,10
 CLIENTS=32,64
 POOLS=2,4,8
 ORDERS=fifo,lifo
+SCOPES=statement,transaction
 OVERTAKE=100
 DUR=8
 REPS=3
@@ -69,6 +72,7 @@ while [ $# -gt 0 ]; do
 	--clients) CLIENTS=$2; shift ;;
 	--pools) POOLS=$2; shift ;;
 	--orders) ORDERS=$2; shift ;;
+	--scopes) SCOPES=$2; shift ;;
 	--overtake-limit) OVERTAKE=$2; shift ;;
 	--duration) DUR=$2; shift ;;
 	--reps) REPS=$2; shift ;;
@@ -86,6 +90,10 @@ for o in ${ORDERS//,/ }; do
 	case "$o" in fifo | lifo) ;; *) die "unknown queue order '$o' (fifo or lifo)" ;; esac
 done
 has_order() { case ",$ORDERS," in *",$1,"*) return 0 ;; esac; return 1; }
+for o in ${SCOPES//,/ }; do
+	case "$o" in statement | transaction) ;; *) die "unknown scope '$o' (statement or transaction)" ;; esac
+done
+has_scope() { case ",$SCOPES," in *",$1,"*) return 0 ;; esac; return 1; }
 need_root
 
 bench_install pgbouncer
@@ -105,6 +113,7 @@ EOF
 cluster_start data
 as_pg "$PGBIN/createdb" -h "$WORK" -p "$PORT" "$DB"
 sql "CREATE EXTENSION dbgate; CREATE ROLE bench LOGIN"
+bench_loaded
 for B in ${POOLS//,/ }; do
 	if has_order fifo; then
 		sql "SELECT dbgate.create_budget('stmt_$B', max_active => $B, max_queued => 64)" >/dev/null
@@ -157,8 +166,10 @@ run_point() {
 
 CONTENDERS=(ungated)
 for B in ${POOLS//,/ }; do
-	has_order fifo && CONTENDERS+=("stmt-$B" "tx-$B")
-	has_order lifo && CONTENDERS+=("lifo-stmt-$B" "lifo-tx-$B")
+	has_order fifo && has_scope statement && CONTENDERS+=("stmt-$B")
+	has_order fifo && has_scope transaction && CONTENDERS+=("tx-$B")
+	has_order lifo && has_scope statement && CONTENDERS+=("lifo-stmt-$B")
+	has_order lifo && has_scope transaction && CONTENDERS+=("lifo-tx-$B")
 	CONTENDERS+=("bouncer-$B")
 done
 
@@ -170,7 +181,7 @@ START=$(date +%s)
 {
 	meta_common
 	echo "PgBouncer=$("$BOUNCER" --version 2>&1 | head -n 1 | sed 's/^PgBouncer //')"
-	echo "mode=$DUR s per point, $REPS repetition(s), scales $SCALES, clients $CLIENTS, B $POOLS, queue orders $ORDERS, overtake_limit $OVERTAKE ms"
+	echo "mode=$DUR s per point, $REPS repetition(s), scales $SCALES, clients $CLIENTS, B $POOLS, queue orders $ORDERS, scopes $SCOPES, overtake_limit $OVERTAKE ms"
 	echo "server=PostgreSQL's defaults (fsync on, synchronous_commit on, parallel query on) but max_connections 200; unix sockets; PgBouncer in transaction pooling mode over its unix socket"
 } >"$OUT/meta.txt"
 echo "scale,clients,contender,rep,tps,p99_ms,admitted_lock_holder,wait_max_ms,p50_ms,admitted_overdue,other_cpu_pct,status,note" >"$OUT/runs.csv"
