@@ -12,7 +12,8 @@
 #   INSTALL=0|1  BUILD=0|1  OUT  DB (database, default bench)
 #   BENCH_ROLES  roles whose sessions wait_idle waits for (space-separated)
 #   BOUNCER_USERS  roles PgBouncer lets in (space-separated)
-# Environment: PG_CONFIG (default: PostgreSQL 15 of Debian, or PG_MAJOR's).
+# Environment: PG_CONFIG (default: PostgreSQL 15 of Debian, or PG_MAJOR's),
+# BENCH_UNLOCK_FD (bench_loaded).
 #
 # Conventions every script keeps: servers and PgBouncer run as postgres when
 # started by root (PostgreSQL refuses root), as the caller otherwise
@@ -108,6 +109,20 @@ bench_build() {
 	fi
 	[ -f "$("$PG_CONFIG" --pkglibdir)/dbgate.so" ] && [ -f "$("$PG_CONFIG" --sharedir)/extension/dbgate.control" ] ||
 		die "dbgate is not installed for $PG_CONFIG (drop --no-install)"
+}
+
+# bench_loaded: the servers run with dbgate preloaded and the extension is
+# created.  From here on another install of the extension changes nothing
+# of this run (every backend runs the library its postmaster loaded at
+# start, and CREATE EXTENSION has read the scripts).  With BENCH_UNLOCK_FD
+# set, the lock (flock) that the caller holds on that file descriptor
+# around builds and installs is let go here, so that a long run holds it
+# only while it starts:
+#   exec 9>LOCKFILE; flock 9; BENCH_UNLOCK_FD=9 test/bench/lifo.sh --targets
+bench_loaded() {
+	[ -n "${BENCH_UNLOCK_FD:-}" ] || return 0
+	flock -u "$BENCH_UNLOCK_FD" || die "cannot release the lock on file descriptor $BENCH_UNLOCK_FD"
+	log "dbgate loaded: the lock on file descriptor $BENCH_UNLOCK_FD is released"
 }
 
 # bench_tools: PgBouncer (BOUNCER) and gnuplot (GNUPLOT, may be empty).
