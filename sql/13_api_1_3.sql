@@ -1,7 +1,8 @@
 --
 -- The 1.3 additions to the SQL interface: the budget fields reserved (slots
--- of the parent kept for a child), adapt and adapt_min (the adaptive limit)
--- and dbgate.status.adaptive_limit.  Their normal use, every error with its
+-- of the parent kept for a child), runaway_after, runaway_action,
+-- runaway_budget and quarantine (runaway statements), adapt and adapt_min
+-- (the adaptive limit) and the 1.3 columns of dbgate.status.  Their normal use, every error with its
 -- SQLSTATE (a failing call changes nothing), what a change of the
 -- hierarchy does to it, config_script() with reservations.  What a
 -- reservation does to admission is in the isolation tests.
@@ -163,6 +164,76 @@ SELECT dbgate.create_budget('v13_new', 1, adapt_min => NULL);
 -- 'off' forgets the limit
 SELECT dbgate.alter_budget('v13_ad', adapt => 'off');
 SELECT * FROM v13_adapt ORDER BY budget;
+
+--
+-- runaway_after, runaway_action, runaway_budget, quarantine: the fields,
+-- their rules (22023, 42704, 0A000, 2BP01; nothing changed), config_script()
+-- sets the last three with alter_budget once every budget exists, the
+-- status counters (what a runaway does is in 14_runaway and TAP)
+--
+CREATE TEMP VIEW v13_runaway AS
+  SELECT budget, runaway_after, runaway_action, runaway_budget, quarantine
+    FROM dbgate.budgets WHERE budget LIKE 'v13_r%';
+SELECT dbgate.create_budget('v13_rslow', 1);
+SELECT dbgate.create_budget('v13_ra', 4, runaway_after => '1s',
+                            runaway_action => 'cancel', quarantine => '1 min');
+SELECT dbgate.create_budget('v13_rb', 4, runaway_after => '250ms',
+                            runaway_budget => 'v13_rslow');
+SELECT * FROM v13_runaway ORDER BY budget;
+SELECT dbgate.alter_budget('v13_ra', runaway_action => 'log');
+SELECT dbgate.alter_budget('v13_rb', runaway_after => '0.5 s', runaway_action => NULL);
+SELECT * FROM v13_runaway ORDER BY budget;
+SELECT budget, runaways, demoted_out, demoted_in, quarantined
+  FROM dbgate.status WHERE budget LIKE 'v13_r%' ORDER BY budget;
+\pset format unaligned
+\pset tuples_only on
+SELECT dbgate.config_script();
+\pset format aligned
+\pset tuples_only off
+SELECT config AS config0 FROM v13_config \gset
+-- 22023: runaway_action other than 'log', 'demote', 'cancel'
+SELECT dbgate.create_budget('v13_rnew', 1, runaway_action => 'kill');
+:check
+-- 22023: a negative runaway_after or quarantine
+SELECT dbgate.create_budget('v13_rnew', 1, runaway_after => '-1s');
+:check
+SELECT dbgate.alter_budget('v13_ra', quarantine => '-1 min');
+:check
+-- 22023: 'demote' without a runaway_budget
+SELECT dbgate.create_budget('v13_rnew', 1, runaway_after => '1s',
+                            runaway_action => 'demote');
+:check
+-- 22023: the budget itself as its runaway_budget
+SELECT dbgate.alter_budget('v13_rb', runaway_budget => 'v13_rb');
+:check
+-- 42704: a runaway_budget that does not exist
+SELECT dbgate.alter_budget('v13_rb', runaway_budget => 'v13_nothere');
+:check
+-- 22023: a runaway_budget with children; a runaway_budget as a parent
+SELECT dbgate.alter_budget('v13_rb', runaway_budget => 'v13_top');
+:check
+SELECT dbgate.create_budget('v13_rnew', 1, parent => 'v13_rslow');
+:check
+-- 22023: quarantine without runaway_after, also by clearing runaway_after
+SELECT dbgate.create_budget('v13_rnew', 1, quarantine => '1 min');
+:check
+SELECT dbgate.alter_budget('v13_ra', runaway_after => '0');
+:check
+-- 0A000: 'demote' (its move is not built yet)
+SELECT dbgate.alter_budget('v13_rb', runaway_action => 'demote');
+:check
+-- 2BP01: dropping another budget's runaway_budget without force
+SELECT dbgate.drop_budget('v13_rslow');
+:check
+-- runaway_budget => '' clears it; in one transaction, then rolled back
+BEGIN;
+SELECT dbgate.alter_budget('v13_rb', runaway_budget => '');
+SELECT dbgate.drop_budget('v13_rslow');
+SELECT * FROM v13_runaway ORDER BY budget;
+ROLLBACK;
+-- drop_budget with force: the budgets that named it lose it, with a WARNING
+SELECT dbgate.drop_budget('v13_rslow', force => true);
+SELECT * FROM v13_runaway ORDER BY budget;
 
 --
 -- Privileges: the 1.3 signatures are revoked from PUBLIC like the others

@@ -52,15 +52,19 @@ CREATE FUNCTION create_budget(
     max_memory_mb integer DEFAULT 0,
     min_cost double precision DEFAULT 0,
     reserved integer DEFAULT 0,
+    runaway_after interval DEFAULT '0',
+    runaway_action text DEFAULT 'log',
+    runaway_budget text DEFAULT NULL,
+    quarantine interval DEFAULT '0',
     adapt text DEFAULT 'off',
     adapt_min integer DEFAULT 1)
 RETURNS void
 AS 'MODULE_PATHNAME', 'dbgate_create_budget_1_3'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
-REVOKE ALL ON FUNCTION create_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision, integer, text, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION create_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision, integer, interval, text, text, interval, text, integer) FROM PUBLIC;
 SELECT dbgate_copy_execute_grants(
     'create_budget_1_2(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision)',
-    'create_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision, integer, text, integer)');
+    'create_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision, integer, interval, text, text, interval, text, integer)');
 DROP FUNCTION create_budget_1_2(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision);
 
 ALTER FUNCTION alter_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision)
@@ -87,15 +91,19 @@ CREATE FUNCTION alter_budget(
     max_memory_mb integer DEFAULT NULL,
     min_cost double precision DEFAULT NULL,
     reserved integer DEFAULT NULL,
+    runaway_after interval DEFAULT NULL,
+    runaway_action text DEFAULT NULL,
+    runaway_budget text DEFAULT NULL,
+    quarantine interval DEFAULT NULL,
     adapt text DEFAULT NULL,
     adapt_min integer DEFAULT NULL)
 RETURNS void
 AS 'MODULE_PATHNAME', 'dbgate_alter_budget_1_3'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
-REVOKE ALL ON FUNCTION alter_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision, integer, text, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION alter_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision, integer, interval, text, text, interval, text, integer) FROM PUBLIC;
 SELECT dbgate_copy_execute_grants(
     'alter_budget_1_2(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision)',
-    'alter_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision, integer, text, integer)');
+    'alter_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision, integer, interval, text, text, interval, text, integer)');
 DROP FUNCTION alter_budget_1_2(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision);
 
 --
@@ -128,6 +136,10 @@ CREATE FUNCTION budget_config(
     OUT max_memory_mb integer,
     OUT min_cost double precision,
     OUT reserved integer,
+    OUT runaway_after interval,
+    OUT runaway_action text,
+    OUT runaway_budget text,
+    OUT quarantine interval,
     OUT adapt text,
     OUT adapt_min integer)
 RETURNS SETOF record
@@ -140,7 +152,8 @@ CREATE OR REPLACE VIEW budgets AS
 DROP FUNCTION budget_config_1_2();
 
 --
--- dbgate.status gains columns at the end (adaptive_limit).
+-- dbgate.status gains columns at the end (runaways, demoted_out, demoted_in,
+-- quarantined, adaptive_limit).
 --
 ALTER FUNCTION budget_status() RENAME TO budget_status_1_2;
 CREATE FUNCTION budget_status(
@@ -170,6 +183,10 @@ CREATE FUNCTION budget_status(
     OUT rate_limited bigint,
     OUT bypassed bigint,
     OUT memory_mb_active double precision,
+    OUT runaways bigint,
+    OUT demoted_out bigint,
+    OUT demoted_in bigint,
+    OUT quarantined bigint,
     OUT adaptive_limit integer)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'dbgate_budget_status_1_3'

@@ -251,6 +251,10 @@ has_own_counts(DbgateBudget *b)
 			pg_atomic_read_u64(&b->terminated_idle) |
 			pg_atomic_read_u64(&b->would_reject) |
 			pg_atomic_read_u64(&b->bypassed) |
+			pg_atomic_read_u64(&b->runaways) |
+			pg_atomic_read_u64(&b->demoted_out) |
+			pg_atomic_read_u64(&b->demoted_in) |
+			pg_atomic_read_u64(&b->quarantined) |
 			b->rejected_full | b->rejected_timeout | b->canceled_waiting |
 			b->admitted_lock_holder) != 0;
 }
@@ -658,6 +662,10 @@ dbgate_reset_budget_stats(DbgateBudget *b, TimestampTz now)
 	pg_atomic_write_u64(&b->admitted_overdue, 0);
 	pg_atomic_write_u64(&b->rate_limited, 0);
 	pg_atomic_write_u64(&b->bypassed, 0);
+	pg_atomic_write_u64(&b->runaways, 0);
+	pg_atomic_write_u64(&b->demoted_out, 0);
+	pg_atomic_write_u64(&b->demoted_in, 0);
+	pg_atomic_write_u64(&b->quarantined, 0);
 	for (k = 0; k < DBGATE_HIST_BUCKETS; k++)
 		pg_atomic_write_u64(&b->wait_hist[k], 0);
 	b->rejected_full = 0;

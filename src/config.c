@@ -201,6 +201,9 @@ check_unassigned(const DbgateConfig *config, const char *budget)
  *	  - a budget that has children has no role or database assigned;
  *	  - (1.3) the reservations of a budget's children add up to at most its
  *		max_active (a budget without parent reserves nothing: fields.c).
+ *	  - (1.3) a runaway_budget is a budget of the image without children.
+ * (The last one is of the runaway references, checked like the hierarchy:
+ * check_runaway_target(), check_parent(), check_not_runaway_target().)
  * The checks run on the image they change, so the replay at PRE_COMMIT on
  * the configuration committed then also catches conflicts with what other
  * sessions committed meanwhile.
@@ -318,6 +321,32 @@ image_count_children(const DbgateConfig *config, const char *name,
 }
 
 /*
+ * The first budget of the image other than 'except' whose runaway_budget
+ * is 'name', or NULL; *n counts them.
+ */
+static const char *
+image_runaway_referrer(const DbgateConfig *config, const char *name,
+					   const char *except, int *n)
+{
+	const char *first = NULL;
+	int			i;
+
+	*n = 0;
+	for (i = 0; i < config->nbudgets; i++)
+	{
+		const DbgateBudgetConf *c = &config->budgets[i];
+
+		if (strcmp(c->runaway_budget, name) != 0 ||
+			(except != NULL && strcmp(c->name, except) == 0))
+			continue;
+		if (first == NULL || strcmp(c->name, first) < 0)
+			first = c->name;
+		(*n)++;
+	}
+	return first;
+}
+
+/*
  * Budget 'c' (budget 'bi' of the image, or -1 for one being created) is to
  * have the parent it names: check the rules of the hierarchy.
  */
@@ -342,6 +371,19 @@ check_parent(const DbgateConfig *config, const DbgateBudgetConf *c, int bi)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("parent budget \"%s\" does not exist", parent)));
+	{
+		int			n;
+		const char *referrer = image_runaway_referrer(config, parent, NULL, &n);
+
+		if (n > 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("budget \"%s\" cannot be a parent because it is a runaway_budget",
+							parent),
+					 errdetail("Budget \"%s\" moves its runaways to budget \"%s\".",
+							   referrer, parent),
+					 errhint("Only a budget without children can take runaways.")));
+	}
 	above = chain_length(config, pi, bi);
 	if (above < 0)
 		ereport(ERROR,
@@ -417,6 +459,57 @@ check_reservations(const DbgateConfig *config, const char *parent,
 						 parent)));
 }
 
+/*
+ * Budget 'c' is to name its runaway_budget: a budget of the image (42704)
+ * that has no children (22023), since a demoted statement counts at every
+ * level of its chain and only a budget without children has statements.
+ */
+static void
+check_runaway_target(const DbgateConfig *config, const DbgateBudgetConf *c)
+{
+	const char *child = NULL;
+	int			n;
+
+	if (c->runaway_budget[0] == '\0')
+		return;
+	if (dbgate_image_find_budget(config, c->runaway_budget) < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("runaway budget \"%s\" does not exist", c->runaway_budget)));
+	n = image_count_children(config, c->runaway_budget, &child);
+	if (n > 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("budget \"%s\" cannot be a runaway_budget because it has child budgets",
+						c->runaway_budget),
+				 errdetail_plural("Budget \"%s\" is the parent of %d budget, \"%s\".",
+								  "Budget \"%s\" is the parent of %d budgets, including \"%s\".",
+								  n, c->runaway_budget, n, child),
+				 errhint("Name a budget without children.")));
+}
+
+/*
+ * drop_budget without force: no budget may have it as its runaway_budget
+ * (2BP01).
+ */
+static void
+check_not_runaway_target(const DbgateConfig *config, const char *name)
+{
+	int			n;
+	const char *referrer = image_runaway_referrer(config, name, name, &n);
+
+	if (n == 0)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_DEPENDENT_OBJECTS_STILL_EXIST),
+			 errmsg("cannot drop budget \"%s\" because other budgets have it as their runaway_budget",
+					name),
+			 errdetail_plural("%d budget has it as its runaway_budget: \"%s\".",
+							  "%d budgets have it as their runaway_budget, including \"%s\".",
+							  n, n, referrer),
+			 errhint("Give those budgets another runaway_budget first, or use drop_budget(..., force => true) to make their runaway_action 'log'.")));
+}
+
 /* A role or database is to be assigned to budget 'name': it must have no children. */
 static void
 check_assignable(const DbgateConfig *config, const char *name, Oid oid,
@@ -485,6 +578,7 @@ apply_create(DbgateConfig *config, const PendingOp *op)
 						   dbgate_shared->max_budgets),
 				 errhint("Drop a budget, or raise dbgate.max_budgets and restart the server.")));
 	check_parent(config, &op->conf, -1);
+	check_runaway_target(config, &op->conf);
 	if (op->conf.reserved > 0)
 		check_reservations(config, op->conf.parent, &op->conf, -1);
 	dbgate_image_add_budget(config, &op->conf);
@@ -522,6 +616,8 @@ apply_alter(DbgateConfig *config, const PendingOp *op)
 	dbgate_conf_check(&altered);
 	if (strcmp(altered.parent, config->budgets[bi].parent) != 0)
 		check_parent(config, &altered, bi);
+	if (strcmp(altered.runaway_budget, config->budgets[bi].runaway_budget) != 0)
+		check_runaway_target(config, &altered);
 	if (altered.reserved > 0)
 		check_reservations(config, altered.parent, &altered, bi);
 	if (altered.max_active < config->budgets[bi].max_active)
@@ -546,6 +642,7 @@ apply_drop(DbgateConfig *config, const PendingOp *op)
 	{
 		check_unassigned(config, op->name);
 		check_childless(config, op->name);
+		check_not_runaway_target(config, op->name);
 	}
 	/* force: the children become top-level, and reserve nothing */
 	for (ri = 0; ri < config->nbudgets; ri++)
@@ -560,6 +657,23 @@ apply_drop(DbgateConfig *config, const PendingOp *op)
 					(errmsg("budget \"%s\" has no parent any more: its reserved %d is set to 0",
 							child->name, child->reserved)));
 		child->reserved = 0;
+	}
+	/* force: no budget demotes its runaways to it any more */
+	for (ri = 0; ri < config->nbudgets; ri++)
+	{
+		DbgateBudgetConf *c = &config->budgets[ri];
+
+		if (ri == bi || strcmp(c->runaway_budget, op->name) != 0)
+			continue;
+		if (apply_reports)
+			ereport(WARNING,
+					(errmsg("budget \"%s\" loses its runaway_budget \"%s\"%s",
+							c->name, op->name,
+							c->runaway_action == DBGATE_RUNAWAY_DEMOTE ?
+							": its runaway_action is set to 'log'" : "")));
+		memset(c->runaway_budget, 0, NAMEDATALEN);
+		if (c->runaway_action == DBGATE_RUNAWAY_DEMOTE)
+			c->runaway_action = DBGATE_RUNAWAY_LOG;
 	}
 	for (ri = config->nroles - 1; ri >= 0; ri--)
 	{

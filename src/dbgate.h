@@ -55,6 +55,10 @@ typedef struct DbgateBudgetConf
 	double		min_cost;		/* 0 = every statement is gated */
 	/* 1.3 */
 	int32		reserved;		/* slots of the parent kept for this child */
+	int32		runaway_after_ms;	/* 0 = no statement is a runaway */
+	int32		runaway_action; /* DBGATE_RUNAWAY_* */
+	char		runaway_budget[NAMEDATALEN];	/* "" = none */
+	int32		quarantine_ms;	/* 0 = runaways' queries are not held back */
 	int32		adapt;			/* DBGATE_ADAPT_* */
 	int32		adapt_min;		/* lowest adaptive limit, 1..max_active */
 
@@ -83,6 +87,11 @@ typedef struct DbgateBudgetConf
 #define DBGATE_ADAPT_OFF			0
 #define DBGATE_ADAPT_SHADOW			1
 #define DBGATE_ADAPT_ON				2
+
+/* What happens to a runaway statement (1.3, runaway.c). */
+#define DBGATE_RUNAWAY_LOG			0
+#define DBGATE_RUNAWAY_DEMOTE		1
+#define DBGATE_RUNAWAY_CANCEL		2
 
 /* Longest chain of budgets: a budget and at most three ancestors. */
 #define DBGATE_MAX_DEPTH			4
@@ -285,6 +294,11 @@ typedef struct DbgateBudget
 	pg_atomic_uint64 rate_limited;
 	pg_atomic_uint64 bypassed;	/* min_cost */
 	pg_atomic_uint64 memory_kb_active;	/* open memory grants */
+	/* 1.3: runaway statements (runaway.c) and the quarantine */
+	pg_atomic_uint64 runaways;
+	pg_atomic_uint64 demoted_out;
+	pg_atomic_uint64 demoted_in;
+	pg_atomic_uint64 quarantined;
 	/* admissions after a wait, by wait (the bounds: waiting.c) */
 	pg_atomic_uint64 wait_hist[DBGATE_HIST_BUCKETS];
 	/* the rest only change under the tree lock */

@@ -57,6 +57,7 @@
 static const char *const scope_names[] = {"statement", "transaction", NULL};
 static const char *const order_names[] = {"fifo", "lifo", NULL};
 static const char *const adapt_names[] = {"off", "shadow", "on", NULL};
+static const char *const runaway_names[] = {"log", "demote", "cancel", NULL};
 
 #define F(member)	((uint16) offsetof(DbgateBudgetConf, member))
 
@@ -186,13 +187,38 @@ const DbgateField dbgate_fields[DBGATE_NFIELDS] = {
 		.range_msg = "reserved must not be negative"
 	},
 	{
-		.name = "adapt", .kind = DBGATE_KIND_ENUM, .offset = F(adapt),
+		.name = "runaway_after", .kind = DBGATE_KIND_DURATION,
+		.offset = F(runaway_after_ms),
 		.api = DBGATE_API_1_3, .format = 4, .column = 23,
+		.def = 0, .min = 0, .max = MAX_MS
+	},
+	{
+		.name = "runaway_action", .kind = DBGATE_KIND_ENUM,
+		.offset = F(runaway_action),
+		.api = DBGATE_API_1_3, .format = 4, .column = 24,
+		.def = DBGATE_RUNAWAY_LOG, .names = runaway_names,
+		.script_later = true
+	},
+	{
+		.name = "runaway_budget", .kind = DBGATE_KIND_BUDGET,
+		.offset = F(runaway_budget),
+		.api = DBGATE_API_1_3, .format = 4, .column = 25,
+		.nullable = true, .script_later = true
+	},
+	{
+		.name = "quarantine", .kind = DBGATE_KIND_DURATION,
+		.offset = F(quarantine_ms),
+		.api = DBGATE_API_1_3, .format = 4, .column = 26,
+		.def = 0, .min = 0, .max = MAX_MS, .script_later = true
+	},
+	{
+		.name = "adapt", .kind = DBGATE_KIND_ENUM, .offset = F(adapt),
+		.api = DBGATE_API_1_3, .format = 4, .column = 27,
 		.def = DBGATE_ADAPT_OFF, .names = adapt_names
 	},
 	{
 		.name = "adapt_min", .kind = DBGATE_KIND_INT, .offset = F(adapt_min),
-		.api = DBGATE_API_1_3, .format = 4, .column = 24,
+		.api = DBGATE_API_1_3, .format = 4, .column = 28,
 		.def = 1, .min = 1, .max = PG_INT32_MAX,
 		.range_msg = "adapt_min must be at least 1"
 	},
@@ -422,17 +448,37 @@ dbgate_conf_problem(const DbgateBudgetConf *c)
 		return "reserved over max_active";
 	if (c->adapt_min > c->max_active)
 		return "adapt_min over max_active";
+	/* where 'demote' moves a runaway; repeats are held back only of runaways */
+	if (c->runaway_action == DBGATE_RUNAWAY_DEMOTE && c->runaway_budget[0] == '\0')
+		return "demote without runaway_budget";
+	if (strcmp(c->runaway_budget, c->name) == 0)
+		return "runaway_budget itself";
+	if (c->quarantine_ms > 0 && c->runaway_after_ms == 0)
+		return "quarantine without runaway_after";
 	return NULL;
 }
 
-/* dbgate_conf_problem() as an ERROR (SQLSTATE 22023). */
+/*
+ * dbgate_conf_problem() as an ERROR (SQLSTATE 22023), and 0A000 for
+ * runaway_action 'demote', whose move is not built yet.
+ */
 void
 dbgate_conf_check(const DbgateBudgetConf *c)
 {
 	const char *problem = dbgate_conf_problem(c);
 
 	if (problem == NULL)
+	{
+		/* the move of a demoted statement is not built yet */
+		if (c->runaway_action == DBGATE_RUNAWAY_DEMOTE)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("runaway_action 'demote' is not supported yet"),
+					 errdetail("Budget \"%s\" would demote its runaways to budget \"%s\".",
+							   c->name, c->runaway_budget),
+					 errhint("Use runaway_action 'log' or 'cancel'.")));
 		return;
+	}
 	if (strcmp(problem, "reserved without parent") == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -452,6 +498,24 @@ dbgate_conf_check(const DbgateBudgetConf *c)
 				 errmsg("adapt_min must not be over max_active"),
 				 errdetail("Budget \"%s\" would have adapt_min %d and max_active %d.",
 						   c->name, c->adapt_min, c->max_active)));
+	if (strcmp(problem, "demote without runaway_budget") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("runaway_action 'demote' needs a runaway_budget"),
+				 errdetail("Budget \"%s\" would demote its runaways to no budget.",
+						   c->name),
+				 errhint("Name the budget that runaways move to with runaway_budget.")));
+	if (strcmp(problem, "runaway_budget itself") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("budget \"%s\" cannot be its own runaway_budget", c->name)));
+	if (strcmp(problem, "quarantine without runaway_after") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("quarantine needs a non-zero runaway_after"),
+				 errdetail("Budget \"%s\" would quarantine the queries of runaways, and no statement of it is a runaway.",
+						   c->name),
+				 errhint("Set runaway_after, or set quarantine to 0.")));
 	Assert(strcmp(problem, "lifo") == 0);
 	ereport(ERROR,
 			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

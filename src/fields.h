@@ -70,6 +70,9 @@ typedef struct DbgateField
 	bool		nullable;		/* create_budget: NULL means the default */
 	bool		required;		/* create_budget: an argument without a
 								 * default, always given */
+	bool		script_later;	/* config_script(): set by alter_budget once
+								 * every budget exists (it names another
+								 * budget, or depends on one that does) */
 	double		def;			/* the default (BUDGET: always ""); of a
 								 * required field, the value an image
 								 * starts from */
@@ -81,7 +84,7 @@ typedef struct DbgateField
 								 * range */
 } DbgateField;
 
-#define DBGATE_NFIELDS	22
+#define DBGATE_NFIELDS	26
 
 extern const DbgateField dbgate_fields[DBGATE_NFIELDS];
 

@@ -399,7 +399,8 @@ decode_budget(const char *p, uint32 version, DbgateBudgetConf *c)
  * The rules of the hierarchy (see config.c) on an image whose budgets are
  * sorted by name: every parent exists, no chain is longer than
  * DBGATE_MAX_DEPTH (which also excludes cycles), the reservations of a
- * budget's children add up to at most its max_active.  Marks the budgets
+ * budget's children add up to at most its max_active, a runaway_budget
+ * exists and has no children.  Marks the budgets
  * that have children in 'has_children'.
  */
 static bool
@@ -437,6 +438,22 @@ check_hierarchy(const DbgateConfig *config, bool *has_children, char *why,
 				return false;
 			}
 			k = parent;
+		}
+	}
+	for (i = 0; i < config->nbudgets; i++)
+	{
+		const DbgateBudgetConf *c = &config->budgets[i];
+		int			target;
+
+		if (c->runaway_budget[0] == '\0')
+			continue;
+		target = sorted_find_budget(config, c->runaway_budget);
+		if (target < 0 || has_children[target])
+		{
+			snprintf(why, whylen, "The runaway_budget \"%s\" of budget \"%s\" %s.",
+					 c->runaway_budget, c->name,
+					 target < 0 ? "does not exist" : "has children");
+			return false;
 		}
 	}
 	for (i = 0; i < config->nbudgets; i++)

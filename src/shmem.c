@@ -96,6 +96,10 @@ init_budget_entries(DbgateShared *sh)
 		pg_atomic_init_u64(&sh->budgets[i].d.admitted_overdue, 0);
 		pg_atomic_init_u64(&sh->budgets[i].d.rate_limited, 0);
 		pg_atomic_init_u64(&sh->budgets[i].d.bypassed, 0);
+		pg_atomic_init_u64(&sh->budgets[i].d.runaways, 0);
+		pg_atomic_init_u64(&sh->budgets[i].d.demoted_out, 0);
+		pg_atomic_init_u64(&sh->budgets[i].d.demoted_in, 0);
+		pg_atomic_init_u64(&sh->budgets[i].d.quarantined, 0);
 		pg_atomic_init_u64(&sh->budgets[i].d.memory_kb_active, 0);
 		pg_atomic_init_u64(&sh->budgets[i].d.rate_tat, 0);
 		pg_atomic_init_u64(&sh->budgets[i].d.lock_check_due, 0);

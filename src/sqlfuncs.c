@@ -603,7 +603,9 @@ script_assignments(StringInfo buf, const DbgateConfig *config, bool dbs)
 /*
  * SQL statements that recreate every budget and assignment of what the
  * transaction sees, in one transaction: every budget, parents first, then
- * the assignments.  Each create_budget call names only the fields that are
+ * (1.3) the fields that may name another budget (runaway_action,
+ * runaway_budget, quarantine: fields.c's script_later) with alter_budget,
+ * then the assignments.  Each create_budget call names only the fields that are
  * not at their defaults (fields.c), so that the script also runs on the
  * SQL objects of an older version while no newer field is in use.  Roles
  * are named as regrole input (a quoted identifier), databases by their
@@ -637,10 +639,30 @@ dbgate_config_script(PG_FUNCTION_ARGS)
 						 quote_literal_cstr(c->name));
 		for (f = 0; f < DBGATE_NFIELDS; f++)
 		{
-			if (dbgate_field_in_script(f, c))
+			if (!dbgate_fields[f].script_later && dbgate_field_in_script(f, c))
 				dbgate_field_append_sql(&buf, f, c);
 		}
 		appendStringInfoString(&buf, ");\n");
+	}
+	/* the fields that may name another budget, once every budget exists */
+	for (i = 0; i < config.nbudgets; i++)
+	{
+		const DbgateBudgetConf *c = &config.budgets[order[i]];
+		bool		any = false;
+		int			f;
+
+		for (f = 0; f < DBGATE_NFIELDS; f++)
+		{
+			if (!dbgate_fields[f].script_later || !dbgate_field_in_script(f, c))
+				continue;
+			if (!any)
+				appendStringInfo(&buf, "SELECT dbgate.alter_budget(%s",
+								 quote_literal_cstr(c->name));
+			any = true;
+			dbgate_field_append_sql(&buf, f, c);
+		}
+		if (any)
+			appendStringInfoString(&buf, ");\n");
 	}
 	script_assignments(&buf, &config, false);
 	script_assignments(&buf, &config, true);

@@ -38,7 +38,7 @@ PG_FUNCTION_INFO_V1(dbgate_wait_histogram);
 #define BUDGET_STATUS_COLS_1_0	17
 #define BUDGET_STATUS_COLS_1_1	21
 #define BUDGET_STATUS_COLS_1_2	26
-#define BUDGET_STATUS_COLS		27
+#define BUDGET_STATUS_COLS		31
 #define BACKEND_STATUS_COLS_1_0 6
 #define BACKEND_STATUS_COLS_1_1 7
 #define BACKEND_STATUS_COLS		8
@@ -60,6 +60,10 @@ typedef struct StatusRow
 	uint64		canceled;
 	uint64		lock_holder;
 	uint32		adaptive_limit; /* 0: the budget does not adapt */
+	uint64		runaways;
+	uint64		demoted_out;
+	uint64		demoted_in;
+	uint64		quarantined;
 	uint64		wait_total_us;
 	uint64		wait_max_us;
 	uint64		active_time_us;
@@ -103,6 +107,10 @@ parent_row(StatusRow *r)
 	r->would_reject = 0;
 	r->overdue = 0;
 	r->bypassed = 0;
+	r->runaways = 0;
+	r->demoted_out = 0;
+	r->demoted_in = 0;
+	r->quarantined = 0;
 	memset(r->hist, 0, sizeof(r->hist));
 }
 
@@ -146,6 +154,10 @@ copy_status(int i, StatusRow *r)
 	r->bypassed = pg_atomic_read_u64(&b->bypassed);
 	r->memory_kb = pg_atomic_read_u64(&b->memory_kb_active);
 	r->adaptive_limit = pg_atomic_read_u32(&b->adapt_limit);
+	r->runaways = pg_atomic_read_u64(&b->runaways);
+	r->demoted_out = pg_atomic_read_u64(&b->demoted_out);
+	r->demoted_in = pg_atomic_read_u64(&b->demoted_in);
+	r->quarantined = pg_atomic_read_u64(&b->quarantined);
 	for (k = 0; k < DBGATE_HIST_BUCKETS; k++)
 		r->hist[k] = pg_atomic_read_u64(&b->wait_hist[k]);
 	parent = (b->first_child >= 0);
@@ -238,8 +250,12 @@ budget_status(FunctionCallInfo fcinfo, int ncols)
 		/* 1.3 */
 		if (ncols > BUDGET_STATUS_COLS_1_2)
 		{
-			values[26] = Int32GetDatum((int32) r->adaptive_limit);
-			nulls[26] = (r->adaptive_limit == 0);
+			values[26] = Int64GetDatum((int64) r->runaways);
+			values[27] = Int64GetDatum((int64) r->demoted_out);
+			values[28] = Int64GetDatum((int64) r->demoted_in);
+			values[29] = Int64GetDatum((int64) r->quarantined);
+			values[30] = Int32GetDatum((int32) r->adaptive_limit);
+			nulls[30] = (r->adaptive_limit == 0);
 		}
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}

@@ -47,7 +47,8 @@ sub crc32c
 
 # The table of fields: name, pack code, format version, default.  Booleans
 # and enumerations are given as their stored integers (scope: 0 statement,
-# 1 transaction; queue_order: 0 fifo, 1 lifo; adapt: 0 off, 1 shadow, 2 on).
+# 1 transaction; queue_order: 0 fifo, 1 lifo; adapt: 0 off, 1 shadow, 2 on;
+# runaway_action: 0 log, 1 demote, 2 cancel).
 my @FIELDS = (
 	[ 'max_active', 'l', 1, 1 ],
 	[ 'max_queued', 'l', 1, 0 ],
@@ -69,6 +70,10 @@ my @FIELDS = (
 	[ 'max_memory_mb', 'l', 3, 0 ],
 	[ 'min_cost', 'd', 3, 0 ],
 	[ 'reserved', 'l', 4, 0 ],
+	[ 'runaway_after', 'l', 4, 0 ],
+	[ 'runaway_action', 'l', 4, 0 ],
+	[ 'runaway_budget', 'a64', 4, '' ],
+	[ 'quarantine', 'l', 4, 0 ],
 	[ 'adapt', 'l', 4, 0 ],
 	[ 'adapt_min', 'l', 4, 1 ],);
 

@@ -313,8 +313,8 @@ is( $node->safe_psql('u_old', q{SELECT string_agg(budget, ' ' ORDER BY budget) F
 # ---------------------------------------------------------------------------
 # 1.2 -> 1.3 (postgres), with u_old staying at 1.2 beside it
 my $sigs_1_3 = $sigs_1_2;
-$sigs_1_3 =~ s/double precision\)/double precision,integer,text,integer)/g;
-my $cols_1_3 = "$cols_1_2,reserved,adapt,adapt_min";
+$sigs_1_3 =~ s/double precision\)/double precision,integer,interval,text,text,interval,text,integer)/g;
+my $cols_1_3 = "$cols_1_2,reserved,runaway_after,runaway_action,runaway_budget,quarantine,adapt,adapt_min";
 $node->safe_psql('postgres', q{SELECT dbgate.alter_budget('u_pool', max_active => 6)});
 my $before_1_3 = $node->safe_psql('postgres', $everything);
 $node->safe_psql('postgres', 'ALTER EXTENSION dbgate UPDATE');
@@ -334,8 +334,8 @@ is( $node->safe_psql(
 	),
 	$before_1_3,
 	'every budget and assignment is kept');
-is($node->safe_psql('postgres', q{SELECT string_agg(DISTINCT format('%s:%s:%s', reserved, adapt, adapt_min), ',') FROM dbgate.budgets}),
-	'0:off:1', 'the 1.3 fields are at their defaults');
+is($node->safe_psql('postgres', q{SELECT string_agg(DISTINCT format('%s:%s:%s:%s:%s:%s:%s', reserved, runaway_after, runaway_action, runaway_budget, quarantine, adapt, adapt_min), ',') FROM dbgate.budgets}),
+	'0:00:00:00:log::00:00:00:off:1', 'the 1.3 fields are at their defaults');
 is($node->safe_psql('postgres', $grants_sql),
 	'alter_budget:f:t assign_database:f:f create_budget:f:t drop_budget:f:f',
 	'EXECUTE grants are carried over to the 1.3 signatures, PUBLIC has none');

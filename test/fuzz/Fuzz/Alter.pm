@@ -69,6 +69,9 @@ our @FIELDS = (
 	{ field => 'min_cost', type => 'float', values => [ 0, 1, 10, 1000 ], bad => [-1] },
 	# 1.3
 	{ field => 'reserved', type => 'int', values => [ 0, 0, 1, 2 ], bad => [-1] },
+	{ field => 'runaway_after', type => 'ms', values => [ 0, 0, 200, 1000 ], bad => [-1] },
+	{ field => 'runaway_action', type => 'text', values => [ 'log', 'log', 'cancel' ], bad => ['kill'] },
+	{ field => 'quarantine', type => 'ms', values => [ 0, 0, 60000 ], bad => [-1] },
 	{ field => 'adapt', type => 'text', values => [ 'off', 'shadow', 'on' ], bad => ['auto'] },
 	{ field => 'adapt_min', type => 'int', values => [ 1, 1, 2 ], bad => [0] },
 );
@@ -168,6 +171,8 @@ sub expected_error
 	}
 	return '22023' if ($c{reserved} // 0) > ($c{max_active} // 1);
 	return '22023' if ($c{adapt_min} // 1) > ($c{max_active} // 1);
+	# repeats are held back only of runaways
+	return '22023' if ($c{quarantine} // 0) > 0 && ($c{runaway_after} // 0) == 0;
 	if (exists $new->{parent} && $new->{parent} ne '')
 	{
 		my $p = $new->{parent};
