@@ -297,6 +297,10 @@ INSERT INTO mapping VALUES
   ('dbgate_rate_limited_total', 'status', 'rate_limited', 'counter', 1),
   ('dbgate_bypassed_total', 'status', 'bypassed', 'counter', 1),
   ('dbgate_memory_mb_active', 'status', 'memory_mb_active', 'gauge', 1),
+  ('dbgate_runaways_total', 'status', 'runaways', 'counter', 1),
+  ('dbgate_demoted_out_total', 'status', 'demoted_out', 'counter', 1),
+  ('dbgate_demoted_in_total', 'status', 'demoted_in', 'counter', 1),
+  ('dbgate_quarantined_total', 'status', 'quarantined', 'counter', 1),
   ('dbgate_adaptive_limit', 'status', 'adaptive_limit', 'gauge', 1),
   ('dbgate_queue_timeout_seconds', 'budgets', 'queue_timeout', 'gauge', 1),
   ('dbgate_max_memory_mb', 'budgets', 'max_memory_mb', 'gauge', 1);
