@@ -750,9 +750,11 @@ dbgate_run_begin(QueryDesc *queryDesc, DbgateLimitState *st)
 void
 dbgate_run_end(QueryDesc *queryDesc, DbgateLimitState *st, bool is_error)
 {
+	bool		fired = false;
+
 	if (st->applied)
 	{
-		dbgate_limits_restore(st, is_error);
+		fired = dbgate_limits_restore(st, is_error);
 		/* memgrant.c */
 		if (st->mem.entered)
 			dbgate_memgrant_leave(queryDesc, &st->mem, is_error);
@@ -777,6 +779,9 @@ dbgate_run_end(QueryDesc *queryDesc, DbgateLimitState *st, bool is_error)
 				slot_enter(SLOT_OPEN, GetCurrentTimestamp());
 		}
 	}
+	/* the budget's statement timeout fired: its cancel, now that all is undone */
+	if (fired)
+		CHECK_FOR_INTERRUPTS();
 }
 
 /*
@@ -999,7 +1004,7 @@ call_forget(void)
 {
 	call_running = false;
 	if (call_limits.applied)
-		dbgate_limits_restore(&call_limits, true);
+		(void) dbgate_limits_restore(&call_limits, true);
 }
 
 /*

@@ -138,9 +138,12 @@ dbgate_limits_apply_call(DbgateLimitState *st, TimestampTz start,
 }
 
 /*
- * Undo dbgate_limits_apply().
+ * Undo dbgate_limits_apply().  Returns true when the budget's statement
+ * timer fired and the run ended without error before the cancel was
+ * noticed: the caller reports it with CHECK_FOR_INTERRUPTS() once it has
+ * undone everything else of the run (an ERROR from here would skip that).
  */
-void
+bool
 dbgate_limits_restore(DbgateLimitState *st, bool is_error)
 {
 	bool		fired = false;
@@ -166,8 +169,9 @@ dbgate_limits_restore(DbgateLimitState *st, bool is_error)
 			 * one); if a handler catches it (an exception block of a DO
 			 * block), the rest of the statement still runs under the
 			 * session's own timer.  Without error the run ended before the
-			 * cancel was noticed: report it now, in this statement, rather
-			 * than leave it pending for whatever comes next.
+			 * cancel was noticed: the caller reports it now, in this
+			 * statement, rather than leave it pending for whatever comes
+			 * next.
 			 */
 			if (is_error)
 			{
@@ -184,9 +188,7 @@ dbgate_limits_restore(DbgateLimitState *st, bool is_error)
 		dbgate_guc_override_restore(&st->lock);
 
 	st->applied = false;
-
-	if (fired)
-		CHECK_FOR_INTERRUPTS();
+	return fired;
 }
 
 /* ----------
