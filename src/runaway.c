@@ -267,11 +267,16 @@ dbgate_runaway_rethrow(void)
 	if (!dbgate_runaway_cancel_fired)
 		return;
 	dbgate_runaway_cancel_fired = false;
-	if (geterrcode() != ERRCODE_QUERY_CANCELED)
-		return;
 	/* the copy lives until the (sub)transaction's abort cleans up */
 	old = MemoryContextSwitchTo(CurTransactionContext);
 	edata = CopyErrorData();
+	if (edata->sqlerrcode != ERRCODE_QUERY_CANCELED)
+	{
+		/* another error came first: it goes on as it is */
+		FreeErrorData(edata);
+		MemoryContextSwitchTo(old);
+		return;
+	}
 	FlushErrorState();
 	edata->message = cancel_message();
 	MemoryContextSwitchTo(old);
