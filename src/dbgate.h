@@ -120,11 +120,11 @@ typedef struct DbgateLimits
 	bool		rate;			/* max_rate > 0 */
 	bool		adapt_chain;	/* this budget or an ancestor adapts (1.3) */
 	bool		resv;			/* reserved > 0 (and a parent) */
-	int32		runaway_after_ms;	/* 0: never (1.3, runaway.c) */
-	int32		runaway_action; /* DBGATE_RUNAWAY_* */
+	bool		runaway_cancel; /* runaway_action 'cancel' (1.3, runaway.c) */
 	double		min_cost;
 	int32		grant_max_active;	/* the configured max_active: memory
 									 * grants are max_memory_mb / it */
+	int32		runaway_after_ms;	/* 0: never (1.3, runaway.c) */
 } DbgateLimits;
 
 /*

@@ -207,7 +207,7 @@ dbgate_runaway_prepare(TimestampTz start, const DbgateChain *c,
 		return 0;				/* this statement ran away already */
 	armed.budget = c->idx[0];
 	armed.incarnation = c->inc[0];
-	armed.action = (l->runaway_action == DBGATE_RUNAWAY_CANCEL && l->enforce) ?
+	armed.action = (l->runaway_cancel && l->enforce) ?
 		DBGATE_RUNAWAY_CANCEL : DBGATE_RUNAWAY_LOG;
 	armed.after_ms = l->runaway_after_ms;
 	armed.queryid = queryDesc->plannedstmt->queryId;

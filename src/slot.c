@@ -311,7 +311,7 @@ slot_admitted(void)
 		slot_limits.idle_timeout_ms = 0;
 		slot_limits.max_memory_mb = 0;
 		/* runaway.c: a shadow budget's runaways are only logged */
-		slot_limits.runaway_action = DBGATE_RUNAWAY_LOG;
+		slot_limits.runaway_cancel = false;
 	}
 	dbgate_slot_has_limits = (slot_limits.statement_timeout_ms > 0 ||
 							  slot_limits.lock_timeout_ms > 0 ||
