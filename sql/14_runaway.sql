@@ -42,7 +42,7 @@ SET SESSION AUTHORIZATION regress_dbgate_ra_u;
 SELECT pg_sleep(2);
 :sqlstate
 -- a statement shorter than runaway_after is not touched
-SELECT pg_sleep(0.05) IS NULL AS ran;
+SELECT pg_sleep(0.05) IS NOT NULL AS ran;
 -- the cancel also reaches a statement inside a transaction block, which
 -- can go on after a rollback to a savepoint
 BEGIN;
@@ -106,7 +106,7 @@ SELECT ra_runaways('ra_b', 4, 300) AS runaways_no_more;
 SELECT dbgate.alter_budget('ra_b', runaway_action => 'cancel', enforce => false);
 SELECT dbgate.reset_stats('ra_b');
 SET SESSION AUTHORIZATION regress_dbgate_ra_u;
-SELECT pg_sleep(0.3) IS NULL AS ran_in_shadow_mode;
+SELECT pg_sleep(0.3) IS NOT NULL AS ran_in_shadow_mode;
 RESET SESSION AUTHORIZATION;
 SELECT ra_runaways('ra_b', 1) AS runaways;
 
@@ -117,10 +117,10 @@ SELECT dbgate.alter_budget('ra_b', enforce => true, scope => 'transaction',
 SELECT dbgate.reset_stats('ra_b');
 SET SESSION AUTHORIZATION regress_dbgate_ra_u;
 BEGIN;
-SELECT pg_sleep(0.2) IS NULL AS first;
+SELECT pg_sleep(0.2) IS NOT NULL AS first;
 \! sleep 0.4
-SELECT pg_sleep(0.2) IS NULL AS second;
-SELECT pg_sleep(0.2) IS NULL AS third;
+SELECT pg_sleep(0.2) IS NOT NULL AS second;
+SELECT pg_sleep(0.2) IS NOT NULL AS third;
 COMMIT;
 -- ... while one statement that runs longer is canceled
 BEGIN;
@@ -137,7 +137,7 @@ SELECT dbgate.alter_budget('ra_b', runaway_after => '0', runaway_action => 'log'
                            scope => 'statement');
 SELECT dbgate.reset_stats('ra_b');
 SET SESSION AUTHORIZATION regress_dbgate_ra_u;
-SELECT pg_sleep(0.3) IS NULL AS ran;
+SELECT pg_sleep(0.3) IS NOT NULL AS ran;
 RESET SESSION AUTHORIZATION;
 SELECT ra_runaways('ra_b', 1, 300) AS runaways;
 
