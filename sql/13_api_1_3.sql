@@ -179,6 +179,8 @@ SELECT dbgate.create_budget('v13_ra', 4, runaway_after => '1s',
                             runaway_action => 'cancel', quarantine => '1 min');
 SELECT dbgate.create_budget('v13_rb', 4, runaway_after => '250ms',
                             runaway_budget => 'v13_rslow');
+SELECT dbgate.create_budget('v13_rp', 2);
+SELECT dbgate.create_budget('v13_rpc', 1, parent => 'v13_rp');
 SELECT * FROM v13_runaway ORDER BY budget;
 SELECT dbgate.alter_budget('v13_ra', runaway_action => 'log');
 SELECT dbgate.alter_budget('v13_rb', runaway_after => '0.5 s', runaway_action => NULL);
@@ -210,7 +212,7 @@ SELECT dbgate.alter_budget('v13_rb', runaway_budget => 'v13_rb');
 SELECT dbgate.alter_budget('v13_rb', runaway_budget => 'v13_nothere');
 :check
 -- 22023: a runaway_budget with children; a runaway_budget as a parent
-SELECT dbgate.alter_budget('v13_rb', runaway_budget => 'v13_top');
+SELECT dbgate.alter_budget('v13_rb', runaway_budget => 'v13_rp');
 :check
 SELECT dbgate.create_budget('v13_rnew', 1, parent => 'v13_rslow');
 :check

@@ -761,9 +761,11 @@ dbgate_run_begin(QueryDesc *queryDesc, DbgateLimitState *st)
 void
 dbgate_run_end(QueryDesc *queryDesc, DbgateLimitState *st, bool is_error)
 {
+	bool		fired = false;
+
 	if (st->applied)
 	{
-		dbgate_limits_restore(st, is_error);
+		fired = dbgate_limits_restore(st, is_error);
 		/* memgrant.c */
 		if (st->mem.entered)
 			dbgate_memgrant_leave(queryDesc, &st->mem, is_error);
@@ -787,6 +789,16 @@ dbgate_run_end(QueryDesc *queryDesc, DbgateLimitState *st, bool is_error)
 				!call_running)
 				slot_enter(SLOT_OPEN, GetCurrentTimestamp());
 		}
+	}
+	/*
+	 * The budget's statement timeout fired, or the runaway timer asked for
+	 * a cancel (runaway.c: raised with its own message): the cancel, now
+	 * that all is undone.
+	 */
+	if (fired)
+	{
+		dbgate_runaway_report_cancel();
+		CHECK_FOR_INTERRUPTS();
 	}
 }
 
@@ -1010,7 +1022,7 @@ call_forget(void)
 {
 	call_running = false;
 	if (call_limits.applied)
-		dbgate_limits_restore(&call_limits, true);
+		(void) dbgate_limits_restore(&call_limits, true);
 }
 
 /*

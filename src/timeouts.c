@@ -34,8 +34,9 @@
  *	  at most one setitimer), and disarmed with it by one
  *	  disable_timeouts() (which needs no setitimer: timeout.c leaves a
  *	  pending alarm to fire into nothing).  A cancel that it asked for and
- *	  that no interrupt check noticed before the run ended is raised when
- *	  the run's limits are undone, as the statement timer's is.
+ *	  that no interrupt check noticed before the run ended is raised once
+ *	  the run's limits are undone, as the statement timer's is
+ *	  (dbgate_run_end()).
  *
  * lock_timeout
  *	  The lock manager reads the variable behind the lock_timeout GUC when a
@@ -171,9 +172,14 @@ dbgate_limits_apply_call(DbgateLimitState *st, TimestampTz start,
 }
 
 /*
- * Undo dbgate_limits_apply().
+ * Undo dbgate_limits_apply().  Returns true when the budget's statement
+ * timer fired and the run ended without error before the cancel was
+ * noticed, or the runaway timer asked for a cancel that nothing noticed
+ * yet: the caller reports it with dbgate_runaway_report_cancel() and
+ * CHECK_FOR_INTERRUPTS() once it has undone everything else of the run (an
+ * ERROR from here would skip that).
  */
-void
+bool
 dbgate_limits_restore(DbgateLimitState *st, bool is_error)
 {
 	bool		fired = false;
@@ -232,8 +238,9 @@ dbgate_limits_restore(DbgateLimitState *st, bool is_error)
 			 * one); if a handler catches it (an exception block of a DO
 			 * block), the rest of the statement still runs under the
 			 * session's own timer.  Without error the run ended before the
-			 * cancel was noticed: report it now, in this statement, rather
-			 * than leave it pending for whatever comes next.
+			 * cancel was noticed: the caller reports it now, in this
+			 * statement, rather than leave it pending for whatever comes
+			 * next.
 			 */
 			if (is_error)
 			{
@@ -251,11 +258,10 @@ dbgate_limits_restore(DbgateLimitState *st, bool is_error)
 
 	st->applied = false;
 
-	/* the runaway's cancel, as statement_timeout's (runaway.c) */
+	/* the runaway's cancel too (runaway.c), reported as the timer's */
 	if (unlikely(dbgate_runaway_cancel_fired) && !is_error)
-		dbgate_runaway_report_cancel();
-	if (fired)
-		CHECK_FOR_INTERRUPTS();
+		fired = true;
+	return fired;
 }
 
 /* ----------

@@ -35,7 +35,7 @@ extern void dbgate_limits_apply(DbgateLimitState *st, TimestampTz start,
 extern void dbgate_limits_apply_call(DbgateLimitState *st, TimestampTz start,
 									 int statement_timeout_ms,
 									 int lock_timeout_ms);
-extern void dbgate_limits_restore(DbgateLimitState *st, bool is_error);
+extern bool dbgate_limits_restore(DbgateLimitState *st, bool is_error);
 extern void dbgate_idle_timeout_arm(int idle_timeout_ms);
 extern void dbgate_idle_timeout_disarm(void);
 extern bool dbgate_idle_timeout_fired(void);

@@ -83,9 +83,9 @@ ok( $node->log_contains(
 ok(!$node->log_contains(qr/WARNING/, $offset), 'without a warning');
 is( $node->safe_psql('postgres', $all),
 	'(fm_v2a,3,1,00:00:01.5,00:00:00,00:00:00,t,{fm_alice},transaction,00:00:30,0,t,f,{},'
-	  . 'fifo,00:00:00.1,,1,0,1,0,0,0,off,1) '
+	  . 'fifo,00:00:00.1,,1,0,1,0,0,0,00:00:00,log,,00:00:00,off,1) '
 	  . '(fm_v2b,1,0,00:00:00,00:00:00,00:00:00,f,{},statement,00:00:00,-1,f,t,{postgres},'
-	  . 'fifo,00:00:00.1,,1,0,1,0,0,0,off,1)',
+	  . 'fifo,00:00:00.1,,1,0,1,0,0,0,00:00:00,log,,00:00:00,off,1)',
 	'its budgets and assignments, the 1.2 fields at their defaults');
 
 # ---------------------------------------------------------------------------
@@ -127,6 +127,17 @@ for my $set ("adapt => 'shadow'", "adapt => 'on'", 'max_active => 2, adapt_min =
 	is(file_format(), 4, "$set (1.3): format 4");
 	$node->safe_psql('postgres',
 		"SELECT dbgate.alter_budget('fm_v2b', adapt => 'off', adapt_min => 1, max_active => 1)");
+	is(file_format(), 2, "$set back to its default: format 2");
+}
+
+for my $set ("runaway_after => '1 s'", "runaway_after => '1 s', runaway_action => 'cancel'",
+	"runaway_after => '1 s', quarantine => '1 min'", "runaway_budget => 'fm_p'")
+{
+	$node->safe_psql('postgres', "SELECT dbgate.alter_budget('fm_v2b', $set)");
+	is(file_format(), 4, "$set (1.3): format 4");
+	$node->safe_psql('postgres',
+		"SELECT dbgate.alter_budget('fm_v2b', quarantine => '0', runaway_after => '0', runaway_action => 'log', runaway_budget => '')"
+	);
 	is(file_format(), 2, "$set back to its default: format 2");
 }
 
@@ -274,6 +285,18 @@ my @refused = (
 	],
 	[ 'reserved -1', [ { name => 'x' }, { name => 'y', parent => 'x', reserved => -1 } ], [], [], 4 ],
 	[ 'adapt 3', [ { name => 'x', adapt => 3 } ], [], [], 4 ],
+	[ 'runaway_action 3', [ { name => 'x', runaway_action => 3 } ], [], [], 4 ],
+	[ 'runaway_after -1', [ { name => 'x', runaway_after => -1 } ], [], [], 4 ],
+	[ 'quarantine without runaway_after', [ { name => 'x', quarantine => 1000 } ], [], [], 4 ],
+	[ 'demote without runaway_budget', [ { name => 'x', runaway_after => 1000, runaway_action => 1 } ],
+		[], [], 4 ],
+	[ 'runaway_budget the budget itself', [ { name => 'x', runaway_budget => 'x' } ], [], [], 4 ],
+	[ 'runaway_budget that does not exist', [ { name => 'x', runaway_budget => 'y' } ], [], [], 4 ],
+	[
+		'runaway_budget with children',
+		[ { name => 'w', runaway_budget => 'x' }, { name => 'x' }, { name => 'y', parent => 'x' } ],
+		[], [], 4
+	],
 	[ 'adapt_min 0', [ { name => 'x', adapt_min => 0 } ], [], [], 4 ],
 	[ 'adapt_min over max_active', [ { name => 'x', max_active => 2, adapt_min => 3 } ], [], [], 4 ],
 	[ 'reserved without a parent', [ { name => 'x', max_active => 2, reserved => 1 } ], [], [], 4 ],

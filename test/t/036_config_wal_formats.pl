@@ -172,7 +172,7 @@ my $xid = $primary->safe_psql('postgres',
 $primary->safe_psql('postgres', "SELECT walgen_confirm('$xid')");
 my $v11_row =
     '(wf_v11,5,6,00:00:07,00:00:00,00:00:00,f,{wf_alice},transaction,00:00:00,2,t,t,{},'
-  . 'fifo,00:00:00.1,,1,0,1,0,0,0,off,1)';
+  . 'fifo,00:00:00.1,,1,0,1,0,0,0,00:00:00,log,,00:00:00,off,1)';
 ok($standby->poll_query_until('postgres', $all, $v11_row),
 	'a format-2 record of dbgate 1.1 is replayed, the 1.2 fields at their defaults');
 
