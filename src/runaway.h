@@ -41,7 +41,8 @@ extern TimeoutId dbgate_runaway_timeout(void);
 
 /*
  * After the run ended normally with the runaway timer disarmed: a cancel
- * that fired and was not noticed yet is raised now (timeouts.c).
+ * that fired and was not noticed yet is raised now (dbgate_run_end(),
+ * slot.c, once everything else of the run is undone).
  */
 extern void dbgate_runaway_report_cancel(void);
 
