@@ -121,18 +121,18 @@
 volatile sig_atomic_t dbgate_runaway_cancel_fired = false;
 
 /*
- * What the handler records, set before the timer is armed (the handler
- * runs only while it is armed).
+ * What the handler records: the statement's slot (its chain and limits,
+ * slot.c's, which stay put while the slot is held, as it is while the
+ * timer is armed), its run and the start of its clock.  Set before the
+ * timer is armed (the handler runs only while it is armed).
  */
-static TimeoutId runaway_timeout_id = MAX_TIMEOUTS; /* registered at first use */
+TimeoutId	dbgate_runaway_timeout_id = MAX_TIMEOUTS;	/* registered at first use */
 static volatile DbgateRunawayRec *my_rec = NULL;
 static struct
 {
-	int32		budget;
-	uint32		incarnation;
-	int32		action;			/* as it acts: shadow and 'demote' log */
-	int32		after_ms;
-	uint64		queryid;
+	const DbgateChain *chain;
+	const DbgateLimits *lim;
+	const QueryDesc *queryDesc;
 	TimestampTz start;
 } armed;
 
@@ -150,21 +150,22 @@ runaway_timeout_handler(void)
 {
 	volatile DbgateRunawayRec *r = my_rec;
 	Latch	   *latch;
-	uint64		queryid = armed.queryid;
+	uint64		queryid = armed.queryDesc->plannedstmt->queryId;
+	/* shadow budgets had runaway_cancel cleared at admission (slot.c) */
+	int32		action = armed.lim->runaway_cancel ?
+		DBGATE_RUNAWAY_CANCEL : DBGATE_RUNAWAY_LOG;
 
-	if (r == NULL)
-		return;
 	if (queryid == 0 && MyBEEntry != NULL)
 		queryid = MyBEEntry->st_query_id;
 
 	r->seq = r->seq + 1;
 	pg_write_barrier();
-	r->budget = armed.budget;
-	r->incarnation = armed.incarnation;
+	r->budget = armed.chain->idx[0];
+	r->incarnation = armed.chain->inc[0];
 	r->pid = MyProcPid;
 	r->dbid = MyDatabaseId;
-	r->action = armed.action;
-	r->after_ms = armed.after_ms;
+	r->action = action;
+	r->after_ms = armed.lim->runaway_after_ms;
 	r->queryid = queryid;
 	r->start = armed.start;
 	r->at = GetCurrentTimestamp();
@@ -172,7 +173,7 @@ runaway_timeout_handler(void)
 	r->seq = r->seq + 1;
 	fired_start = armed.start;
 
-	if (armed.action == DBGATE_RUNAWAY_CANCEL)
+	if (action == DBGATE_RUNAWAY_CANCEL)
 	{
 		/* as PostgreSQL's StatementTimeoutHandler */
 		dbgate_runaway_cancel_fired = true;
@@ -187,30 +188,25 @@ runaway_timeout_handler(void)
 		SetLatch(latch);
 }
 
-TimeoutId
-dbgate_runaway_timeout(void)
+static pg_noinline void
+register_timeout(void)
 {
-	if (unlikely(runaway_timeout_id == MAX_TIMEOUTS))
-	{
-		my_rec = &dbgate_shared->runaway[DBGATE_MY_PROCNO()].d;
-		runaway_timeout_id = RegisterTimeout(USER_TIMEOUT,
-											 runaway_timeout_handler);
-	}
-	return runaway_timeout_id;
+	my_rec = &dbgate_shared->runaway[DBGATE_MY_PROCNO()].d;
+	dbgate_runaway_timeout_id = RegisterTimeout(USER_TIMEOUT,
+												runaway_timeout_handler);
 }
 
 TimestampTz
 dbgate_runaway_prepare(TimestampTz start, const DbgateChain *c,
 					   const DbgateLimits *l, const QueryDesc *queryDesc)
 {
-	if (start == fired_start)
+	if (unlikely(start == fired_start))
 		return 0;				/* this statement ran away already */
-	armed.budget = c->idx[0];
-	armed.incarnation = c->inc[0];
-	armed.action = (l->runaway_cancel && l->enforce) ?
-		DBGATE_RUNAWAY_CANCEL : DBGATE_RUNAWAY_LOG;
-	armed.after_ms = l->runaway_after_ms;
-	armed.queryid = queryDesc->plannedstmt->queryId;
+	if (unlikely(dbgate_runaway_timeout_id == MAX_TIMEOUTS))
+		register_timeout();
+	armed.chain = c;
+	armed.lim = l;
+	armed.queryDesc = queryDesc;
 	armed.start = start;
 	dbgate_runaway_cancel_fired = false;
 	return TimestampTzPlusMilliseconds(start, l->runaway_after_ms);
@@ -228,18 +224,22 @@ format_after(char *buf, size_t len, int32 ms)
 		snprintf(buf, len, "%dms", ms);
 }
 
-/* The message of the cancel, for the statement's budget (read without a lock). */
+/*
+ * The message of the cancel, for the budget that the handler recorded
+ * (its name read without a lock).
+ */
 static char *
 cancel_message(void)
 {
-	DbgateBudget *b = &dbgate_shared->budgets[armed.budget].d;
+	volatile DbgateRunawayRec *r = my_rec;
+	DbgateBudget *b = &dbgate_shared->budgets[r->budget].d;
 	char		name[NAMEDATALEN];
 	char		after[32];
 
 	/* a name, for the message only */
 	memcpy(name, b->conf.name, NAMEDATALEN);
 	name[NAMEDATALEN - 1] = '\0';
-	format_after(after, sizeof(after), armed.after_ms);
+	format_after(after, sizeof(after), r->after_ms);
 	return psprintf("canceling statement because it ran longer than runaway_after (%s) of budget \"%s\"",
 					after, name);
 }

@@ -36,8 +36,11 @@ extern TimestampTz dbgate_runaway_prepare(TimestampTz start,
 										  const DbgateLimits *l,
 										  const QueryDesc *queryDesc);
 
-/* The timer (registered at first use), for timeouts.c to arm. */
-extern TimeoutId dbgate_runaway_timeout(void);
+/*
+ * The timer, for timeouts.c to arm: registered by the first
+ * dbgate_runaway_prepare() of the backend.
+ */
+extern TimeoutId dbgate_runaway_timeout_id;
 
 /*
  * After the run ended normally with the runaway timer disarmed: a cancel

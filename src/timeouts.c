@@ -119,24 +119,23 @@ dbgate_limits_apply(DbgateLimitState *st, TimestampTz start,
 	/* a deadline in the past fires at once */
 	if (unlikely(runaway_at != 0))
 	{
-		EnableTimeoutParams p[2];
-		int			n = 0;
-
-		/* both timers with one clock read and at most one setitimer */
 		if (st->stmt_armed)
 		{
-			p[n].id = STATEMENT_TIMEOUT;
-			p[n].type = TMPARAM_AT;
-			p[n].delay_ms = 0;
-			p[n].fin_time = st->stmt_our_fin;
-			n++;
+			/* both timers with one clock read and at most one setitimer */
+			EnableTimeoutParams p[2];
+
+			p[0].id = STATEMENT_TIMEOUT;
+			p[0].type = TMPARAM_AT;
+			p[0].delay_ms = 0;
+			p[0].fin_time = st->stmt_our_fin;
+			p[1].id = dbgate_runaway_timeout_id;
+			p[1].type = TMPARAM_AT;
+			p[1].delay_ms = 0;
+			p[1].fin_time = runaway_at;
+			enable_timeouts(p, 2);
 		}
-		p[n].id = dbgate_runaway_timeout();
-		p[n].type = TMPARAM_AT;
-		p[n].delay_ms = 0;
-		p[n].fin_time = runaway_at;
-		n++;
-		enable_timeouts(p, n);
+		else
+			enable_timeout_at(dbgate_runaway_timeout_id, runaway_at);
 		st->runaway_armed = true;
 	}
 	else if (st->stmt_armed)
@@ -193,7 +192,7 @@ dbgate_limits_restore(DbgateLimitState *st, bool is_error)
 		 */
 		DisableTimeoutParams d[2];
 		int			n = 0;
-		TimeoutId	id = dbgate_runaway_timeout();
+		TimeoutId	id = dbgate_runaway_timeout_id;
 
 		if (get_timeout_active(id))
 		{
