@@ -28,7 +28,9 @@ OBJS = \
 	src/memgrant.o \
 	src/mincost.o \
 	src/planner.o \
-	src/adapt.o
+	src/adapt.o \
+	src/runaway.o \
+	src/quarantine.o
 
 EXTENSION = dbgate
 DATA = sql/dbgate--1.0.sql sql/dbgate--1.0--1.1.sql sql/dbgate--1.1--1.2.sql \

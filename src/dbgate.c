@@ -44,6 +44,7 @@
 #include "mincost.h"
 #include "parallel.h"
 #include "planner.h"
+#include "runaway.h"
 #include "shmem.h"
 #include "slot.h"
 #include "timeouts.h"
@@ -184,6 +185,9 @@ _PG_init(void)
 
 	RegisterXactCallback(dbgate_xact_callback, NULL);
 	RegisterSubXactCallback(dbgate_subxact_callback, NULL);
+
+	/* runaway statements are counted, logged and acted on by a worker */
+	dbgate_runaway_register_worker();
 }
 
 static void
@@ -299,6 +303,9 @@ tracked_ExecutorRun(DBGATE_EXECUTOR_RUN_ARGS)
 	PG_CATCH();
 	{
 		dbgate_run_end(queryDesc, &st, true);
+		/* runaway.c: the cancel of a runaway names its budget */
+		if (unlikely(dbgate_runaway_cancel_fired))
+			dbgate_runaway_rethrow();
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
@@ -339,6 +346,9 @@ tracked_ExecutorFinish(QueryDesc *queryDesc)
 	PG_CATCH();
 	{
 		dbgate_run_end(queryDesc, &st, true);
+		/* runaway.c: the cancel of a runaway names its budget */
+		if (unlikely(dbgate_runaway_cancel_fired))
+			dbgate_runaway_rethrow();
 		PG_RE_THROW();
 	}
 	PG_END_TRY();

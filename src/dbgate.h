@@ -120,9 +120,11 @@ typedef struct DbgateLimits
 	bool		rate;			/* max_rate > 0 */
 	bool		adapt_chain;	/* this budget or an ancestor adapts (1.3) */
 	bool		resv;			/* reserved > 0 (and a parent) */
+	bool		runaway_cancel; /* runaway_action 'cancel' (1.3, runaway.c) */
 	double		min_cost;
 	int32		grant_max_active;	/* the configured max_active: memory
 									 * grants are max_memory_mb / it */
+	int32		runaway_after_ms;	/* 0: never (1.3, runaway.c) */
 } DbgateLimits;
 
 /*
@@ -452,6 +454,32 @@ typedef struct DbgateDbMap
 	int32		budget;			/* budget index */
 } DbgateDbMap;
 
+/*
+ * A backend's runaway record, indexed by proc number (runaway.c has the
+ * protocol): written by the backend's runaway timer handler (seq and the
+ * facts), read by the runaway worker (which alone writes 'taken').
+ */
+typedef struct DbgateRunawayRec
+{
+	uint32		seq;			/* odd while written; seq / 2 = runaways */
+	uint32		taken;			/* runaways the worker has counted */
+	int32		budget;			/* leaf budget index */
+	uint32		incarnation;	/* of that budget */
+	int32		pid;
+	Oid			dbid;
+	int32		action;			/* DBGATE_RUNAWAY_*, as it acted */
+	int32		after_ms;		/* runaway_after then */
+	uint64		queryid;		/* 0: none computed */
+	TimestampTz start;			/* the statement's runaway clock started */
+	TimestampTz at;				/* it ran out (the handler ran) */
+} DbgateRunawayRec;
+
+typedef union DbgateRunawayPadded
+{
+	DbgateRunawayRec d;
+	char		pad[DBGATE_LINES(sizeof(DbgateRunawayRec))];
+} DbgateRunawayPadded;
+
 typedef struct DbgateShared
 {
 	LWLock	   *config_lock;
@@ -480,6 +508,8 @@ typedef struct DbgateShared
 	DbgateRoleMap *roles;		/* [max_roles] */
 	DbgateDbMap *dbs;			/* [max_roles] as well */
 	DbgateProcPadded *procs;	/* [max_procs] */
+	DbgateRunawayPadded *runaway;	/* [max_procs] (runaway.c) */
+	struct Latch *volatile runaway_latch;	/* the runaway worker's, or NULL */
 } DbgateShared;
 
 /* The shared memory (shmem.c sets it up). */

@@ -9,8 +9,9 @@
  * per budget entry), and initialisation under AddinShmemInitLock only
  * when the segment is new (at server start and after a crash restart,
  * when every counter starts from zero).  The layout is dbgate.h's: the
- * shared header, the budget entries, the role map, the database map and
- * one entry per backend, each array on cache lines of its own.  What the
+ * shared header, the budget entries, the role map, the database map, one
+ * entry per backend and one runaway record per backend (runaway.c), each
+ * array on cache lines of its own.  What the
  * entries hold is installed by budgets.c (the configuration, read back
  * from the state file once the segment is new: dbgate.c's start-up hook
  * asks for it) and changed by the files of admission (the queues).
@@ -60,6 +61,7 @@ shmem_size(void)
 	size = add_size(size, CACHELINEALIGN(mul_size(dbgate_max_roles,
 												  sizeof(DbgateDbMap))));
 	size = add_size(size, mul_size(procs_count(), sizeof(DbgateProcPadded)));
+	size = add_size(size, mul_size(procs_count(), sizeof(DbgateRunawayPadded)));
 	return size;
 }
 
@@ -169,6 +171,10 @@ dbgate_shmem_init(void)
 		sh->dbs = (DbgateDbMap *) base;
 		base += CACHELINEALIGN(mul_size(sh->max_roles, sizeof(DbgateDbMap)));
 		sh->procs = (DbgateProcPadded *) base;
+		base += mul_size(sh->max_procs, sizeof(DbgateProcPadded));
+		/* the runaway records: zero (memset above), no worker yet */
+		sh->runaway = (DbgateRunawayPadded *) base;
+		sh->runaway_latch = NULL;
 		init_proc_entries(sh);
 		pg_atomic_init_u32(&sh->enabled, dbgate_enabled ? 1 : 0);
 		sh->wait_event_info = PG_WAIT_EXTENSION;

@@ -120,6 +120,7 @@
 #include "dbgate.h"
 #include "memgrant.h"
 #include "mincost.h"
+#include "runaway.h"
 #include "shmem.h"
 #include "slot.h"
 #include "timeouts.h"
@@ -309,10 +310,13 @@ slot_admitted(void)
 		slot_limits.lock_timeout_ms = 0;
 		slot_limits.idle_timeout_ms = 0;
 		slot_limits.max_memory_mb = 0;
+		/* runaway.c: a shadow budget's runaways are only logged */
+		slot_limits.runaway_cancel = false;
 	}
 	dbgate_slot_has_limits = (slot_limits.statement_timeout_ms > 0 ||
 							  slot_limits.lock_timeout_ms > 0 ||
 							  slot_limits.idle_timeout_ms > 0 ||
+							  slot_limits.runaway_after_ms > 0 ||
 							  dbgate_memgrant_slot);
 	slot_state = SLOT_RUNNING;
 	dbgate_slot_busy = true;
@@ -716,17 +720,24 @@ dbgate_run_begin(QueryDesc *queryDesc, DbgateLimitState *st)
 	if (outermost && slot_state != SLOT_RUNNING && slot_state != SLOT_NONE)
 		slot_enter(SLOT_RUNNING, GetCurrentStatementStartTimestamp());	/* resumed */
 	if (outermost && slot_state != SLOT_NONE &&
-		(slot_limits.statement_timeout_ms > 0 || slot_limits.lock_timeout_ms > 0))
+		(slot_limits.statement_timeout_ms > 0 || slot_limits.lock_timeout_ms > 0 ||
+		 slot_limits.runaway_after_ms > 0))
 	{
 		/*
-		 * The budget's statement_timeout counts from admission, or from the
-		 * start of a later statement that runs under the slot already held.
+		 * The budget's statement_timeout and runaway_after count from
+		 * admission, or from the start of a later statement that runs under
+		 * the slot already held.
 		 */
 		TimestampTz base = Max(slot_admitted_at,
 							   GetCurrentStatementStartTimestamp());
+		TimestampTz runaway_at = 0;
 
+		/* runaway.c: 0 for a statement that ran away already */
+		if (unlikely(slot_limits.runaway_after_ms > 0))
+			runaway_at = dbgate_runaway_prepare(base, &slot_chain,
+												&slot_limits, queryDesc);
 		dbgate_limits_apply(st, base, slot_limits.statement_timeout_ms,
-							slot_limits.lock_timeout_ms);
+							slot_limits.lock_timeout_ms, runaway_at);
 	}
 
 	/*
@@ -779,9 +790,16 @@ dbgate_run_end(QueryDesc *queryDesc, DbgateLimitState *st, bool is_error)
 				slot_enter(SLOT_OPEN, GetCurrentTimestamp());
 		}
 	}
-	/* the budget's statement timeout fired: its cancel, now that all is undone */
+	/*
+	 * The budget's statement timeout fired, or the runaway timer asked for
+	 * a cancel (runaway.c: raised with its own message): the cancel, now
+	 * that all is undone.
+	 */
 	if (fired)
+	{
+		dbgate_runaway_report_cancel();
 		CHECK_FOR_INTERRUPTS();
+	}
 }
 
 /*

@@ -28,6 +28,16 @@
  *	  from its admission, on the same timer, which postgres.c disarms when
  *	  the call's message has been processed.
  *
+ * runaway_after (1.3)
+ *	  The runaway timer of runaway.c is armed here with the statement
+ *	  timer, from the same start, by one enable_timeouts() (one clock read,
+ *	  at most one setitimer), and disarmed with it by one
+ *	  disable_timeouts() (which needs no setitimer: timeout.c leaves a
+ *	  pending alarm to fire into nothing).  A cancel that it asked for and
+ *	  that no interrupt check noticed before the run ended is raised once
+ *	  the run's limits are undone, as the statement timer's is
+ *	  (dbgate_run_end()).
+ *
  * lock_timeout
  *	  The lock manager reads the variable behind the lock_timeout GUC when a
  *	  lock wait starts, so the gate sets that variable for the run and puts
@@ -69,16 +79,19 @@
 
 #include "compat.h"
 #include "gucvar.h"
+#include "runaway.h"
 #include "timeouts.h"
 
 static struct config_generic *lock_timeout_rec = NULL;
 
 void
 dbgate_limits_apply(DbgateLimitState *st, TimestampTz start,
-					int statement_timeout_ms, int lock_timeout_ms)
+					int statement_timeout_ms, int lock_timeout_ms,
+					TimestampTz runaway_at)
 {
 	st->stmt_armed = false;
 	st->stmt_had_session = false;
+	st->runaway_armed = false;
 	st->lock.applied = false;
 
 	if (statement_timeout_ms > 0)
@@ -99,14 +112,34 @@ dbgate_limits_apply(DbgateLimitState *st, TimestampTz start,
 		}
 		else
 			st->stmt_armed = true;
+		if (st->stmt_armed)
+			st->stmt_our_fin = ours;
+	}
 
+	/* a deadline in the past fires at once */
+	if (unlikely(runaway_at != 0))
+	{
 		if (st->stmt_armed)
 		{
-			/* a deadline in the past fires at once */
-			st->stmt_our_fin = ours;
-			enable_timeout_at(STATEMENT_TIMEOUT, ours);
+			/* both timers with one clock read and at most one setitimer */
+			EnableTimeoutParams p[2];
+
+			p[0].id = STATEMENT_TIMEOUT;
+			p[0].type = TMPARAM_AT;
+			p[0].delay_ms = 0;
+			p[0].fin_time = st->stmt_our_fin;
+			p[1].id = dbgate_runaway_timeout_id;
+			p[1].type = TMPARAM_AT;
+			p[1].delay_ms = 0;
+			p[1].fin_time = runaway_at;
+			enable_timeouts(p, 2);
 		}
+		else
+			enable_timeout_at(dbgate_runaway_timeout_id, runaway_at);
+		st->runaway_armed = true;
 	}
+	else if (st->stmt_armed)
+		enable_timeout_at(STATEMENT_TIMEOUT, st->stmt_our_fin);
 
 	if (lock_timeout_ms > 0 && (LockTimeout == 0 || LockTimeout > lock_timeout_ms))
 	{
@@ -117,7 +150,7 @@ dbgate_limits_apply(DbgateLimitState *st, TimestampTz start,
 									  &LockTimeout, lock_timeout_ms);
 	}
 
-	st->applied = st->stmt_armed || st->lock.applied;
+	st->applied = st->stmt_armed || st->runaway_armed || st->lock.applied;
 }
 
 /*
@@ -132,7 +165,7 @@ void
 dbgate_limits_apply_call(DbgateLimitState *st, TimestampTz start,
 						 int statement_timeout_ms, int lock_timeout_ms)
 {
-	dbgate_limits_apply(st, start, statement_timeout_ms, lock_timeout_ms);
+	dbgate_limits_apply(st, start, statement_timeout_ms, lock_timeout_ms, 0);
 	st->stmt_armed = false;
 	st->applied = st->lock.applied;
 }
@@ -140,13 +173,48 @@ dbgate_limits_apply_call(DbgateLimitState *st, TimestampTz start,
 /*
  * Undo dbgate_limits_apply().  Returns true when the budget's statement
  * timer fired and the run ended without error before the cancel was
- * noticed: the caller reports it with CHECK_FOR_INTERRUPTS() once it has
- * undone everything else of the run (an ERROR from here would skip that).
+ * noticed, or the runaway timer asked for a cancel that nothing noticed
+ * yet: the caller reports it with dbgate_runaway_report_cancel() and
+ * CHECK_FOR_INTERRUPTS() once it has undone everything else of the run (an
+ * ERROR from here would skip that).
  */
 bool
 dbgate_limits_restore(DbgateLimitState *st, bool is_error)
 {
 	bool		fired = false;
+
+	if (unlikely(st->runaway_armed))
+	{
+		/*
+		 * The runaway timer goes first (with the statement timer, if that
+		 * is to be disarmed too: one call); if it fired, runaway.c has its
+		 * facts, and a cancel it asked for is reported below.
+		 */
+		DisableTimeoutParams d[2];
+		int			n = 0;
+		TimeoutId	id = dbgate_runaway_timeout_id;
+
+		if (get_timeout_active(id))
+		{
+			d[n].id = id;
+			d[n].keep_indicator = false;
+			n++;
+		}
+		if (st->stmt_armed && !st->stmt_had_session &&
+			get_timeout_active(STATEMENT_TIMEOUT) &&
+			get_timeout_finish_time(STATEMENT_TIMEOUT) == st->stmt_our_fin)
+		{
+			d[n].id = STATEMENT_TIMEOUT;
+			d[n].keep_indicator = false;
+			n++;
+			st->stmt_armed = false;
+		}
+		if (n == 1)
+			disable_timeout(d[0].id, false);
+		else if (n == 2)
+			disable_timeouts(d, 2);
+		st->runaway_armed = false;
+	}
 
 	if (st->stmt_armed)
 	{
@@ -188,6 +256,10 @@ dbgate_limits_restore(DbgateLimitState *st, bool is_error)
 		dbgate_guc_override_restore(&st->lock);
 
 	st->applied = false;
+
+	/* the runaway's cancel too (runaway.c), reported as the timer's */
+	if (unlikely(dbgate_runaway_cancel_fired) && !is_error)
+		fired = true;
 	return fired;
 }
 

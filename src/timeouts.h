@@ -2,7 +2,8 @@
  *
  * timeouts.h
  *	  A budget's statement_timeout, lock_timeout and
- *	  idle_in_transaction_timeout (timeouts.c).
+ *	  idle_in_transaction_timeout, and the timer of its runaway_after
+ *	  (timeouts.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -23,12 +24,14 @@ typedef struct DbgateLimitState
 	bool		stmt_had_session;	/* a session timer was active before */
 	TimestampTz stmt_session_fin;	/* its finish time */
 	TimestampTz stmt_our_fin;	/* the finish time we set */
+	bool		runaway_armed;	/* we set the runaway timer (runaway.c) */
 	DbgateGucOverride lock;		/* lock_timeout */
 	DbgateMemStretch mem;		/* memgrant.c: the run's work_mem */
 } DbgateLimitState;
 
 extern void dbgate_limits_apply(DbgateLimitState *st, TimestampTz start,
-								int statement_timeout_ms, int lock_timeout_ms);
+								int statement_timeout_ms, int lock_timeout_ms,
+								TimestampTz runaway_at);
 extern void dbgate_limits_apply_call(DbgateLimitState *st, TimestampTz start,
 									 int statement_timeout_ms,
 									 int lock_timeout_ms);

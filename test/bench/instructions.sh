@@ -27,7 +27,11 @@
 # query), mincost (min_cost below the statement's cost, so it is still
 # gated) and bypass (min_cost above it: the statement passes without a
 # slot).  1.3: adapt (adapt 'on': every statement is counted for the
-# controller, and one in a period runs its step); memory and mincost are skipped, with a line that
+# controller, and one in a period runs its step), stimeout (a budget
+# with a statement_timeout that never fires) and runaway (the same budget
+# with runaway_after instead: its timer is armed and disarmed where the
+# statement timer is, and the two are compared in a line of their own);
+# memory and mincost are skipped, with a line that
 # says so, when the installed dbgate shows no effect of them (a probe: a
 # statement's memory grant in dbgate.backends, a cheap statement counted in
 # bypassed).  Every mode after budget is also compared with budget:
@@ -45,9 +49,9 @@ set -euo pipefail
 N=${1:-1000}
 shift || true
 MODES=("$@")
-[ ${#MODES[@]} -gt 0 ] || MODES=(notloaded unassigned budget limits member database parent rate lifo lifochild reserved memory mincost bypass adapt)
+[ ${#MODES[@]} -gt 0 ] || MODES=(notloaded unassigned budget limits member database parent rate lifo lifochild reserved memory mincost bypass adapt stimeout runaway)
 for m in "${MODES[@]}"; do
-	case $m in notloaded|unassigned|budget|limits|member|database|parent|rate|lifo|lifochild|reserved|memory|mincost|bypass|adapt) ;;
+	case $m in notloaded|unassigned|budget|limits|member|database|parent|rate|lifo|lifochild|reserved|memory|mincost|bypass|adapt|stimeout|runaway) ;;
 	*) echo "unknown mode: $m" >&2; exit 2 ;; esac
 done
 
@@ -156,6 +160,10 @@ EOS
 		bypass) psql_su -c "SELECT dbgate.create_budget('instr', 100, 0, min_cost => 100)" \
 				-c "SELECT dbgate.assign_role('bench_instr', 'instr')" >/dev/null ;;
 		adapt) psql_su -c "SELECT dbgate.create_budget('instr', 100, 0, adapt => 'on')" \
+				-c "SELECT dbgate.assign_role('bench_instr', 'instr')" >/dev/null ;;
+		stimeout) psql_su -c "SELECT dbgate.create_budget('instr', 100, 0, statement_timeout => '10min')" \
+				-c "SELECT dbgate.assign_role('bench_instr', 'instr')" >/dev/null ;;
+		runaway) psql_su -c "SELECT dbgate.create_budget('instr', 100, 0, runaway_after => '10min')" \
 				-c "SELECT dbgate.assign_role('bench_instr', 'instr')" >/dev/null ;;
 		esac
 	fi
@@ -314,9 +322,15 @@ done
 # every mode that has a budget against the plain budget: classification by
 # another rule (the one-time walk of the first statement included, spread
 # over the run) and the 1.2 fields
-for mode in limits member database parent rate lifo lifochild reserved memory mincost; do
+for mode in limits member database parent rate lifo lifochild reserved memory mincost stimeout runaway; do
 	[ -n "${HOOKS[budget]:-}" ] && [ -n "${HOOKS[$mode]:-}" ] || continue
 	printf '%-11s in hooks %d against budget %d: %+d instructions per statement (%+.1f%%)\n' "$mode" \
 		"${HOOKS[$mode]}" "${HOOKS[budget]}" $((HOOKS[$mode] - HOOKS[budget])) \
 		"$(pct "${HOOKS[$mode]}" "${HOOKS[budget]}")"
 done
+# runaway_after against statement_timeout: the same timer work
+if [ -n "${HOOKS[stimeout]:-}" ] && [ -n "${HOOKS[runaway]:-}" ]; then
+	printf '%-11s in hooks %d against stimeout %d: %+d instructions per statement (%+.1f%%)\n' runaway \
+		"${HOOKS[runaway]}" "${HOOKS[stimeout]}" $((HOOKS[runaway] - HOOKS[stimeout])) \
+		"$(pct "${HOOKS[runaway]}" "${HOOKS[stimeout]}")"
+fi
