@@ -251,5 +251,7 @@ SELECT p.oid::regprocedure AS function,
 --
 -- Clean up
 --
-SELECT dbgate.drop_budget(budget) FROM dbgate.budgets WHERE budget LIKE 'v13%';
+-- children first, so that no drop needs force
+SELECT dbgate.drop_budget(budget) FROM dbgate.budgets
+ WHERE budget LIKE 'v13%' ORDER BY parent IS NULL, budget;
 SELECT * FROM v13_fields;
