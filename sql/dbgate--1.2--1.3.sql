@@ -197,4 +197,41 @@ CREATE OR REPLACE VIEW status AS
     SELECT * FROM budget_status() ORDER BY budget;
 DROP FUNCTION budget_status_1_2();
 
+--
+-- The quarantine (1.3): queries held back in a budget after they ran away.
+-- Not transactional (like pg_stat_statements_reset()): the functions act
+-- at once, also in read-only transactions and on a standby.
+--
+CREATE FUNCTION quarantine_add(budget text, queryid bigint, duration interval)
+RETURNS void
+AS 'MODULE_PATHNAME', 'dbgate_quarantine_add'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION quarantine_add(text, bigint, interval) FROM PUBLIC;
+
+CREATE FUNCTION quarantine_remove(budget text DEFAULT NULL,
+                                  queryid bigint DEFAULT NULL)
+RETURNS bigint
+AS 'MODULE_PATHNAME', 'dbgate_quarantine_remove'
+LANGUAGE C VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION quarantine_remove(text, bigint) FROM PUBLIC;
+
+CREATE FUNCTION quarantine_entries(
+    OUT database name,
+    OUT budget text,
+    OUT queryid bigint,
+    OUT query text,
+    OUT until timestamptz,
+    OUT runaways bigint,
+    OUT hits bigint,
+    OUT last_hit timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'dbgate_quarantine_view'
+LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
+REVOKE ALL ON FUNCTION quarantine_entries() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION quarantine_entries() TO pg_monitor;
+CREATE VIEW quarantine AS
+    SELECT * FROM quarantine_entries() ORDER BY database, budget, queryid;
+REVOKE ALL ON quarantine FROM PUBLIC;
+GRANT SELECT ON quarantine TO pg_monitor;
+
 DROP FUNCTION dbgate_copy_execute_grants(regprocedure, regprocedure);

@@ -377,7 +377,7 @@ dbgate_classify_slow(void)
 	DbgateLookupCache *c = &dbgate_lookup_cache;
 	Oid			user = GetSessionUserId();
 	uint64		generation = pg_atomic_read_u64(&dbgate_shared->generation);
-	DbgateLookup result = {-1, 0, DBGATE_BY_ROLE, InvalidOid, InvalidOid, false, false};
+	DbgateLookup result = {-1, 0, DBGATE_BY_ROLE, InvalidOid, InvalidOid, false, false, false};
 	uint32		invals = lookup_invals;
 
 	if (!lookup_callbacks_registered)
@@ -397,6 +397,9 @@ dbgate_classify_slow(void)
 		result.min_cost =
 			(dbgate_shared->budgets[result.budget].d.conf.min_cost != 0);
 		result.reserves = chain_reserves(result.budget);
+		/* quarantine.c: whether the statements are looked up */
+		result.quarantine =
+			(pg_atomic_read_u32(&dbgate_shared->budgets[result.budget].d.quarantine_n) != 0);
 	}
 
 	/*

@@ -37,6 +37,10 @@ typedef struct DbgateLookup
 	bool		reserves;		/* a level of its chain has a reservation
 								 * (admission.c takes the way that reads
 								 * the reservation words; a hint) */
+	bool		quarantine;		/* the budget had quarantine entries
+								 * (quarantine.c bumps the generation when
+								 * a budget gets its first or loses its
+								 * last) */
 } DbgateLookup;
 
 /*

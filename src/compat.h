@@ -26,6 +26,11 @@
 #include "utils/guc.h"
 #include "utils/guc_tables.h"
 #include "utils/wait_event.h"
+#if PG_VERSION_NUM >= 160000
+#include "nodes/queryjumble.h"
+#else
+#include "utils/queryjumble.h"
+#endif
 
 #if PG_VERSION_NUM < 150000
 #error "dbgate requires PostgreSQL 15 or later"

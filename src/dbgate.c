@@ -150,6 +150,16 @@ _PG_init(void)
 							0,
 							NULL, NULL, NULL);
 
+	DefineCustomIntVariable("dbgate.max_quarantine",
+							"Maximum number of quarantined queries.",
+							"Sizes the shared quarantine table; 0 means no quarantine, and no query ids are asked for.",
+							&dbgate_max_quarantine,
+							0,
+							0, DBGATE_MAX_QUARANTINE_LIMIT,
+							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
+
 	DefineCustomStringVariable("dbgate.default_budget",
 							   "Budget for roles that have no assignment.",
 							   "Empty means that such roles are not gated.",
@@ -160,6 +170,14 @@ _PG_init(void)
 							   check_default_budget, assign_default_budget, NULL);
 
 	MarkGUCPrefixReserved("dbgate");
+
+	/*
+	 * quarantine.c: quarantined queries are known by their query id, which
+	 * PostgreSQL then computes for every statement (compute_query_id =
+	 * auto), as for pg_stat_statements
+	 */
+	if (dbgate_max_quarantine > 0)
+		EnableQueryId();
 
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = dbgate_shmem_request_hook;

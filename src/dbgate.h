@@ -24,6 +24,7 @@
 /* Largest values of dbgate.max_budgets and dbgate.max_roles. */
 #define DBGATE_MAX_BUDGETS_LIMIT	10000
 #define DBGATE_MAX_ROLES_LIMIT		1000000
+#define DBGATE_MAX_QUARANTINE_LIMIT	100000
 
 /* ----------
  * Configuration of one budget, as stored, persisted and compared.
@@ -301,6 +302,12 @@ typedef struct DbgateBudget
 	pg_atomic_uint64 demoted_out;
 	pg_atomic_uint64 demoted_in;
 	pg_atomic_uint64 quarantined;
+	/*
+	 * Live quarantine entries of this budget (quarantine.c, under its lock;
+	 * may count a dropped incarnation's for up to a second): while 0, the
+	 * budget's statements are not looked up.
+	 */
+	pg_atomic_uint32 quarantine_n;
 	/* admissions after a wait, by wait (the bounds: waiting.c) */
 	pg_atomic_uint64 wait_hist[DBGATE_HIST_BUCKETS];
 	/* the rest only change under the tree lock */
@@ -480,6 +487,29 @@ typedef union DbgateRunawayPadded
 	char		pad[DBGATE_LINES(sizeof(DbgateRunawayRec))];
 } DbgateRunawayPadded;
 
+/*
+ * A quarantine entry (quarantine.c has the rules): a query id held back in
+ * a budget of one database until 'until'.  The key and 'until', 'runaways'
+ * and the text change only under quarantine_lock exclusive; 'hits' and
+ * 'last_hit' are counted by the statement path under the lock shared.
+ */
+#define DBGATE_QUARANTINE_TEXT 1024
+
+typedef struct DbgateQuarantineEntry
+{
+	bool		in_use;
+	int32		budget;			/* budget index */
+	uint32		incarnation;	/* of that budget */
+	Oid			dbid;
+	uint64		queryid;		/* never 0 */
+	TimestampTz until;
+	uint64		runaways;		/* runaways that made or extended it */
+	pg_atomic_uint64 hits;
+	pg_atomic_uint64 last_hit;	/* TimestampTz; 0: none */
+	int32		query_len;		/* -1: no text (quarantine_add) */
+	char		query[DBGATE_QUARANTINE_TEXT];
+} DbgateQuarantineEntry;
+
 typedef struct DbgateShared
 {
 	LWLock	   *config_lock;
@@ -510,6 +540,10 @@ typedef struct DbgateShared
 	DbgateProcPadded *procs;	/* [max_procs] */
 	DbgateRunawayPadded *runaway;	/* [max_procs] (runaway.c) */
 	struct Latch *volatile runaway_latch;	/* the runaway worker's, or NULL */
+	/* the quarantine table (quarantine.c): [max_quarantine], may be 0 */
+	int			max_quarantine;
+	LWLock	   *quarantine_lock;
+	DbgateQuarantineEntry *quarantine;
 } DbgateShared;
 
 /* The shared memory (shmem.c sets it up). */

@@ -116,6 +116,7 @@
 
 #include "compat.h"
 #include "dbgate.h"
+#include "quarantine.h"
 #include "runaway.h"
 
 volatile sig_atomic_t dbgate_runaway_cancel_fired = false;
@@ -353,8 +354,9 @@ handle_runaway(const DbgateRunawayRec *f, uint32 n)
 			 n > 1 ? errdetail("%u runaways of this backend are counted.", n) : 0));
 
 	if (quarantine_ms > 0 && f->queryid != 0)
-		dbgate_quarantine_note_runaway(f->budget, f->incarnation, f->dbid,
-									   f->queryid, f->at);
+		dbgate_quarantine_note_runaway(f->budget, f->incarnation,
+									   quarantine_ms, f->dbid, f->queryid,
+									   f->at, f->pid);
 }
 
 /* Read every record whose sequence moved; returns false if one was busy. */
@@ -414,6 +416,9 @@ worker_exit(int code, Datum arg)
 void
 dbgate_runaway_worker_main(Datum arg)
 {
+	TimestampTz last_tick = 0;
+	MemoryContext loop_cxt;
+
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
 	BackgroundWorkerUnblockSignals();
@@ -423,11 +428,19 @@ dbgate_runaway_worker_main(Datum arg)
 	on_shmem_exit(worker_exit, (Datum) 0);
 	dbgate_shared->runaway_latch = MyLatch;
 	pg_memory_barrier();
+	/* what a pass of the loop allocates (quarantine.c) lives until the next */
+	loop_cxt = AllocSetContextCreate(TopMemoryContext, "dbgate runaway worker",
+									 ALLOCSET_DEFAULT_SIZES);
+	MemoryContextSwitchTo(loop_cxt);
+	/* the quarantined queries of before a clean restart (quarantine.c) */
+	dbgate_quarantine_load();
 
 	for (;;)
 	{
 		bool		complete;
+		TimestampTz now;
 
+		MemoryContextReset(loop_cxt);
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
 		if (ShutdownRequestPending)
@@ -438,10 +451,18 @@ dbgate_runaway_worker_main(Datum arg)
 			ProcessConfigFile(PGC_SIGHUP);
 		}
 		complete = scan_records();
+		now = GetCurrentTimestamp();
+		if (now - last_tick >= USECS_PER_SEC || now < last_tick)
+		{
+			dbgate_quarantine_tick();
+			last_tick = now;
+		}
 		(void) WaitLatch(MyLatch,
 						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 complete ? 1000L : 5L, PG_WAIT_EXTENSION);
 	}
+	/* a clean shutdown (or a SIGTERM of the worker alone) keeps them */
+	dbgate_quarantine_save();
 	/* exit code 1: restarted unless the server is shutting down */
 	proc_exit(1);
 }

@@ -61,12 +61,4 @@ extern void dbgate_runaway_rethrow(void);
 extern void dbgate_runaway_register_worker(void);
 extern PGDLLEXPORT void dbgate_runaway_worker_main(Datum arg);
 
-/*
- * What the worker tells the quarantine table (quarantine.c) of a runaway
- * of a budget with quarantine_ms > 0 and a query id other than 0.
- */
-extern void dbgate_quarantine_note_runaway(int budget, uint32 incarnation,
-										   Oid dbid, uint64 queryid,
-										   TimestampTz at);
-
 #endif							/* DBGATE_RUNAWAY_H */

@@ -16,8 +16,8 @@
  * from the state file once the segment is new: dbgate.c's start-up hook
  * asks for it) and changed by the files of admission (the queues).
  *
- * The variables of dbgate.enabled, dbgate.max_budgets and dbgate.max_roles
- * are here, with the memory they size or the flag they are published in;
+ * The variables of dbgate.enabled, dbgate.max_budgets, dbgate.max_roles
+ * and dbgate.max_quarantine are here, with the memory they size or the flag they are published in;
  * dbgate.c defines the settings.
  *
  *-------------------------------------------------------------------------
@@ -38,6 +38,7 @@
 bool		dbgate_enabled = true;
 int			dbgate_max_budgets = 64;
 int			dbgate_max_roles = 1024;
+int			dbgate_max_quarantine = 0;
 
 DbgateShared *dbgate_shared = NULL;
 
@@ -62,6 +63,8 @@ shmem_size(void)
 												  sizeof(DbgateDbMap))));
 	size = add_size(size, mul_size(procs_count(), sizeof(DbgateProcPadded)));
 	size = add_size(size, mul_size(procs_count(), sizeof(DbgateRunawayPadded)));
+	size = add_size(size, mul_size(dbgate_max_quarantine,
+								   sizeof(DbgateQuarantineEntry)));
 	return size;
 }
 
@@ -69,8 +72,8 @@ void
 dbgate_shmem_request(void)
 {
 	RequestAddinShmemSpace(shmem_size());
-	/* config_lock, then one per budget */
-	RequestNamedLWLockTranche("dbgate", 1 + dbgate_max_budgets);
+	/* config_lock, one per budget, then the quarantine lock */
+	RequestNamedLWLockTranche("dbgate", 2 + dbgate_max_budgets);
 }
 
 /* Every budget entry unused, with zero counts. */
@@ -102,6 +105,7 @@ init_budget_entries(DbgateShared *sh)
 		pg_atomic_init_u64(&sh->budgets[i].d.demoted_out, 0);
 		pg_atomic_init_u64(&sh->budgets[i].d.demoted_in, 0);
 		pg_atomic_init_u64(&sh->budgets[i].d.quarantined, 0);
+		pg_atomic_init_u32(&sh->budgets[i].d.quarantine_n, 0);
 		pg_atomic_init_u64(&sh->budgets[i].d.memory_kb_active, 0);
 		pg_atomic_init_u64(&sh->budgets[i].d.rate_tat, 0);
 		pg_atomic_init_u64(&sh->budgets[i].d.lock_check_due, 0);
@@ -175,6 +179,20 @@ dbgate_shmem_init(void)
 		/* the runaway records: zero (memset above), no worker yet */
 		sh->runaway = (DbgateRunawayPadded *) base;
 		sh->runaway_latch = NULL;
+		base += mul_size(sh->max_procs, sizeof(DbgateRunawayPadded));
+		/* the quarantine table: every entry free (memset above) */
+		sh->max_quarantine = dbgate_max_quarantine;
+		sh->quarantine_lock = &locks[1 + dbgate_max_budgets].lock;
+		sh->quarantine = (DbgateQuarantineEntry *) base;
+		{
+			int			q;
+
+			for (q = 0; q < sh->max_quarantine; q++)
+			{
+				pg_atomic_init_u64(&sh->quarantine[q].hits, 0);
+				pg_atomic_init_u64(&sh->quarantine[q].last_hit, 0);
+			}
+		}
 		init_proc_entries(sh);
 		pg_atomic_init_u32(&sh->enabled, dbgate_enabled ? 1 : 0);
 		sh->wait_event_info = PG_WAIT_EXTENSION;

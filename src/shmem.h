@@ -13,6 +13,7 @@
 extern PGDLLIMPORT bool dbgate_enabled;
 extern PGDLLIMPORT int dbgate_max_budgets;
 extern PGDLLIMPORT int dbgate_max_roles;
+extern PGDLLIMPORT int dbgate_max_quarantine;
 
 extern void dbgate_shmem_request(void);
 extern bool dbgate_shmem_init(void);

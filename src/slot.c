@@ -120,6 +120,7 @@
 #include "dbgate.h"
 #include "memgrant.h"
 #include "mincost.h"
+#include "quarantine.h"
 #include "runaway.h"
 #include "shmem.h"
 #include "slot.h"
@@ -649,6 +650,9 @@ dbgate_slot_executor_start(QueryDesc *queryDesc, int eflags)
 		lk = dbgate_classify();
 		if (lk->budget < 0)
 			return;
+		/* quarantine.c: a quarantined query is counted, or refused */
+		if (unlikely(lk->quarantine))
+			dbgate_quarantine_check(lk, queryDesc);
 		/* mincost.c: a read cheaper than the budget's min_cost is not gated */
 		if (dbgate_mincost_bypass(lk, queryDesc))
 			return;
