@@ -498,6 +498,7 @@ typedef union DbgateRunawayPadded
 typedef struct DbgateQuarantineEntry
 {
 	bool		in_use;
+	int32		next;			/* the next entry of its hash bucket, or -1 */
 	int32		budget;			/* budget index */
 	uint32		incarnation;	/* of that budget */
 	Oid			dbid;
@@ -544,6 +545,8 @@ typedef struct DbgateShared
 	int			max_quarantine;
 	LWLock	   *quarantine_lock;
 	DbgateQuarantineEntry *quarantine;
+	uint32		quarantine_mask;	/* buckets - 1 (a power of 2) */
+	int32	   *quarantine_buckets;	/* first entry of each bucket, or -1 */
 } DbgateShared;
 
 /* The shared memory (shmem.c sets it up). */

@@ -33,7 +33,7 @@
  * 0, so a budget without entries costs its statements nothing: no lock, no
  * lookup.  For a budget with entries, a statement that would take a slot
  * (not one under a slot already held) is looked up by its query id under
- * the lock shared, before the min_cost bypass and before the gate: on a
+ * the lock shared (one bucket's chain), before the min_cost bypass and before the gate: on a
  * hit it is counted in the entry's 'hits' and the budget's 'quarantined',
  * and refused with 53000 when the budget's runaway_action is 'cancel'
  * (never in shadow mode); with 'log' it goes on to the gate as usual.
@@ -130,6 +130,14 @@ entry_live(const DbgateQuarantineEntry *e, TimestampTz now)
 	return b->in_use && b->incarnation == e->incarnation;
 }
 
+static inline uint32
+key_bucket(int budget, Oid dbid, uint64 queryid)
+{
+	/* query ids are hashes already */
+	return ((uint32) queryid ^ (uint32) (queryid >> 32) ^ dbid ^
+			((uint32) budget * 0x9E3779B1)) & dbgate_shared->quarantine_mask;
+}
+
 /* The entry of this key, or -1.  Lock held. */
 static int
 find_entry(int budget, uint32 incarnation, Oid dbid, uint64 queryid)
@@ -137,20 +145,41 @@ find_entry(int budget, uint32 incarnation, Oid dbid, uint64 queryid)
 	DbgateShared *sh = dbgate_shared;
 	int			i;
 
-	for (i = 0; i < sh->max_quarantine; i++)
+	for (i = sh->quarantine_buckets[key_bucket(budget, dbid, queryid)];
+		 i >= 0; i = sh->quarantine[i].next)
 	{
 		DbgateQuarantineEntry *e = &sh->quarantine[i];
 
-		if (e->in_use && e->queryid == queryid && e->budget == budget &&
+		if (e->queryid == queryid && e->budget == budget &&
 			e->incarnation == incarnation && e->dbid == dbid)
 			return i;
 	}
 	return -1;
 }
 
+/* Free entry i (in use): out of its bucket.  Lock held exclusive. */
+static void
+free_entry(int i)
+{
+	DbgateShared *sh = dbgate_shared;
+	DbgateQuarantineEntry *e = &sh->quarantine[i];
+	int32	   *link = &sh->quarantine_buckets[key_bucket(e->budget, e->dbid,
+														   e->queryid)];
+
+	Assert(e->in_use);
+	while (*link != i)
+	{
+		Assert(*link >= 0);
+		link = &sh->quarantine[*link].next;
+	}
+	*link = e->next;
+	e->next = -1;
+	e->in_use = false;
+}
+
 /*
- * A place for a new entry: a free one, else one that is no longer live,
- * else the one that would end first.  Lock held exclusive.
+ * A place for a new entry, freed: a free one, else one that is no longer
+ * live, else the one that would end first.  Lock held exclusive.
  */
 static int
 place_for_entry(TimestampTz now)
@@ -163,11 +192,18 @@ place_for_entry(TimestampTz now)
 	{
 		DbgateQuarantineEntry *e = &sh->quarantine[i];
 
-		if (!e->in_use || !entry_live(e, now))
+		if (!e->in_use)
 			return i;
+		if (!entry_live(e, now))
+		{
+			free_entry(i);
+			return i;
+		}
 		if (victim < 0 || e->until < sh->quarantine[victim].until)
 			victim = i;
 	}
+	if (victim >= 0)
+		free_entry(victim);
 	return victim;
 }
 
@@ -176,9 +212,14 @@ static void
 fill_entry(int i, int budget, uint32 incarnation, Oid dbid, uint64 queryid,
 		   TimestampTz until, const char *query, int query_len)
 {
-	DbgateQuarantineEntry *e = &dbgate_shared->quarantine[i];
+	DbgateShared *sh = dbgate_shared;
+	DbgateQuarantineEntry *e = &sh->quarantine[i];
+	int32	   *head = &sh->quarantine_buckets[key_bucket(budget, dbid, queryid)];
 
+	Assert(!e->in_use);
 	e->in_use = true;
+	e->next = *head;
+	*head = i;
 	e->budget = budget;
 	e->incarnation = incarnation;
 	e->dbid = dbid;
@@ -217,7 +258,7 @@ recount(TimestampTz now)
 		if (!e->in_use)
 			continue;
 		if (!entry_live(e, now))
-			e->in_use = false;
+			free_entry(i);
 		else
 			n[e->budget]++;
 	}
@@ -669,7 +710,7 @@ dbgate_quarantine_add(PG_FUNCTION_ARGS)
 	i = find_entry(budget, inc, MyDatabaseId, (uint64) queryid);
 	if (i >= 0 && !entry_live(&sh->quarantine[i], now))
 	{
-		sh->quarantine[i].in_use = false;
+		free_entry(i);
 		i = -1;
 	}
 	if (i < 0)
@@ -718,7 +759,7 @@ dbgate_quarantine_remove(PG_FUNCTION_ARGS)
 			continue;
 		if (!any_query && e->queryid != queryid)
 			continue;
-		e->in_use = false;
+		free_entry(i);
 		ended++;
 	}
 	recount(now);

@@ -48,6 +48,17 @@ procs_count(void)
 	return (Size) MaxBackends;
 }
 
+/* Hash buckets of the quarantine table: a power of 2, at least its size. */
+static Size
+quarantine_buckets(void)
+{
+	Size		n = 1;
+
+	while (n < (Size) dbgate_max_quarantine)
+		n <<= 1;
+	return n;
+}
+
 static Size
 shmem_size(void)
 {
@@ -65,6 +76,7 @@ shmem_size(void)
 	size = add_size(size, mul_size(procs_count(), sizeof(DbgateRunawayPadded)));
 	size = add_size(size, mul_size(dbgate_max_quarantine,
 								   sizeof(DbgateQuarantineEntry)));
+	size = add_size(size, mul_size(quarantine_buckets(), sizeof(int32)));
 	return size;
 }
 
@@ -184,14 +196,20 @@ dbgate_shmem_init(void)
 		sh->max_quarantine = dbgate_max_quarantine;
 		sh->quarantine_lock = &locks[1 + dbgate_max_budgets].lock;
 		sh->quarantine = (DbgateQuarantineEntry *) base;
+		base += mul_size(sh->max_quarantine, sizeof(DbgateQuarantineEntry));
+		sh->quarantine_buckets = (int32 *) base;
+		sh->quarantine_mask = (uint32) quarantine_buckets() - 1;
 		{
 			int			q;
 
 			for (q = 0; q < sh->max_quarantine; q++)
 			{
+				sh->quarantine[q].next = -1;
 				pg_atomic_init_u64(&sh->quarantine[q].hits, 0);
 				pg_atomic_init_u64(&sh->quarantine[q].last_hit, 0);
 			}
+			for (q = 0; q <= (int) sh->quarantine_mask; q++)
+				sh->quarantine_buckets[q] = -1;
 		}
 		init_proc_entries(sh);
 		pg_atomic_init_u32(&sh->enabled, dbgate_enabled ? 1 : 0);

@@ -31,6 +31,12 @@
 # with a statement_timeout that never fires) and runaway (the same budget
 # with runaway_after instead: its timer is armed and disarmed where the
 # statement timer is, and the two are compared in a line of their own);
+# queryid (the budget of mode budget on a server with
+# dbgate.max_quarantine > 0, which makes PostgreSQL compute a query id for
+# every statement: compared with budget by the whole statement, since the
+# jumbling is PostgreSQL's work outside the hooks) and qentry (the same
+# with a quarantine entry in the budget for another query: every statement
+# is looked up);
 # memory and mincost are skipped, with a line that
 # says so, when the installed dbgate shows no effect of them (a probe: a
 # statement's memory grant in dbgate.backends, a cheap statement counted in
@@ -49,9 +55,9 @@ set -euo pipefail
 N=${1:-1000}
 shift || true
 MODES=("$@")
-[ ${#MODES[@]} -gt 0 ] || MODES=(notloaded unassigned budget limits member database parent rate lifo lifochild reserved memory mincost bypass adapt stimeout runaway)
+[ ${#MODES[@]} -gt 0 ] || MODES=(notloaded unassigned budget limits member database parent rate lifo lifochild reserved memory mincost bypass adapt stimeout runaway queryid qentry)
 for m in "${MODES[@]}"; do
-	case $m in notloaded|unassigned|budget|limits|member|database|parent|rate|lifo|lifochild|reserved|memory|mincost|bypass|adapt|stimeout|runaway) ;;
+	case $m in notloaded|unassigned|budget|limits|member|database|parent|rate|lifo|lifochild|reserved|memory|mincost|bypass|adapt|stimeout|runaway|queryid|qentry) ;;
 	*) echo "unknown mode: $m" >&2; exit 2 ;; esac
 done
 
@@ -104,6 +110,10 @@ run_mode() {
 	sed -i '/^shared_preload_libraries/d' "$WORK/data/postgresql.conf"
 	[ "$mode" = notloaded ] ||
 		echo "shared_preload_libraries = 'dbgate'" >> "$WORK/data/postgresql.conf"
+	sed -i '/^dbgate.max_quarantine/d' "$WORK/data/postgresql.conf"
+	case $mode in queryid|qentry)
+		echo "dbgate.max_quarantine = 100" >> "$WORK/data/postgresql.conf" ;;
+	esac
 	# Set-up on a server started without valgrind: CREATE EXTENSION and
 	# its update script would otherwise be a busier process than the
 	# measured backend when statements are cheap (the prepared protocol).
@@ -165,6 +175,12 @@ EOS
 				-c "SELECT dbgate.assign_role('bench_instr', 'instr')" >/dev/null ;;
 		runaway) psql_su -c "SELECT dbgate.create_budget('instr', 100, 0, runaway_after => '10min')" \
 				-c "SELECT dbgate.assign_role('bench_instr', 'instr')" >/dev/null ;;
+		queryid) psql_su -c "SELECT dbgate.create_budget('instr', 100, 0)" \
+				-c "SELECT dbgate.assign_role('bench_instr', 'instr')" >/dev/null ;;
+		# (kept across the clean restart into valgrind)
+		qentry) psql_su -c "SELECT dbgate.create_budget('instr', 100, 0)" \
+				-c "SELECT dbgate.assign_role('bench_instr', 'instr')" \
+				-c "SELECT dbgate.quarantine_add('instr', 1, '1 day')" >/dev/null ;;
 		esac
 	fi
 	as_pg "$BINDIR/pg_ctl" -D "$WORK/data" stop -m fast -w >/dev/null
@@ -293,7 +309,7 @@ probe() { # memory | mincost
 echo "protocol: $PROTOCOL, $N and $((3 * N)) statements per mode"
 printf '%-11s %14s %10s %9s %9s %9s\n' mode instr/stmt added added% in-hooks whole
 base=
-declare -A HOOKS
+declare -A HOOKS PER
 pct() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (a - b) * 100 / b }'; }
 for mode in "${MODES[@]}"; do
 	if [ "$mode" = memory ] || [ "$mode" = mincost ] || [ "$mode" = bypass ]; then
@@ -306,6 +322,7 @@ for mode in "${MODES[@]}"; do
 	a=$(run_mode "$mode" "$N")
 	b=$(run_mode "$mode" $((3 * N)))
 	per=$(( (b - a) / (2 * N) ))
+	PER[$mode]=$per
 	hooks=- whole=-
 	if [ "$mode" != notloaded ]; then
 		hooks=$(hook_cost $((3 * N))); HOOKS[$mode]=$hooks
@@ -328,6 +345,18 @@ for mode in limits member database parent rate lifo lifochild reserved memory mi
 		"${HOOKS[$mode]}" "${HOOKS[budget]}" $((HOOKS[$mode] - HOOKS[budget])) \
 		"$(pct "${HOOKS[$mode]}" "${HOOKS[budget]}")"
 done
+# query ids: the whole statement against the same budget without them; a
+# quarantine entry: the lookup in the hooks
+if [ -n "${PER[budget]:-}" ] && [ -n "${PER[queryid]:-}" ]; then
+	printf '%-11s whole statement %d against budget %d: %+d instructions per statement (%+.1f%%)\n' queryid \
+		"${PER[queryid]}" "${PER[budget]}" $((PER[queryid] - PER[budget])) \
+		"$(pct "${PER[queryid]}" "${PER[budget]}")"
+fi
+if [ -n "${HOOKS[queryid]:-}" ] && [ -n "${HOOKS[qentry]:-}" ]; then
+	printf '%-11s in hooks %d against queryid %d: %+d instructions per statement (%+.1f%%)\n' qentry \
+		"${HOOKS[qentry]}" "${HOOKS[queryid]}" $((HOOKS[qentry] - HOOKS[queryid])) \
+		"$(pct "${HOOKS[qentry]}" "${HOOKS[queryid]}")"
+fi
 # runaway_after against statement_timeout: the same timer work
 if [ -n "${HOOKS[stimeout]:-}" ] && [ -n "${HOOKS[runaway]:-}" ]; then
 	printf '%-11s in hooks %d against stimeout %d: %+d instructions per statement (%+.1f%%)\n' runaway \
