@@ -1,0 +1,191 @@
+# The quarantine (1.3) across restarts, on a standby and without a table:
+#
+#   1. a runaway of a 'cancel' budget with quarantine: its query is
+#      quarantined, and repeats are refused with 53000;
+#   2. a clean restart keeps the entries (until, runaways, hits, the text),
+#      and the repeats are still refused; a SIGTERM of the runaway worker
+#      alone keeps them too;
+#   3. a crash restart starts with none;
+#   4. a full table: the entry that would end first gives way;
+#   5. a streaming standby: quarantine_add there, its own runaways, nothing
+#      on the primary; the standby's entries survive its clean restart;
+#   6. dbgate.max_quarantine = 0 (the default): quarantine_add is refused
+#      (55000), the view is empty, runaways are still counted.
+use strict;
+use warnings FATAL => 'all';
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use DbgateTest;
+
+my $node = dbgate_node('quarantine',
+	conf => "restart_after_crash = on\n" . "dbgate.max_quarantine = 4\n");
+$node->safe_psql(
+	'postgres', q{
+	CREATE ROLE qa_u LOGIN;
+	SELECT dbgate.create_budget('qa_b', 10, runaway_after => '100ms',
+	                            runaway_action => 'log', quarantine => '1h');
+	SELECT dbgate.assign_role('qa_u', 'qa_b');
+	SELECT dbgate.create_budget('qa_other', 1);
+});
+
+my $view = q{SELECT budget, query, runaways, hits, until FROM dbgate.quarantine
+             ORDER BY budget, queryid};
+
+# the pid of node n's runaway worker ('' when it is not there)
+sub worker_pid
+{
+	my ($n) = @_;
+	my $name = $n->name;
+	for (`ps -eo pid=,args=`)
+	{
+		return $1 if /^\s*(\d+) postgres: \Q$name\E: dbgate runaway worker\s*$/;
+	}
+	return '';
+}
+
+sub quarantined
+{
+	my ($n) = @_;
+	return $n->safe_psql('postgres',
+		q{SELECT quarantined FROM dbgate.status WHERE budget = 'qa_b'});
+}
+
+# 1. A runaway's query is quarantined; a repeat is refused.  ('log' first:
+# the worker reads the text while the statement still runs.)
+my ($state) = run_sql($node, 'SELECT pg_sleep(0.6)', user => 'qa_u');
+is($state, '', "the runaway runs to its end ('log')");
+poll_ok($node, q{SELECT count(*) FROM dbgate.quarantine WHERE budget = 'qa_b'},
+	'1', 'its query is quarantined');
+$node->safe_psql('postgres',
+	q{SELECT dbgate.alter_budget('qa_b', runaway_action => 'cancel')});
+($state) = run_sql($node, 'SELECT pg_sleep(0.01)', user => 'qa_u');
+is($state, '53000', 'a repeat with other constants is refused');
+($state) = run_sql($node, 'SELECT 1', user => 'qa_u');
+is($state, '', 'another query runs');
+$node->safe_psql('postgres',
+	q{SELECT dbgate.quarantine_add('qa_other', 77, '1 day')});
+my $before = $node->safe_psql('postgres', $view);
+like($before, qr/^qa_b\|SELECT pg_sleep\(0\.6\)\|1\|1\|/m,
+	'the entry: the text, one runaway, one hit');
+
+# 2. A clean restart keeps the entries; so does a SIGTERM of the worker.
+my $offset = -s $node->logfile;
+$node->restart;
+is($node->safe_psql('postgres', $view), $before,
+	'clean restart: the entries are kept as they were');
+ok($node->log_contains(qr/dbgate: 2 quarantined queries kept across the restart/, $offset),
+	'clean restart: the LOG line says how many');
+ok(!-e $node->data_dir . '/dbgate.quarantine', 'clean restart: the file is gone once read');
+($state) = run_sql($node, 'SELECT pg_sleep(0.01)', user => 'qa_u');
+is($state, '53000', 'clean restart: the repeat is still refused');
+is(quarantined($node), '1', 'clean restart: counted in quarantined (from zero)');
+my $after = $node->safe_psql('postgres', $view);
+my $wpid = worker_pid($node);
+ok($wpid ne '', 'the runaway worker runs');
+kill('TERM', $wpid);
+ok($node->poll_query_until('postgres',
+		q{SELECT count(*) FROM dbgate.quarantine}, '2'),
+	'SIGTERM of the worker: the entries are there');
+my $wpid2 = '';
+for (1 .. 600)
+{
+	$wpid2 = worker_pid($node);
+	last if $wpid2 ne '' && $wpid2 ne $wpid;
+	select(undef, undef, undef, 0.1);
+}
+isnt($wpid2, $wpid, 'SIGTERM of the worker: a new worker runs');
+is($node->safe_psql('postgres', $view), $after,
+	'SIGTERM of the worker: the entries are as they were');
+
+# 3. A crash restart starts with none.
+$offset = -s $node->logfile;
+my $s = DbgateTest::Session->new($node);
+kill('KILL', $s->pid);
+$node->wait_for_log(qr/all server processes terminated; reinitializing/, $offset);
+$node->wait_for_log(qr/database system is ready to accept connections/, $offset);
+ok($node->poll_query_until('postgres', 'SELECT 1', '1'),
+	'crash: the server accepts connections after the crash restart');
+is($node->safe_psql('postgres', 'SELECT count(*) FROM dbgate.quarantine'), '0',
+	'crash: no entries');
+($state) = run_sql($node, 'SELECT pg_sleep(0.01)', user => 'qa_u');
+is($state, '', 'crash: the repeat runs');
+
+# 4. A full table (4 entries): the one that would end first gives way.
+$node->safe_psql(
+	'postgres', q{
+	SELECT dbgate.quarantine_add('qa_other', i, i * interval '1 min')
+	  FROM generate_series(1, 4) i;
+	SELECT dbgate.quarantine_add('qa_other', 100, '1 h');
+});
+is($node->safe_psql('postgres',
+		q{SELECT string_agg(queryid::text, ',' ORDER BY queryid) FROM dbgate.quarantine}),
+	'2,3,4,100', 'full table: the entry that ended first gave way');
+$node->safe_psql('postgres', 'SELECT dbgate.quarantine_remove()');
+
+# 5. A streaming standby has its own entries.
+{
+	my $primary = PostgreSQL::Test::Cluster->new('quarantine_primary');
+	$primary->init(allows_streaming => 1);
+	$primary->append_conf('postgresql.conf',
+		"shared_preload_libraries = 'dbgate'\ndbgate.max_quarantine = 10\n");
+	$primary->start;
+	$primary->safe_psql(
+		'postgres', q{
+		CREATE EXTENSION dbgate;
+		CREATE ROLE qa_u LOGIN;
+		SELECT dbgate.create_budget('qa_b', 10, runaway_after => '100ms',
+		                            runaway_action => 'cancel', quarantine => '1h');
+		SELECT dbgate.assign_role('qa_u', 'qa_b');
+	});
+	$primary->backup('b1');
+	my $standby = PostgreSQL::Test::Cluster->new('quarantine_standby');
+	$standby->init_from_backup($primary, 'b1', has_streaming => 1);
+	$standby->start;
+	$standby->safe_psql('postgres', q{SELECT dbgate.quarantine_add('qa_b', 5, '1 h')});
+	# (5.0, not 5: the same query id as that of pg_sleep(0.01))
+	($state) = run_sql($standby, 'SELECT pg_sleep(5.0)', user => 'qa_u');
+	is($state, '57014', 'standby: the runaway is canceled');
+	poll_ok($standby, 'SELECT count(*) FROM dbgate.quarantine', '2',
+		'standby: quarantine_add and the runaway made entries there');
+	($state) = run_sql($standby, 'SELECT pg_sleep(0.01)', user => 'qa_u');
+	is($state, '53000', 'standby: a repeat is refused there');
+	is($primary->safe_psql('postgres', 'SELECT count(*) FROM dbgate.quarantine'),
+		'0', 'standby: the primary has none');
+	($state) = run_sql($primary, 'SELECT pg_sleep(0.01)', user => 'qa_u');
+	is($state, '', 'standby: the repeat runs on the primary');
+	$standby->restart;
+	is($standby->safe_psql('postgres', 'SELECT count(*) FROM dbgate.quarantine'),
+		'2', 'standby: a clean restart keeps its entries');
+	$standby->stop;
+	$primary->stop;
+}
+
+# 6. No table (the default).
+{
+	my $off = dbgate_node('quarantine_off');
+	is($off->safe_psql('postgres', 'SHOW dbgate.max_quarantine'), '0',
+		'off: dbgate.max_quarantine is 0 by default');
+	$off->safe_psql(
+		'postgres', q{
+		CREATE ROLE qa_u LOGIN;
+		SELECT dbgate.create_budget('qa_b', 10, runaway_after => '100ms',
+		                            runaway_action => 'cancel', quarantine => '1h');
+		SELECT dbgate.assign_role('qa_u', 'qa_b');
+	});
+	($state) = run_sql($off, q{SELECT dbgate.quarantine_add('qa_b', 5, '1 h')});
+	is($state, '55000', 'off: quarantine_add is refused');
+	($state) = run_sql($off, 'SELECT pg_sleep(5.0)', user => 'qa_u');
+	is($state, '57014', 'off: the runaway is canceled');
+	poll_ok($off, q{SELECT runaways FROM dbgate.status WHERE budget = 'qa_b'}, '1',
+		'off: and counted');
+	($state) = run_sql($off, 'SELECT pg_sleep(0.01)', user => 'qa_u');
+	is($state, '', 'off: a repeat runs');
+	is($off->safe_psql('postgres', 'SELECT count(*) FROM dbgate.quarantine'), '0',
+		'off: the view is empty');
+	$off->stop;
+}
+
+$node->stop;
+done_testing();
