@@ -20,7 +20,9 @@
 #
 # Budgets:
 #   soak_a  B = 2, Q = 3, fair, queue_timeout 400 ms, scope 'statement'
-#           (the sessions' statement_timeout is 2 s) roles soak_a1, soak_a2
+#           (the sessions' statement_timeout is 2 s), runaway_after
+#           1200 ms with 'cancel' and quarantine 2 s (1.3; the quarantine
+#           table holds 8 entries)           roles soak_a1, soak_a2
 #   soak_b  B = 1, Q = 2, non-fair, statement_timeout 1500 ms, lock_timeout
 #           300 ms, scope 'statement'                roles soak_b1, soak_b2
 #   soak_d  B = 2, Q = 3, fair, queue_timeout 600 ms, scope 'transaction',
@@ -111,6 +113,10 @@
 #     soak_q's subtree (Soak::Check12);
 #   would_queue and would_reject: 0 everywhere (no budget is in shadow
 #     mode);
+#   runaways and quarantined (1.3): in soak_a between the runaway cancels
+#     (57014 naming runaway_after) and the quarantine refusals (53000) that
+#     its clients saw, and those plus its clients' other failures (a cancel
+#     or a termination that came first); 0 in every other budget;
 #   bypassed: in soak_m (min_cost 100) between the reads below it that its
 #     clients saw run (their costs are about 1; its sorts and hashes cost
 #     300 and more) and those plus the ones canceled, timed out or lost;
@@ -186,6 +192,7 @@ deadlock_timeout = '100ms'
 restart_after_crash = on
 log_min_error_statement = panic
 log_statement = none
+dbgate.max_quarantine = 8
 });
 $node->start;
 
@@ -393,7 +400,8 @@ BEGIN
   END IF;
 END$$;
 SELECT dbgate.create_budget('soak_a', 2, 3, queue_timeout => '400ms',
-                            scope => 'statement');
+                            scope => 'statement', runaway_after => '1200ms',
+                            runaway_action => 'cancel', quarantine => '2s');
 SELECT dbgate.create_budget('soak_b', 1, 2, statement_timeout => '1500ms',
                             lock_timeout => '300ms', fair => false);
 SELECT dbgate.create_budget('soak_c', 2, 2, queue_timeout => '1s',
@@ -1460,16 +1468,32 @@ for my $b (@CHECKED)
 	push @p, 'active_time_total is 0 although statements were admitted'
 	  if $s->{admitted} > 0 && $s->{active_time_total} <= 0;
 	push @p, "no statement was admitted" if $s->{admitted} == 0;
+	# (1.3) soak_a cancels its runaways and refuses their repeats: every
+	# cancel the clients saw was counted, and every refusal; a refused
+	# statement whose client lost the error is counted too
+	$c->{$_} //= 0 for qw(ra quar fail_other);
+	if ($b eq 'soak_a')
+	{
+		$range->('runaways', $s->{runaways}, $c->{ra}, $c->{ra} + $c->{fail_other});
+		$range->('quarantined', $s->{quarantined}, $c->{quar}, $c->{quar} + $c->{fail_other});
+	}
+	else
+	{
+		$range->('runaways', $s->{runaways}, 0, 0);
+		$range->('quarantined', $s->{quarantined}, 0, 0);
+	}
 	ok(!@p, "$b: counters since the last restart agree with what the clients saw")
 	  or diag join("\n", "$b: " . join(', ', map { "$_ $c->{$_}" } sort keys %$c), @p);
 	note sprintf(
 		'%s: admitted %d (clients: %d certain + up to %d canceled or terminated), '
 		  . 'rejected_full %d (clients: %d), rejected_timeout %d (clients: %d), '
 		  . 'canceled_waiting %d, lost results %d, terminated_idle %d (clients: %d), '
-		  . 'admitted_lock_holder %d',
+		  . 'admitted_lock_holder %d, runaways %d (clients: %d canceled), '
+		  . 'quarantined %d (clients: %d refused)',
 		$b, $s->{admitted}, $c->{adm_lo}, $c->{amb}, $s->{rejected_full}, $c->{full},
 		$s->{rejected_timeout}, $c->{qto}, $s->{canceled_waiting}, $c->{lost_unconf},
-		$s->{terminated_idle}, $c->{idle_term}, $s->{admitted_lock_holder});
+		$s->{terminated_idle}, $c->{idle_term}, $s->{admitted_lock_holder},
+		$s->{runaways}, $c->{ra}, $s->{quarantined}, $c->{quar});
 }
 
 # ---------------------------------------------------------------------

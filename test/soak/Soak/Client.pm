@@ -522,12 +522,25 @@ sub account
 {
 	my ($self, $o, $mode, %opt) = @_;
 	my $kind = $o->{ok} ? 'ok' : classify_error($o->{state}, $o->{errstr});
+	# (1.3) a statement canceled by its budget's runaway_after had been
+	# admitted and ran (as one that failed while executing); a quarantined
+	# query was refused before the gate (as one the parser refused)
+	my $orig = $kind;
+	if ($kind eq 'ra' || $kind eq 'quar')
+	{
+		my $b = $self->{budget} // '';
+		$self->fail("$kind ($o->{state}) in budget '$b', which has no runaway_after: $o->{sql}: $o->{msg}")
+		  unless $b eq 'soak_a';
+		$self->fail("a runaway cancel names another budget than $b: $o->{msg}")
+		  unless $o->{msg} =~ /"\Q$b\E"/;
+		$kind = $kind eq 'ra' ? 'exec' : 'parse';
+	}
 	$o->{kind} = $kind;
 	my $late = $self->{late_timeout_possible};
 	my $h = $self->{history} //= [];
 	push @$h, sprintf('%s [%s, %.0f ms]', $o->{sql}, $kind, $o->{elapsed_ms} // -1);
 	shift @$h while @$h > 8;
-	$self->{tot}{"outcome_$kind"}++;
+	$self->{tot}{"outcome_$orig"}++;
 	$self->{errors}{ $o->{state} }++ if !$o->{ok} && $o->{state} ne '';
 	$self->{lost} = 1 if $kind eq 'lost';
 	$self->{rejected} = 1 if $kind eq 'full' || $kind eq 'qto';
@@ -556,6 +569,11 @@ sub account
 
 	return unless $self->{checked};
 	my $acc = $self->{acct}{ $self->{epoch} }{ $self->{budget} } //= {};
+	$acc->{ra}++ if $orig eq 'ra';
+	$acc->{quar}++ if $orig eq 'quar';
+	# (1.3) any other failure, in any mode: it may have hidden a runaway
+	# or a refusal (a cancel or a termination that came first)
+	$acc->{fail_other}++ if !$o->{ok} && $orig ne 'ra' && $orig ne 'quar';
 	if ($mode eq 'cheap')
 	{
 		# (1.2) below min_cost: counted in bypassed at executor start,

@@ -79,7 +79,11 @@ sub error_parts
 #   full     53300 "budget ... is full": rejected at arrival
 #   qto      53300 "timed out waiting": rejected by the queue timeout
 #   st       57014 statement timeout (the session's or the budget's)
+#   ra       57014 canceled by the budget's runaway_after (1.3): it had
+#            been admitted and ran that long
 #   cancel   57014 canceled by pg_cancel_backend
+#   quar     53000 its query is quarantined in the budget (1.3): refused
+#            at the gate, never admitted
 #   exec     raised while executing: the statement had been admitted
 #   parse    raised by the parser or planner: never reached the gate
 #   aborted  25P02: the transaction had already failed (a client bug)
@@ -105,9 +109,11 @@ sub classify_error
 	if ($state eq '57014')
 	{
 		return 'st' if $msg =~ /statement timeout/;
+		return 'ra' if $msg =~ /^canceling statement because it ran longer than runaway_after \(.*\) of budget ".*"$/;
 		return 'cancel' if $msg =~ /user request/;
 		return 'other';
 	}
+	return 'quar' if $state eq '53000' && $msg =~ /^query -?\d+ is quarantined in budget ".*" until /;
 	# lock timeout (also NOWAIT), deadlock, division by zero, RAISE
 	return 'exec' if $state =~ /^(55P03|40P01|22012|P0001)$/;
 	# syntax error, undefined column / table / function
