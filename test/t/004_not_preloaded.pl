@@ -33,11 +33,15 @@ my %calls = (
 	'create_budget(text,integer,integer,interval,interval,interval,boolean,text,interval,integer,boolean,boolean,text,interval,text,integer,doubleprecision,integer,integer,doubleprecision,integer,interval,text,text,interval,text,integer)'
 	  => q{SELECT dbgate.create_budget('x', 1, 1, '1s', '1s', '1s', true)},
 	'drop_budget(text,boolean)' => q{SELECT dbgate.drop_budget('x', true)},
+	'quarantine_add(text,bigint,interval)' =>
+	  q{SELECT dbgate.quarantine_add('x', 1, '1 min')},
+	'quarantine_entries()' => q{SELECT * FROM dbgate.quarantine_entries()},
+	'quarantine_remove(text,bigint)' => q{SELECT dbgate.quarantine_remove()},
 	'reset_stats(text)' => q{SELECT dbgate.reset_stats()},
 	'unassign_database(name)' =>
 	  q{SELECT dbgate.unassign_database('postgres')},
 	'unassign_role(regrole)' => q{SELECT dbgate.unassign_role('np_role')},);
-my %views = map { $_ => "SELECT * FROM dbgate.$_" } qw(backends budgets status wait_histogram);
+my %views = map { $_ => "SELECT * FROM dbgate.$_" } qw(backends budgets quarantine status wait_histogram);
 
 $node->safe_psql('postgres', 'CREATE ROLE np_role LOGIN');
 is( $node->safe_psql(
