@@ -113,7 +113,8 @@ typedef struct DbgateLimits
 	int32		parent;			/* budget index of the parent, -1: none */
 	uint32		parent_incarnation;
 	int32		max_memory_mb;
-	int32		scope;
+	int16		scope;
+	uint8		limit_flags;	/* DBGATE_LIM_*: derived, for the statement path */
 	bool		fair;
 	bool		enforce;
 	bool		utility;
@@ -127,6 +128,28 @@ typedef struct DbgateLimits
 									 * grants are max_memory_mb / it */
 	int32		runaway_after_ms;	/* 0: never (1.3, runaway.c) */
 } DbgateLimits;
+
+/*
+ * DbgateLimits.limit_flags: what a run under the slot must apply (RUN: a
+ * statement_timeout, lock_timeout or runaway_after), and whether the slot
+ * has anything to apply at all (SLOT: RUN, or an idle timeout), so that the
+ * statement path tests one byte instead of the fields one by one.
+ */
+#define DBGATE_LIM_RUN		0x01
+#define DBGATE_LIM_SLOT		0x02
+
+static inline uint8
+dbgate_limit_flags(const DbgateLimits *l)
+{
+	uint8		f = 0;
+
+	if (l->statement_timeout_ms > 0 || l->lock_timeout_ms > 0 ||
+		l->runaway_after_ms > 0)
+		f |= DBGATE_LIM_RUN | DBGATE_LIM_SLOT;
+	if (l->idle_timeout_ms > 0)
+		f |= DBGATE_LIM_SLOT;
+	return f;
+}
 
 /*
  * What only the queue side needs of a budget's configuration (read under

@@ -908,6 +908,7 @@ dbgate_admission_set_limits(DbgateBudget *b, const DbgateBudgetConf *conf,
 	/* runaway.c ('demote' acts as 'log' until its move exists) */
 	l.runaway_after_ms = conf->runaway_after_ms;
 	l.runaway_cancel = (conf->runaway_action == DBGATE_RUNAWAY_CANCEL);
+	l.limit_flags = dbgate_limit_flags(&l);
 	/* budgets.c sets it for the whole tree once every budget has limits */
 	l.adapt_chain = b->lim.adapt_chain;
 	q.overtake_ms = conf->overtake_limit_ms;

@@ -122,23 +122,14 @@
 volatile sig_atomic_t dbgate_runaway_cancel_fired = false;
 
 /*
- * What the handler records: the statement's slot (its chain and limits,
- * slot.c's, which stay put while the slot is held, as it is while the
- * timer is armed), its run and the start of its clock.  Set before the
- * timer is armed (the handler runs only while it is armed).
+ * What the handler records (runaway.h: set by the inline
+ * dbgate_runaway_prepare() before the timer is armed), the backend's
+ * record, and the statement that last ran away.
  */
 TimeoutId	dbgate_runaway_timeout_id = MAX_TIMEOUTS;	/* registered at first use */
 static volatile DbgateRunawayRec *my_rec = NULL;
-static struct
-{
-	const DbgateChain *chain;
-	const DbgateLimits *lim;
-	const QueryDesc *queryDesc;
-	TimestampTz start;
-} armed;
-
-/* The start of the statement that last ran away (a statement runs away once). */
-static volatile TimestampTz fired_start = 0;
+DbgateRunawayArmed dbgate_runaway_armed;
+#define armed dbgate_runaway_armed
 
 /* ----------
  * The backend's side
@@ -172,7 +163,7 @@ runaway_timeout_handler(void)
 	r->at = GetCurrentTimestamp();
 	pg_write_barrier();
 	r->seq = r->seq + 1;
-	fired_start = armed.start;
+	armed.fired_start = armed.start;
 
 	if (action == DBGATE_RUNAWAY_CANCEL)
 	{
@@ -189,28 +180,15 @@ runaway_timeout_handler(void)
 		SetLatch(latch);
 }
 
-static pg_noinline void
-register_timeout(void)
+/* dbgate_runaway_prepare()'s first call in the backend */
+void
+dbgate_runaway_register(const DbgateChain *c, const DbgateLimits *l)
 {
+	armed.chain = c;
+	armed.lim = l;
 	my_rec = &dbgate_shared->runaway[DBGATE_MY_PROCNO()].d;
 	dbgate_runaway_timeout_id = RegisterTimeout(USER_TIMEOUT,
 												runaway_timeout_handler);
-}
-
-TimestampTz
-dbgate_runaway_prepare(TimestampTz start, const DbgateChain *c,
-					   const DbgateLimits *l, const QueryDesc *queryDesc)
-{
-	if (unlikely(start == fired_start))
-		return 0;				/* this statement ran away already */
-	if (unlikely(dbgate_runaway_timeout_id == MAX_TIMEOUTS))
-		register_timeout();
-	armed.chain = c;
-	armed.lim = l;
-	armed.queryDesc = queryDesc;
-	armed.start = start;
-	dbgate_runaway_cancel_fired = false;
-	return TimestampTzPlusMilliseconds(start, l->runaway_after_ms);
 }
 
 /* "1s", "1500ms", "2min": runaway_after as the message names it */

@@ -26,21 +26,52 @@
 extern volatile sig_atomic_t dbgate_runaway_cancel_fired;
 
 /*
- * The statement path (slot.c): the deadline of the statement that starts
- * its outermost run at 'start' under the slot of chain c with limits l
- * (l->runaway_after_ms > 0), or 0 when that statement has already run
- * away.  Remembers what the timer's handler will record.
+ * What the timer's handler records of the statement it fires for (its run
+ * and the start of its clock, set by dbgate_runaway_prepare() before the
+ * timer is armed: the handler runs only while it is armed), the slot's
+ * chain and limits (slot.c's, at fixed places: set once, at registration),
+ * and the clock start of the statement that last ran away (a statement
+ * runs away once).  One struct, so that the inline prepare reaches all of
+ * it through one address.  runaway.c's.
  */
-extern TimestampTz dbgate_runaway_prepare(TimestampTz start,
-										  const DbgateChain *c,
-										  const DbgateLimits *l,
-										  const QueryDesc *queryDesc);
+typedef struct DbgateRunawayArmed
+{
+	const QueryDesc *queryDesc;
+	TimestampTz start;
+	volatile TimestampTz fired_start;
+	const DbgateChain *chain;	/* NULL until the timer is registered */
+	const DbgateLimits *lim;
+} DbgateRunawayArmed;
+
+extern DbgateRunawayArmed dbgate_runaway_armed;
+/* the timer, for timeouts.c to arm: registered by the first prepare */
+extern TimeoutId dbgate_runaway_timeout_id;
+extern void dbgate_runaway_register(const DbgateChain *c, const DbgateLimits *l);
 
 /*
- * The timer, for timeouts.c to arm: registered by the first
- * dbgate_runaway_prepare() of the backend.
+ * The statement path (slot.c): the deadline of the statement that starts
+ * its outermost run at 'start' under the slot of chain c with limits l
+ * (l->runaway_after_ms > 0; slot.c's, always the same two), or 0 when that
+ * statement has already run away.  Remembers what the timer's handler
+ * will record.  Inline: it is on the path of every statement of such a
+ * budget.
  */
-extern TimeoutId dbgate_runaway_timeout_id;
+static inline TimestampTz
+dbgate_runaway_prepare(TimestampTz start, const DbgateChain *c,
+					   const DbgateLimits *l, const QueryDesc *queryDesc)
+{
+	DbgateRunawayArmed *a = &dbgate_runaway_armed;
+
+	if (unlikely(start == a->fired_start))
+		return 0;				/* this statement ran away already */
+	if (unlikely(a->chain == NULL))
+		dbgate_runaway_register(c, l);
+	Assert(a->chain == c && a->lim == l);
+	a->queryDesc = queryDesc;
+	a->start = start;
+	dbgate_runaway_cancel_fired = false;
+	return TimestampTzPlusMilliseconds(start, l->runaway_after_ms);
+}
 
 /*
  * After the run ended normally with the runaway timer disarmed: a cancel

@@ -313,11 +313,9 @@ slot_admitted(void)
 		slot_limits.max_memory_mb = 0;
 		/* runaway.c: a shadow budget's runaways are only logged */
 		slot_limits.runaway_cancel = false;
+		slot_limits.limit_flags = dbgate_limit_flags(&slot_limits);
 	}
-	dbgate_slot_has_limits = (slot_limits.statement_timeout_ms > 0 ||
-							  slot_limits.lock_timeout_ms > 0 ||
-							  slot_limits.idle_timeout_ms > 0 ||
-							  slot_limits.runaway_after_ms > 0 ||
+	dbgate_slot_has_limits = ((slot_limits.limit_flags & DBGATE_LIM_SLOT) != 0 ||
 							  dbgate_memgrant_slot);
 	slot_state = SLOT_RUNNING;
 	dbgate_slot_busy = true;
@@ -724,8 +722,7 @@ dbgate_run_begin(QueryDesc *queryDesc, DbgateLimitState *st)
 	if (outermost && slot_state != SLOT_RUNNING && slot_state != SLOT_NONE)
 		slot_enter(SLOT_RUNNING, GetCurrentStatementStartTimestamp());	/* resumed */
 	if (outermost && slot_state != SLOT_NONE &&
-		(slot_limits.statement_timeout_ms > 0 || slot_limits.lock_timeout_ms > 0 ||
-		 slot_limits.runaway_after_ms > 0))
+		(slot_limits.limit_flags & DBGATE_LIM_RUN))
 	{
 		/*
 		 * The budget's statement_timeout and runaway_after count from

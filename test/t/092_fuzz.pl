@@ -117,6 +117,7 @@ log_line_prefix = '%m [%p] <%e> <%u> <%a> '
 log_error_verbosity = verbose
 log_min_messages = warning
 log_min_error_statement = warning
+dbgate.max_quarantine = 16
 });
 $node->start;
 my $superuser = $node->safe_psql('postgres', 'SELECT current_user');
@@ -686,6 +687,9 @@ push @fig, 'budget changes: ' . ($alt->{calls} // 0) . ' calls (' . ($alt->{roll
   . join(', ', map { (my $k = $_) =~ s/^ok\t//; "$k $alt->{$_}" } sort grep { /^ok\t/ } keys %$alt)
   . '; refused as expected: '
   . join(', ', map { (my $k = $_) =~ s/^refused\t//; "$k $alt->{$_}" } sort grep { /^refused\t/ } keys %$alt);
+push @fig, 'quarantine calls: ' . ($alt->{quarantine_calls} // 0) . ' ('
+  . ($alt->{quarantine_ok} // 0) . ' done, ' . ($alt->{quarantine_refused} // 0)
+  . ' refused as expected)';
 push @fig, 'faults: ' . join(', ', map { (my $k = $_) =~ s/\t/ /; "$k $faults->{$_}" } sort keys %$faults);
 for my $b (sort keys %$final)
 {

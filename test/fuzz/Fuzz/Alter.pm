@@ -19,6 +19,14 @@
 # other outcome is a problem.  After every tenth change, and at the end,
 # dbgate.budgets must show the model.
 #
+# (1.3) On a server with the quarantine table (dbgate.max_quarantine > 0),
+# one step in ten is a quarantine call instead: quarantine_add() of a
+# query id that a gated session runs at that moment (else a made-up one)
+# for 2 s in a random budget, or quarantine_remove() of one budget or of
+# all.  Each must succeed, or fail with 22023 (a budget with children) or
+# 42704 (a budget that a generated statement dropped); anything else is a
+# problem.
+#
 # Budget classes (the test says which budget is which):
 #   leaf    budgets with roles, always enforcing
 #   shadow  a budget with roles that goes in and out of shadow mode
@@ -26,7 +34,8 @@
 #
 # Stats file alter.stats, one "key TAB ..." a line:
 #   tried FIELD N, ok FIELD N, refused FIELD N (expected 22023),
-#   rolled_back N, calls N,
+#   rolled_back N, calls N, quarantine_calls N, quarantine_ok N,
+#   quarantine_refused N (1.3),
 #   max BUDGET FIELD VALUE (the highest value of max_active and max_queued
 #   ever committed, the initial one included),
 #   enforce_off BUDGET 1 (the budget was in shadow mode at some time),
@@ -354,6 +363,40 @@ sub change
 	return;
 }
 
+# One quarantine call (see the top of this file).
+sub quarantine_step
+{
+	my ($self) = @_;
+	my $dbh = $self->{dbh};
+	my $budget = pick(sort keys %{ $self->{budgets} });
+	my $sql;
+	if (rand() < 0.3)
+	{
+		$sql = rand() < 0.5
+		  ? 'SELECT dbgate.quarantine_remove()'
+		  : "SELECT dbgate.quarantine_remove('$budget')";
+	}
+	else
+	{
+		my ($qid) = $dbh->selectrow_array(
+			q{SELECT query_id FROM pg_stat_activity
+			   WHERE query_id IS NOT NULL AND query_id <> 0 AND usename LIKE 'fz\_%'
+			   ORDER BY random() LIMIT 1});
+		$qid //= 1 + int(rand(1000));
+		$sql = "SELECT dbgate.quarantine_add('$budget', $qid, '2 s')";
+	}
+	$self->{qcalls}++;
+	my $ok = defined $dbh->do($sql);
+	my $state = $ok ? '' : $dbh->state;
+	if ($ok) { $self->{qok}++; }
+	elsif ($state eq '22023' || $state eq '42704' || $state eq '53200') { $self->{qrefused}++; }
+	else
+	{
+		$self->problem(sprintf('%s: failed with %s (%s)', $sql, $state, $dbh->errstr // ''));
+	}
+	return;
+}
+
 sub run
 {
 	my ($self) = @_;
@@ -369,9 +412,18 @@ sub run
 	$self->{model} = { map { $_ => { %{ $cfg->{$_} } } } keys %{ $self->{budgets} } };
 	delete $_->{budget} for values %{ $self->{model} };
 	$self->note_committed($_) for keys %{ $self->{model} };
+	($self->{quarantine}) = $self->{dbh}->selectrow_array(
+		q{SELECT to_regproc('dbgate.quarantine_add') IS NOT NULL
+		         AND coalesce(current_setting('dbgate.max_quarantine', true), '0')::int > 0});
 	my $k = 0;
 	while (!flag_set($self->{dir}, 'stop'))
 	{
+		if ($self->{quarantine} && rand() < 0.1)
+		{
+			$self->quarantine_step;
+			sleep(0.1 + rand(0.3));
+			next;
+		}
 		$self->change;
 		$self->check_config('after change ' . $self->{calls}) if ++$k % 10 == 0;
 		sleep(0.1 + rand(0.3));
@@ -390,6 +442,9 @@ sub write_stats
 	print $fh "fields\t", join(',', map { $_->{field} } @{ $self->{fields} }), "\n";
 	print $fh "calls\t", $self->{calls} // 0, "\n";
 	print $fh "rolled_back\t", $self->{rolled_back} // 0, "\n";
+	print $fh "quarantine_calls\t", $self->{qcalls} // 0, "\n";
+	print $fh "quarantine_ok\t", $self->{qok} // 0, "\n";
+	print $fh "quarantine_refused\t", $self->{qrefused} // 0, "\n";
 	print $fh "$_\t$self->{stats}{$_}\n" for sort keys %{ $self->{stats} };
 	print $fh "$_\t$self->{max}{$_}\n" for sort keys %{ $self->{max} };
 	print $fh "enforce_off\t$_\t1\n" for sort keys %{ $self->{enforce_off} // {} };
