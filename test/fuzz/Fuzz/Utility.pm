@@ -28,7 +28,10 @@ use Fuzz::Common qw(dsn pick);
 # Errors the test's faults explain: rejected or timed out by the gate (53300),
 # canceled or timed out (57014), lock timeout (55P03), deadlock (40P01),
 # terminated or ended idle (57P01, 25P03, 08xxx: the connection is gone),
-# the lock table full for a moment (53200, from a generated statement).
+# the lock table full for a moment (53200, from a generated statement),
+# (1.3) a query quarantined in its budget (53000 with dbgate's message: the
+# budget churn gives budgets runaway_after with 'cancel' and a quarantine,
+# and quarantines the queries the clients run).
 # (A cancel that arrives as COMMIT starts fails it before it ends the
 # transaction, which stays open and failed: after a failed COMMIT or
 # ROLLBACK the client rolls back before anything else, so 25P02 is not
@@ -127,7 +130,8 @@ sub error
 	$self->{need_rollback} = 1
 	  if $state eq '25P02' || $sql eq 'COMMIT' || $sql eq 'ROLLBACK';
 	$self->bump('err', $state);
-	if (!$EXPECTED{$state} && $state !~ /^08/)
+	if (!$EXPECTED{$state} && $state !~ /^08/ &&
+		!($state eq '53000' && $err =~ /query -?\d+ is quarantined in budget "fz_\w+" until /))
 	{
 		(my $one = "$state: $err (statement: $sql)") =~ s/\n/ /g;
 		push @{ $self->{unexpected} }, $one if @{ $self->{unexpected} } < 20;
