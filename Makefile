@@ -10,6 +10,7 @@ OBJS = \
 	src/waiting.o \
 	src/queue.o \
 	src/trees.o \
+	src/demote.o \
 	src/rate.o \
 	src/lockgraph.o \
 	src/timeouts.o \

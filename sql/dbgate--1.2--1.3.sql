@@ -198,6 +198,30 @@ CREATE OR REPLACE VIEW status AS
 DROP FUNCTION budget_status_1_2();
 
 --
+-- dbgate.backends gains demoted_from at its end: the budget a demoted
+-- statement was moved out of.
+--
+ALTER FUNCTION backend_status() RENAME TO backend_status_1_2;
+CREATE FUNCTION backend_status(
+    OUT pid integer,
+    OUT role name,
+    OUT budget text,
+    OUT state text,
+    OUT state_since timestamptz,
+    OUT queue_position integer,
+    OUT classified_by text,
+    OUT memory_mb double precision,
+    OUT demoted_from text)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'dbgate_backend_status_1_3'
+LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
+REVOKE ALL ON FUNCTION backend_status() FROM PUBLIC;
+SELECT dbgate_copy_execute_grants('backend_status_1_2()', 'backend_status()');
+CREATE OR REPLACE VIEW backends AS
+    SELECT * FROM backend_status() ORDER BY budget, state, queue_position, pid;
+DROP FUNCTION backend_status_1_2();
+
+--
 -- The quarantine (1.3): queries held back in a budget after they ran away.
 -- Not transactional (like pg_stat_statements_reset()): the functions act
 -- at once, also in read-only transactions and on a standby.

@@ -106,6 +106,7 @@
 #include "admission_internals.h"
 #include "classify.h"
 #include "dbgate.h"
+#include "demote.h"
 #include "rate.h"
 
 /* ----------
@@ -512,22 +513,31 @@ dbgate_admission_mark(uint8 state, TimestampTz since)
 	dbgate_my_proc->state = state;
 }
 
-/* This backend's memory grants changed by delta_kb at every level. */
+/*
+ * This backend's memory grants changed by delta_kb at every level of its
+ * chain ('demote': its budget may have it moved meanwhile, demote.c).
+ */
 void
-dbgate_admission_memory(const DbgateChain *c, int64 delta_kb)
+dbgate_admission_memory(int64 delta_kb, bool demote)
 {
+	DbgateProc *me = dbgate_my_proc;
 	int			i;
 
-	for (i = 0; i < c->n; i++)
+	if (unlikely(demote))
 	{
-		DbgateBudget *lb = budget_entry(c->idx[i]);
+		dbgate_demote_memory(delta_kb);
+		return;
+	}
+	for (i = 0; i < me->chain.n; i++)
+	{
+		DbgateBudget *lb = budget_entry(me->chain.idx[i]);
 
 		if (dbgate_st_tag(pg_atomic_read_u64(&lb->state)) !=
-			dbgate_tag_of(c->inc[i]))
+			dbgate_tag_of(me->chain.inc[i]))
 			continue;
 		pg_atomic_fetch_add_u64(&lb->memory_kb_active, (uint64) delta_kb);
 	}
-	pg_atomic_fetch_add_u64(&dbgate_my_proc->memory_kb, (uint64) delta_kb);
+	pg_atomic_fetch_add_u64(&me->memory_kb, (uint64) delta_kb);
 }
 
 /* A session ended by its budget's idle_in_transaction_timeout. */

@@ -40,6 +40,7 @@
 #include "compat.h"
 #include "config.h"
 #include "dbgate.h"
+#include "demote.h"
 #include "memgrant.h"
 #include "mincost.h"
 #include "parallel.h"
@@ -321,8 +322,12 @@ tracked_ExecutorRun(DBGATE_EXECUTOR_RUN_ARGS)
 	PG_CATCH();
 	{
 		dbgate_run_end(queryDesc, &st, true);
-		/* runaway.c: the cancel of a runaway names its budget */
-		if (unlikely(dbgate_runaway_cancel_fired))
+		/*
+		 * runaway.c: the cancel of a runaway names its budget; demote.c: a
+		 * demoted statement's cancel for its new budget's timeouts
+		 */
+		if (unlikely(dbgate_runaway_cancel_fired) ||
+			unlikely(dbgate_demote_cancel_pending()))
 			dbgate_runaway_rethrow();
 		PG_RE_THROW();
 	}
@@ -364,8 +369,12 @@ tracked_ExecutorFinish(QueryDesc *queryDesc)
 	PG_CATCH();
 	{
 		dbgate_run_end(queryDesc, &st, true);
-		/* runaway.c: the cancel of a runaway names its budget */
-		if (unlikely(dbgate_runaway_cancel_fired))
+		/*
+		 * runaway.c: the cancel of a runaway names its budget; demote.c: a
+		 * demoted statement's cancel for its new budget's timeouts
+		 */
+		if (unlikely(dbgate_runaway_cancel_fired) ||
+			unlikely(dbgate_demote_cancel_pending()))
 			dbgate_runaway_rethrow();
 		PG_RE_THROW();
 	}

@@ -123,6 +123,7 @@ typedef struct DbgateLimits
 	bool		adapt_chain;	/* this budget or an ancestor adapts (1.3) */
 	bool		resv;			/* reserved > 0 (and a parent) */
 	bool		runaway_cancel; /* runaway_action 'cancel' (1.3, runaway.c) */
+	bool		runaway_demote; /* runaway_action 'demote' (1.3, demote.c) */
 	double		min_cost;
 	int32		grant_max_active;	/* the configured max_active: memory
 									 * grants are max_memory_mb / it */
@@ -132,7 +133,8 @@ typedef struct DbgateLimits
 /*
  * DbgateLimits.limit_flags: what a run under the slot must apply (RUN: a
  * statement_timeout, lock_timeout or runaway_after), and whether the slot
- * has anything to apply at all (SLOT: RUN, or an idle timeout), so that the
+ * has anything to apply at all (SLOT: RUN, an idle timeout, or a runaway
+ * 'demote' whose move the slot's changes must look at), so that the
  * statement path tests one byte instead of the fields one by one.
  */
 #define DBGATE_LIM_RUN		0x01
@@ -146,7 +148,8 @@ dbgate_limit_flags(const DbgateLimits *l)
 	if (l->statement_timeout_ms > 0 || l->lock_timeout_ms > 0 ||
 		l->runaway_after_ms > 0)
 		f |= DBGATE_LIM_RUN | DBGATE_LIM_SLOT;
-	if (l->idle_timeout_ms > 0)
+	/* demote.c: a slot that may be moved has its release to watch */
+	if (l->idle_timeout_ms > 0 || l->runaway_demote)
 		f |= DBGATE_LIM_SLOT;
 	return f;
 }
@@ -462,6 +465,17 @@ typedef struct DbgateProc
 	 */
 	DbgateChain chain;
 	pg_atomic_uint64 memory_kb; /* open memory grants */
+
+	/*
+	 * Demotion (1.3, demote.c has the protocol): the move word (ticket and
+	 * DBGATE_MV_* flags), and for a slot that was moved, the budget it was
+	 * moved out of and when (written by the runaway worker before it sets
+	 * DBGATE_MV_DONE).
+	 */
+	pg_atomic_uint64 move;
+	int32		demoted_from;	/* leaf budget index */
+	uint32		demoted_from_inc;	/* of that budget */
+	TimestampTz moved_at;		/* 0: admitted to the target (quarantine) */
 } DbgateProc;
 
 typedef union DbgateProcPadded
@@ -499,6 +513,7 @@ typedef struct DbgateRunawayRec
 	Oid			dbid;
 	int32		action;			/* DBGATE_RUNAWAY_*, as it acted */
 	int32		after_ms;		/* runaway_after then */
+	uint32		ticket;			/* 'demote': the move asked for (demote.c) */
 	uint64		queryid;		/* 0: none computed */
 	TimestampTz start;			/* the statement's runaway clock started */
 	TimestampTz at;				/* it ran out (the handler ran) */

@@ -458,27 +458,14 @@ dbgate_conf_problem(const DbgateBudgetConf *c)
 	return NULL;
 }
 
-/*
- * dbgate_conf_problem() as an ERROR (SQLSTATE 22023), and 0A000 for
- * runaway_action 'demote', whose move is not built yet.
- */
+/* dbgate_conf_problem() as an ERROR (SQLSTATE 22023). */
 void
 dbgate_conf_check(const DbgateBudgetConf *c)
 {
 	const char *problem = dbgate_conf_problem(c);
 
 	if (problem == NULL)
-	{
-		/* the move of a demoted statement is not built yet */
-		if (c->runaway_action == DBGATE_RUNAWAY_DEMOTE)
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("runaway_action 'demote' is not supported yet"),
-					 errdetail("Budget \"%s\" would demote its runaways to budget \"%s\".",
-							   c->name, c->runaway_budget),
-					 errhint("Use runaway_action 'log' or 'cancel'.")));
 		return;
-	}
 	if (strcmp(problem, "reserved without parent") == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),

@@ -61,6 +61,9 @@
  * taken back from them when released, by admission.c's
  * dbgate_admission_memory(): atomic additions, no lock; a budget dropped
  * meanwhile (its state word carries another incarnation) is left alone.
+ * The chain is the backend's entry's: a runaway's slot moved by 'demote'
+ * takes its grants along (demote.c), and those of a budget that may
+ * demote are counted with the chain pinned.
  *
  * Cost: nothing on the statement path unless the held slot's budget has
  * max_memory_mb (dbgate_memgrant_slot); then one plan walk per top-level
@@ -108,8 +111,8 @@ static GrantRec inline_recs[INLINE_RECS];
 static GrantRec *recs = inline_recs;
 static int	maxrecs = INLINE_RECS;
 
-/* the held slot, as of its admission */
-static DbgateChain slot_chain;
+/* the held slot, as of its admission (its chain: the backend's entry) */
+static bool slot_demote;		/* demote.c: the chain may move */
 static int	slot_max_active;
 static int	slot_max_memory_mb;
 static bool slot_enforce;
@@ -164,7 +167,7 @@ release_rec(int i)
 	if (kb == 0)
 		return;
 	open_kb -= Min(open_kb, kb);
-	dbgate_admission_memory(&slot_chain, -(int64) kb);
+	dbgate_admission_memory(-(int64) kb, slot_demote);
 }
 
 static void
@@ -192,7 +195,7 @@ release_all(void)
  */
 void
 dbgate_memgrant_slot_taken(const DbgateChain *chain, int max_active,
-						   int max_memory_mb, bool enforce)
+						   int max_memory_mb, bool enforce, bool demote)
 {
 	Assert(dbgate_memgrant_nrecs == 0);
 	if (max_memory_mb <= 0 || max_active <= 0 || chain->n <= 0)
@@ -200,7 +203,7 @@ dbgate_memgrant_slot_taken(const DbgateChain *chain, int max_active,
 		dbgate_memgrant_slot = false;
 		return;
 	}
-	slot_chain = *chain;
+	slot_demote = demote;
 	slot_max_active = max_active;
 	slot_max_memory_mb = max_memory_mb;
 	slot_enforce = enforce;
@@ -382,7 +385,7 @@ dbgate_memgrant_start(QueryDesc *queryDesc, DbgateMemStretch *st)
 	if (grant_kb > 0)
 	{
 		open_kb += grant_kb;
-		dbgate_admission_memory(&slot_chain, (int64) grant_kb);
+		dbgate_admission_memory((int64) grant_kb, slot_demote);
 	}
 
 	dbgate_memgrant_enter(queryDesc, st);

@@ -37,7 +37,7 @@ extern PGDLLIMPORT int dbgate_memgrant_nrecs;
 
 extern void dbgate_memgrant_slot_taken(const DbgateChain *chain,
 									   int max_active, int max_memory_mb,
-									   bool enforce);
+									   bool enforce, bool demote);
 extern void dbgate_memgrant_slot_released(void);
 extern void dbgate_memgrant_start(QueryDesc *queryDesc, DbgateMemStretch *st);
 extern void dbgate_memgrant_enter(QueryDesc *queryDesc, DbgateMemStretch *st);

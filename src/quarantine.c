@@ -36,10 +36,9 @@
  * the lock shared (one bucket's chain), before the min_cost bypass and before the gate: on a
  * hit it is counted in the entry's 'hits' and the budget's 'quarantined',
  * and refused with 53000 when the budget's runaway_action is 'cancel'
- * (never in shadow mode); with 'log' it goes on to the gate as usual.
- * ('demote' is refused by the field checks until the move is built; the
- * quarantined arrival of a 'demote' budget will be gated by its
- * runaway_budget.)
+ * (never in shadow mode); with 'log' it goes on to the gate as usual;
+ * with 'demote' it is gated by the budget's runaway_budget instead, and
+ * counts as moved there (demote.c).
  *
  * Query ids are those PostgreSQL computes for pg_stat_statements: _PG_init
  * asks for them (EnableQueryId()) when dbgate.max_quarantine > 0, which
@@ -80,6 +79,7 @@
 #include "compat.h"				/* PG_FUNCTION_INFO_V1 exports on 15 too */
 #include "dbgate.h"
 #include "fields.h"
+#include "demote.h"
 #include "quarantine.h"
 #include "shmem.h"
 
@@ -551,8 +551,9 @@ dbgate_quarantine_load(void)
  * ----------
  */
 
-void
-dbgate_quarantine_check(const DbgateLookup *lk, const QueryDesc *queryDesc)
+const DbgateLookup *
+dbgate_quarantine_check(const DbgateLookup *lk, const QueryDesc *queryDesc,
+						DbgateLookup *target)
 {
 	DbgateShared *sh = dbgate_shared;
 	uint64		queryid = queryDesc->plannedstmt->queryId;
@@ -564,7 +565,7 @@ dbgate_quarantine_check(const DbgateLookup *lk, const QueryDesc *queryDesc)
 	int			i;
 
 	if (queryid == 0 || sh->max_quarantine == 0)
-		return;
+		return lk;
 	now = GetCurrentStatementStartTimestamp();
 	LWLockAcquire(sh->quarantine_lock, LW_SHARED);
 	i = find_entry(lk->budget, lk->incarnation, MyDatabaseId, queryid);
@@ -579,12 +580,14 @@ dbgate_quarantine_check(const DbgateLookup *lk, const QueryDesc *queryDesc)
 	}
 	LWLockRelease(sh->quarantine_lock);
 	if (!hit)
-		return;
+		return lk;
 
 	b = &sh->budgets[lk->budget].d;
 	pg_atomic_fetch_add_u64(&b->quarantined, 1);
 	dbgate_read_limits(b, &lim);
-	if (lim.enforce && lim.runaway_cancel)
+	if (!lim.enforce)
+		return lk;				/* shadow: only counted */
+	if (lim.runaway_cancel)
 	{
 		char		name[NAMEDATALEN];
 
@@ -598,6 +601,10 @@ dbgate_quarantine_check(const DbgateLookup *lk, const QueryDesc *queryDesc)
 				 errdetail("A statement of this query ran longer than the budget's runaway_after."),
 				 errhint("dbgate.quarantine_remove() ends the quarantine.")));
 	}
+	/* demote.c: 'demote' gates it by the runaway_budget */
+	if (dbgate_demote_quarantine_target(lk, target))
+		return target;
+	return lk;
 }
 
 /* ----------

@@ -39,9 +39,12 @@ extern void dbgate_quarantine_load(void);
  * The statement path (slot.c), for a statement that would take a slot of
  * lk's budget while that budget has quarantine entries (lk->quarantine):
  * a statement whose query is quarantined there is counted, and refused
- * (ERROR 53000) when the budget's runaway_action is 'cancel'.
+ * (ERROR 53000) when the budget's runaway_action is 'cancel'.  Returns the
+ * lookup to gate it by: lk, or for 'demote' *target, filled in with the
+ * budget's runaway_budget (demote.c).
  */
-extern void dbgate_quarantine_check(const DbgateLookup *lk,
-									const QueryDesc *queryDesc);
+extern const DbgateLookup *dbgate_quarantine_check(const DbgateLookup *lk,
+												   const QueryDesc *queryDesc,
+												   DbgateLookup *target);
 
 #endif							/* DBGATE_QUARANTINE_H */

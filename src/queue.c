@@ -115,6 +115,7 @@
 #include "admission_internals.h"
 #include "compat.h"
 #include "dbgate.h"
+#include "demote.h"
 #include "queue.h"
 #include "rate.h"
 
@@ -905,9 +906,11 @@ dbgate_admission_set_limits(DbgateBudget *b, const DbgateBudgetConf *conf,
 						 dbgate_shared->max_procs);
 	l.resv = (r > 0);
 	l.min_cost = conf->min_cost;
-	/* runaway.c ('demote' acts as 'log' until its move exists) */
+	/* runaway.c, demote.c */
 	l.runaway_after_ms = conf->runaway_after_ms;
 	l.runaway_cancel = (conf->runaway_action == DBGATE_RUNAWAY_CANCEL);
+	l.runaway_demote = (conf->runaway_action == DBGATE_RUNAWAY_DEMOTE &&
+						conf->runaway_after_ms > 0);
 	l.limit_flags = dbgate_limit_flags(&l);
 	/* budgets.c sets it for the whole tree once every budget has limits */
 	l.adapt_chain = b->lim.adapt_chain;
@@ -1216,6 +1219,7 @@ dbgate_admission_backends(int idx, DbgateBackendRow *rows, int maxrows)
 		row->rule = e->rule;
 		row->via = e->via;
 		row->memory_kb = 0;
+		row->demoted_from = -1;
 		/* position by arrival: 1 .. nqueued */
 		row->position = n + 1;
 		if (b->lim.lifo && n >= overdue)
@@ -1245,6 +1249,13 @@ dbgate_admission_backends(int idx, DbgateBackendRow *rows, int maxrows)
 		row->rule = e->rule;
 		row->via = e->via;
 		row->memory_kb = (int64) pg_atomic_read_u64(&e->memory_kb);
+		/* demote.c: moved here (the budget it came from, if it still is) */
+		row->demoted_from = -1;
+		if ((pg_atomic_read_u64(&e->move) & DBGATE_MV_DONE) &&
+			e->demoted_from >= 0 && e->demoted_from < sh->max_budgets &&
+			budget_entry(e->demoted_from)->in_use &&
+			budget_entry(e->demoted_from)->incarnation == e->demoted_from_inc)
+			row->demoted_from = e->demoted_from;
 	}
 	unlock_tree(root);
 	return n;

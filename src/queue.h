@@ -47,6 +47,8 @@ typedef struct DbgateBackendRow
 	TimestampTz since;
 	int32		position;		/* 1 = next; queued only */
 	int64		memory_kb;		/* open memory grants */
+	int			demoted_from;	/* budget index a demoted slot came from, or
+								 * -1 (1.3, demote.c) */
 } DbgateBackendRow;
 
 extern int	dbgate_admission_backends(int idx, DbgateBackendRow *rows,

@@ -116,6 +116,7 @@
 
 #include "compat.h"
 #include "dbgate.h"
+#include "demote.h"
 #include "quarantine.h"
 #include "runaway.h"
 
@@ -143,12 +144,19 @@ runaway_timeout_handler(void)
 	volatile DbgateRunawayRec *r = my_rec;
 	Latch	   *latch;
 	uint64		queryid = armed.queryDesc->plannedstmt->queryId;
-	/* shadow budgets had runaway_cancel cleared at admission (slot.c) */
+	/*
+	 * shadow budgets had runaway_cancel and runaway_demote cleared at
+	 * admission (slot.c); a slot moved already acts as 'log' (demote.c)
+	 */
 	int32		action = armed.lim->runaway_cancel ?
 		DBGATE_RUNAWAY_CANCEL : DBGATE_RUNAWAY_LOG;
+	uint32		ticket = 0;
 
 	if (queryid == 0 && MyBEEntry != NULL)
 		queryid = MyBEEntry->st_query_id;
+	if (armed.lim->runaway_demote && action == DBGATE_RUNAWAY_LOG &&
+		(ticket = dbgate_demote_ask()) != 0)
+		action = DBGATE_RUNAWAY_DEMOTE;
 
 	r->seq = r->seq + 1;
 	pg_write_barrier();
@@ -158,6 +166,7 @@ runaway_timeout_handler(void)
 	r->dbid = MyDatabaseId;
 	r->action = action;
 	r->after_ms = armed.lim->runaway_after_ms;
+	r->ticket = ticket;
 	r->queryid = queryid;
 	r->start = armed.start;
 	r->at = GetCurrentTimestamp();
@@ -243,8 +252,12 @@ dbgate_runaway_rethrow(void)
 	MemoryContext old;
 	ErrorData  *edata;
 
+	/* demote.c: a cancel for the timeouts of the budget it was moved to */
 	if (!dbgate_runaway_cancel_fired)
+	{
+		dbgate_demote_rethrow();
 		return;
+	}
 	dbgate_runaway_cancel_fired = false;
 	/* the copy lives until the (sub)transaction's abort cleans up */
 	old = MemoryContextSwitchTo(CurTransactionContext);
@@ -298,13 +311,37 @@ action_name(int32 action)
 	}
 }
 
-/* One record's new runaways: count, log, tell the quarantine table. */
+/*
+ * 'demote': move the slot (demote.c), trying again for a while when the
+ * backend is counting a memory grant (a few instructions).  Returns
+ * whether it moved; *target names where.
+ */
+static bool
+demote(int procno, const DbgateRunawayRec *f, char *target)
+{
+	int			tries;
+
+	for (tries = 0; tries < 1000; tries++)
+	{
+		int			r = dbgate_demote_move(procno, f->ticket, f->budget,
+										   f->incarnation, f->start, target);
+
+		if (r >= 0)
+			return r == 1;
+		pg_usleep(20L);
+	}
+	return false;
+}
+
+/* One record's new runaways: count, move, log, tell the quarantine table. */
 static void
-handle_runaway(const DbgateRunawayRec *f, uint32 n)
+handle_runaway(int procno, const DbgateRunawayRec *f, uint32 n)
 {
 	DbgateShared *sh = dbgate_shared;
 	DbgateBudget *b;
 	char		name[NAMEDATALEN];
+	char		target[NAMEDATALEN];
+	char		action[NAMEDATALEN + 32];
 	int32		quarantine_ms = 0;
 	bool		same = false;
 	TimestampTz now = GetCurrentTimestamp();
@@ -324,11 +361,20 @@ handle_runaway(const DbgateRunawayRec *f, uint32 n)
 	if (!same)
 		return;					/* the budget was dropped meanwhile */
 
+	snprintf(action, sizeof(action), "%s", action_name(f->action));
+	if (f->action == DBGATE_RUNAWAY_DEMOTE)
+	{
+		if (demote(procno, f, target))
+			snprintf(action, sizeof(action), "demote to \"%s\"", target);
+		else
+			snprintf(action, sizeof(action), "demote: not moved");
+	}
+
 	ereport(LOG,
 			(errmsg("runaway statement in budget \"%s\": pid %d, query id %lld, elapsed %lld ms (runaway_after %d ms, action %s)",
 					name, f->pid, (long long) f->queryid,
 					(long long) ((now - f->start) / 1000),
-					f->after_ms, action_name(f->action)),
+					f->after_ms, action),
 			 n > 1 ? errdetail("%u runaways of this backend are counted.", n) : 0));
 
 	if (quarantine_ms > 0 && f->queryid != 0)
@@ -368,6 +414,7 @@ scan_records(void)
 		f.dbid = r->dbid;
 		f.action = r->action;
 		f.after_ms = r->after_ms;
+		f.ticket = r->ticket;
 		f.queryid = r->queryid;
 		f.start = r->start;
 		f.at = r->at;
@@ -380,7 +427,7 @@ scan_records(void)
 		}
 		n = s1 / 2 - r->taken;
 		r->taken = s1 / 2;
-		handle_runaway(&f, n);
+		handle_runaway(i, &f, n);
 	}
 	return complete;
 }
@@ -417,6 +464,8 @@ dbgate_runaway_worker_main(Datum arg)
 	{
 		bool		complete;
 		TimestampTz now;
+		long		watch_ms;
+		long		timeout;
 
 		MemoryContextReset(loop_cxt);
 		ResetLatch(MyLatch);
@@ -429,15 +478,20 @@ dbgate_runaway_worker_main(Datum arg)
 			ProcessConfigFile(PGC_SIGHUP);
 		}
 		complete = scan_records();
+		/* demote.c: the target's timeouts of demoted statements */
+		watch_ms = dbgate_demote_watch();
 		now = GetCurrentTimestamp();
 		if (now - last_tick >= USECS_PER_SEC || now < last_tick)
 		{
 			dbgate_quarantine_tick();
 			last_tick = now;
 		}
+		timeout = complete ? 1000L : 5L;
+		if (watch_ms >= 0)
+			timeout = Min(timeout, watch_ms);
 		(void) WaitLatch(MyLatch,
 						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-						 complete ? 1000L : 5L, PG_WAIT_EXTENSION);
+						 timeout, PG_WAIT_EXTENSION);
 	}
 	/* a clean shutdown (or a SIGTERM of the worker alone) keeps them */
 	dbgate_quarantine_save();

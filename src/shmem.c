@@ -147,6 +147,8 @@ init_proc_entries(DbgateShared *sh)
 		sh->procs[i].d.prev = -1;
 		sh->procs[i].d.next = -1;
 		pg_atomic_init_u64(&sh->procs[i].d.memory_kb, 0);
+		pg_atomic_init_u64(&sh->procs[i].d.move, 0);
+		sh->procs[i].d.demoted_from = -1;
 	}
 }
 

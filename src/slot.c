@@ -118,6 +118,7 @@
 #include "classify.h"
 #include "compat.h"
 #include "dbgate.h"
+#include "demote.h"
 #include "memgrant.h"
 #include "mincost.h"
 #include "quarantine.h"
@@ -226,6 +227,18 @@ set_run_work(void)
 }
 
 /*
+ * demote.c: the slot was moved (or may have been): its chain and limits
+ * as they are now.
+ */
+static pg_noinline void
+slot_adopt(void)
+{
+	dbgate_demote_adopt(&slot);
+	dbgate_slot_has_limits = ((slot_limits.limit_flags & DBGATE_LIM_SLOT) != 0 ||
+							  dbgate_memgrant_slot);
+}
+
+/*
  * Move the slot to state 'to' and apply what that means outside this file.
  * 'since' is the time the new state starts for dbgate.backends, or 0 to
  * leave the shown time as it is (a statement bound and then run).
@@ -244,8 +257,14 @@ slot_enter(SlotState to, TimestampTz since)
 			/* forget first: whatever happens below, never release twice */
 			slot_state = SLOT_NONE;
 			dbgate_slot_has_limits = false;
-			if (idle_timer)
-				dbgate_idle_timeout_disarm();
+			if (unlikely(slot_limits.limit_flags & DBGATE_LIM_SLOT))
+			{
+				if (idle_timer)
+					dbgate_idle_timeout_disarm();
+				/* demote.c: no move from now on; a moved slot goes back there */
+				if (slot_limits.runaway_demote)
+					dbgate_demote_close(&slot);
+			}
 
 			/*
 			 * The backend exits because the budget's idle timeout ended it
@@ -276,6 +295,8 @@ slot_enter(SlotState to, TimestampTz since)
 				if (idle_timer)
 					dbgate_idle_timeout_disarm();
 			}
+			if (unlikely(slot_limits.runaway_demote))
+				slot_adopt();
 			break;
 
 		case SLOT_OPEN:
@@ -283,8 +304,11 @@ slot_enter(SlotState to, TimestampTz since)
 			slot_state = to;
 			if (from == SLOT_RUNNING)
 				dbgate_admission_mark(DBGATE_PROC_HELD, since);
+			/* demote.c: the statement that was moved has ended */
+			if (unlikely(slot_limits.runaway_demote))
+				slot_adopt();
 			/* (re)start the idle clock */
-			if (idle_timer)
+			if (slot_limits.idle_timeout_ms > 0)
 				dbgate_idle_timeout_arm(slot_limits.idle_timeout_ms);
 			break;
 	}
@@ -303,6 +327,8 @@ slot_admitted(void)
 	if (unlikely(slot_limits.max_memory_mb > 0))
 		dbgate_memgrant_slot_taken(&slot_chain, slot_limits.grant_max_active,
 								   slot_limits.max_memory_mb,
+								   slot_limits.enforce,
+								   slot_limits.runaway_demote &&
 								   slot_limits.enforce);
 	if (!slot_limits.enforce)
 	{
@@ -313,6 +339,7 @@ slot_admitted(void)
 		slot_limits.max_memory_mb = 0;
 		/* runaway.c: a shadow budget's runaways are only logged */
 		slot_limits.runaway_cancel = false;
+		slot_limits.runaway_demote = false;
 		slot_limits.limit_flags = dbgate_limit_flags(&slot_limits);
 	}
 	dbgate_slot_has_limits = ((slot_limits.limit_flags & DBGATE_LIM_SLOT) != 0 ||
@@ -613,6 +640,35 @@ gate(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc)
 	return gate_again(lk->budget, utility, queryDesc);
 }
 
+/*
+ * ExecutorStart of a statement whose budget has quarantine entries: the
+ * quarantine check, then the gate of the budget it names (the statement's
+ * own, or the runaway_budget of a 'demote' budget, whose slot then counts
+ * as moved: demote.c).
+ */
+static pg_noinline void
+gate_quarantined(const DbgateLookup *lk, QueryDesc *queryDesc)
+{
+	DbgateLookup tgt;
+	const DbgateLookup *g = dbgate_quarantine_check(lk, queryDesc, &tgt);
+
+	if (dbgate_mincost_bypass(g, queryDesc))
+		return;
+	if (!gate(g, false, queryDesc))
+		return;
+	add_ref(queryDesc, REF_RUN, queryDesc->plannedstmt);
+	if (g != lk && slot_chain.idx[0] == g->budget &&
+		slot_chain.inc[0] == g->incarnation)
+	{
+		dbgate_demote_quarantined(&slot, lk);
+		dbgate_slot_has_limits = true;
+		set_run_work();
+	}
+	if (running_refs == 0 && IsTransactionBlock() &&
+		portal_statement(queryDesc->plannedstmt))
+		slot_enter(SLOT_OPEN, 0);
+}
+
 /* ----------
  * Executor hooks' work
  * ----------
@@ -648,9 +704,15 @@ dbgate_slot_executor_start(QueryDesc *queryDesc, int eflags)
 		lk = dbgate_classify();
 		if (lk->budget < 0)
 			return;
-		/* quarantine.c: a quarantined query is counted, or refused */
+		/*
+		 * quarantine.c: a quarantined query is counted, refused, or gated
+		 * by the runaway_budget instead (demote.c)
+		 */
 		if (unlikely(lk->quarantine))
-			dbgate_quarantine_check(lk, queryDesc);
+		{
+			gate_quarantined(lk, queryDesc);
+			return;
+		}
 		/* mincost.c: a read cheaper than the budget's min_cost is not gated */
 		if (dbgate_mincost_bypass(lk, queryDesc))
 			return;
@@ -729,9 +791,13 @@ dbgate_run_begin(QueryDesc *queryDesc, DbgateLimitState *st)
 		 * admission, or from the start of a later statement that runs under
 		 * the slot already held.
 		 */
-		TimestampTz base = Max(slot_admitted_at,
-							   GetCurrentStatementStartTimestamp());
+		TimestampTz base;
 		TimestampTz runaway_at = 0;
+
+		/* demote.c: a moved slot runs its next run under the target's limits */
+		if (unlikely(slot_limits.runaway_demote))
+			slot_adopt();
+		base = Max(slot_admitted_at, GetCurrentStatementStartTimestamp());
 
 		/* runaway.c: 0 for a statement that ran away already */
 		if (unlikely(slot_limits.runaway_after_ms > 0))

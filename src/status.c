@@ -32,6 +32,7 @@ PG_FUNCTION_INFO_V1(dbgate_budget_status_1_3);
 PG_FUNCTION_INFO_V1(dbgate_backend_status);
 PG_FUNCTION_INFO_V1(dbgate_backend_status_1_1);
 PG_FUNCTION_INFO_V1(dbgate_backend_status_1_2);
+PG_FUNCTION_INFO_V1(dbgate_backend_status_1_3);
 PG_FUNCTION_INFO_V1(dbgate_wait_histogram);
 
 /* columns of 1.0, 1.1, 1.2 and 1.3 (each adds columns at the end) */
@@ -41,7 +42,8 @@ PG_FUNCTION_INFO_V1(dbgate_wait_histogram);
 #define BUDGET_STATUS_COLS		31
 #define BACKEND_STATUS_COLS_1_0 6
 #define BACKEND_STATUS_COLS_1_1 7
-#define BACKEND_STATUS_COLS		8
+#define BACKEND_STATUS_COLS_1_2 8
+#define BACKEND_STATUS_COLS		9
 #define WAIT_HISTOGRAM_COLS		3
 
 /* What one row of dbgate.status shows, copied out of shared memory. */
@@ -393,7 +395,7 @@ backend_status(FunctionCallInfo fcinfo, int ncols)
 	memory_mb = palloc(sizeof(int32) * sh->max_budgets);
 
 	LWLockAcquire(sh->config_lock, LW_SHARED);
-	for (i = 0; i < sh->max_budgets && nrows < sh->max_procs; i++)
+	for (i = 0; i < sh->max_budgets; i++)
 	{
 		DbgateBudget *b = &sh->budgets[i].d;
 
@@ -401,6 +403,11 @@ backend_status(FunctionCallInfo fcinfo, int ncols)
 			continue;
 		strlcpy(names[i], b->conf.name, NAMEDATALEN);
 		memory_mb[i] = b->conf.max_memory_mb;
+	}
+	for (i = 0; i < sh->max_budgets && nrows < sh->max_procs; i++)
+	{
+		if (!sh->budgets[i].d.in_use)
+			continue;
 		nrows += dbgate_admission_backends(i, rows + nrows,
 										   sh->max_procs - nrows);
 	}
@@ -441,6 +448,14 @@ backend_status(FunctionCallInfo fcinfo, int ncols)
 			else
 				nulls[7] = true;
 		}
+		/* 1.3: where a demoted statement was moved from (demote.c) */
+		if (ncols > BACKEND_STATUS_COLS_1_2)
+		{
+			if (rows[i].demoted_from >= 0)
+				values[8] = CStringGetTextDatum(names[rows[i].demoted_from]);
+			else
+				nulls[8] = true;
+		}
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;
@@ -460,6 +475,12 @@ dbgate_backend_status_1_1(PG_FUNCTION_ARGS)
 
 Datum
 dbgate_backend_status_1_2(PG_FUNCTION_ARGS)
+{
+	return backend_status(fcinfo, BACKEND_STATUS_COLS_1_2);
+}
+
+Datum
+dbgate_backend_status_1_3(PG_FUNCTION_ARGS)
 {
 	return backend_status(fcinfo, BACKEND_STATUS_COLS);
 }
