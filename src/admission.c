@@ -5,7 +5,7 @@
  *	  back, by compare-and-swap while there is room; the backend's own
  *	  entry.
  *
- * Admission is five files, one concern each:
+ * Admission is six files, one concern each:
  *	  admission.c	the fast path: a slot taken at every level of a chain,
  *					and returned, without a lock; shadow mode; the
  *					backend's own entry (DbgateProc)
@@ -20,6 +20,7 @@
  *					what its shadow levels count, and which waiter of a
  *					tree a free slot goes to (shares, queue order, tokens)
  *	  lockgraph.c	the lock-holder check across the queues
+ *	  demote.c		a runaway's slot moved to another budget (1.3)
  * They share admission_internals.h.  The rest of dbgate sees admission.h
  * (the statement path: slot.c, memgrant.c), waiting.h and queue.h (the
  * configuration install and the views); nothing else.  Together they own

@@ -5,9 +5,9 @@
  *	  entries and the state words of the budgets as they are read and
  *	  written, and the functions each file gives the others.
  *
- * Only admission.c, waiting.c, queue.c, trees.c and lockgraph.c include
- * this header (admission.c lists them and has the rules that all of them
- * follow); the rest of dbgate uses admission.h, waiting.h and queue.h.
+ * Only admission.c, waiting.c, queue.c, trees.c, lockgraph.c and demote.c
+ * include this header (admission.c lists them and has the rules that all
+ * of them follow); the rest of dbgate uses admission.h, waiting.h and queue.h.
  *
  * The helpers below are static inline, as they were when these files
  * were one: the statement path uses them (admission.c) and must compile

@@ -132,13 +132,16 @@ typedef struct DbgateLimits
 
 /*
  * DbgateLimits.limit_flags: what a run under the slot must apply (RUN: a
- * statement_timeout, lock_timeout or runaway_after), and whether the slot
- * has anything to apply at all (SLOT: RUN, an idle timeout, or a runaway
- * 'demote' whose move the slot's changes must look at), so that the
+ * statement_timeout, lock_timeout or runaway_after), whether the slot
+ * has anything to apply at all (SLOT: RUN, or an idle timeout) and whether
+ * its release has more to do than return it (RELEASE: count it for the
+ * adaptive limit, close its move word), so that the
  * statement path tests one byte instead of the fields one by one.
  */
 #define DBGATE_LIM_RUN		0x01
 #define DBGATE_LIM_SLOT		0x02
+#define DBGATE_LIM_RELEASE	0x04	/* the release has work: adapt_chain or
+									 * runaway_demote */
 
 static inline uint8
 dbgate_limit_flags(const DbgateLimits *l)
@@ -148,9 +151,10 @@ dbgate_limit_flags(const DbgateLimits *l)
 	if (l->statement_timeout_ms > 0 || l->lock_timeout_ms > 0 ||
 		l->runaway_after_ms > 0)
 		f |= DBGATE_LIM_RUN | DBGATE_LIM_SLOT;
-	/* demote.c: a slot that may be moved has its release to watch */
-	if (l->idle_timeout_ms > 0 || l->runaway_demote)
+	if (l->idle_timeout_ms > 0)
 		f |= DBGATE_LIM_SLOT;
+	if (l->adapt_chain || l->runaway_demote)
+		f |= DBGATE_LIM_RELEASE;
 	return f;
 }
 

@@ -911,9 +911,9 @@ dbgate_admission_set_limits(DbgateBudget *b, const DbgateBudgetConf *conf,
 	l.runaway_cancel = (conf->runaway_action == DBGATE_RUNAWAY_CANCEL);
 	l.runaway_demote = (conf->runaway_action == DBGATE_RUNAWAY_DEMOTE &&
 						conf->runaway_after_ms > 0);
-	l.limit_flags = dbgate_limit_flags(&l);
 	/* budgets.c sets it for the whole tree once every budget has limits */
 	l.adapt_chain = b->lim.adapt_chain;
+	l.limit_flags = dbgate_limit_flags(&l);
 	q.overtake_ms = conf->overtake_limit_ms;
 	q.weight = Max(conf->weight, 1);
 	if (l.rate)
@@ -993,6 +993,7 @@ dbgate_admission_set_adapt_chain(DbgateBudget *b, bool adapt_chain)
 		return;
 	pg_atomic_fetch_add_u32(&b->conf_seq, 1);	/* odd: writing (a barrier) */
 	b->lim.adapt_chain = adapt_chain;
+	b->lim.limit_flags = dbgate_limit_flags(&b->lim);
 	pg_atomic_fetch_add_u32(&b->conf_seq, 1);	/* even again (a barrier) */
 }
 

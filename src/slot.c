@@ -238,6 +238,40 @@ slot_adopt(void)
 							  dbgate_memgrant_slot);
 }
 
+/* The slot goes back (slot_enter(SLOT_NONE) has forgotten it). */
+static pg_attribute_always_inline void
+slot_return(void)
+{
+	/*
+	 * The backend exits because the budget's idle timeout ended it (the
+	 * transaction is aborted here, or in an exit callback that runs before
+	 * ours, such as the one that drops temporary tables; whether the FATAL
+	 * was logged does not matter).
+	 */
+	if (unlikely(proc_exit_inprogress) && dbgate_idle_timeout_fired())
+		dbgate_admission_count_terminated_idle(&slot_chain);
+	/* memgrant.c: the slot's memory grants go with it */
+	if (unlikely(dbgate_memgrant_slot))
+		dbgate_memgrant_slot_released();
+	dbgate_admission_return(&slot_chain, slot_admitted_at);
+}
+
+/*
+ * slot_return() of a slot whose release has more to do (DBGATE_LIM_RELEASE):
+ * a slot that may have been moved is returned where it is now, and no
+ * move starts any more (demote.c); a statement of an adapting budget is
+ * counted (adapt.c).
+ */
+static pg_noinline void
+slot_return_more(void)
+{
+	if (slot_limits.runaway_demote)
+		dbgate_demote_close(&slot);
+	slot_return();
+	if (slot_limits.adapt_chain)
+		dbgate_adapt_released(&slot_chain, slot_admitted_at);
+}
+
 /*
  * Move the slot to state 'to' and apply what that means outside this file.
  * 'since' is the time the new state starts for dbgate.backends, or 0 to
@@ -257,30 +291,12 @@ slot_enter(SlotState to, TimestampTz since)
 			/* forget first: whatever happens below, never release twice */
 			slot_state = SLOT_NONE;
 			dbgate_slot_has_limits = false;
-			if (unlikely(slot_limits.limit_flags & DBGATE_LIM_SLOT))
-			{
-				if (idle_timer)
-					dbgate_idle_timeout_disarm();
-				/* demote.c: no move from now on; a moved slot goes back there */
-				if (slot_limits.runaway_demote)
-					dbgate_demote_close(&slot);
-			}
-
-			/*
-			 * The backend exits because the budget's idle timeout ended it
-			 * (the transaction is aborted here, or in an exit callback that
-			 * runs before ours, such as the one that drops temporary
-			 * tables; whether the FATAL was logged does not matter).
-			 */
-			if (unlikely(proc_exit_inprogress) && dbgate_idle_timeout_fired())
-				dbgate_admission_count_terminated_idle(&slot_chain);
-			/* memgrant.c: the slot's memory grants go with it */
-			if (unlikely(dbgate_memgrant_slot))
-				dbgate_memgrant_slot_released();
-			dbgate_admission_return(&slot_chain, slot_admitted_at);
-			/* adapt.c: a statement of an adapting budget ended */
-			if (unlikely(slot_limits.adapt_chain))
-				dbgate_adapt_released(&slot_chain, slot_admitted_at);
+			if (idle_timer)
+				dbgate_idle_timeout_disarm();
+			if (unlikely(slot_limits.limit_flags & DBGATE_LIM_RELEASE))
+				slot_return_more();
+			else
+				slot_return();
 			/* nothing left for the transaction's end */
 			if (dbgate_nrefs == 0 && refs == inline_refs && !utility_running)
 				dbgate_slot_busy = false;

@@ -30,7 +30,9 @@
 # controller, and one in a period runs its step), stimeout (a budget
 # with a statement_timeout that never fires) and runaway (the same budget
 # with runaway_after instead: its timer is armed and disarmed where the
-# statement timer is, and the two are compared in a line of their own);
+# statement timer is, and the two are compared in a line of their own),
+# demote (runaway_after with runaway_action 'demote': the slot's release
+# also closes its move word, demote.c);
 # queryid (the budget of mode budget on a server with
 # dbgate.max_quarantine > 0, which makes PostgreSQL compute a query id for
 # every statement: compared with budget by the whole statement, since the
@@ -55,9 +57,9 @@ set -euo pipefail
 N=${1:-1000}
 shift || true
 MODES=("$@")
-[ ${#MODES[@]} -gt 0 ] || MODES=(notloaded unassigned budget limits member database parent rate lifo lifochild reserved memory mincost bypass adapt stimeout runaway queryid qentry)
+[ ${#MODES[@]} -gt 0 ] || MODES=(notloaded unassigned budget limits member database parent rate lifo lifochild reserved memory mincost bypass adapt stimeout runaway demote queryid qentry)
 for m in "${MODES[@]}"; do
-	case $m in notloaded|unassigned|budget|limits|member|database|parent|rate|lifo|lifochild|reserved|memory|mincost|bypass|adapt|stimeout|runaway|queryid|qentry) ;;
+	case $m in notloaded|unassigned|budget|limits|member|database|parent|rate|lifo|lifochild|reserved|memory|mincost|bypass|adapt|stimeout|runaway|demote|queryid|qentry) ;;
 	*) echo "unknown mode: $m" >&2; exit 2 ;; esac
 done
 
@@ -174,6 +176,9 @@ EOS
 		stimeout) psql_su -c "SELECT dbgate.create_budget('instr', 100, 0, statement_timeout => '10min')" \
 				-c "SELECT dbgate.assign_role('bench_instr', 'instr')" >/dev/null ;;
 		runaway) psql_su -c "SELECT dbgate.create_budget('instr', 100, 0, runaway_after => '10min')" \
+				-c "SELECT dbgate.assign_role('bench_instr', 'instr')" >/dev/null ;;
+		demote) psql_su -c "SELECT dbgate.create_budget('instr_slow', 1, 0)" \
+				-c "SELECT dbgate.create_budget('instr', 100, 0, runaway_after => '10min', runaway_action => 'demote', runaway_budget => 'instr_slow')" \
 				-c "SELECT dbgate.assign_role('bench_instr', 'instr')" >/dev/null ;;
 		queryid) psql_su -c "SELECT dbgate.create_budget('instr', 100, 0)" \
 				-c "SELECT dbgate.assign_role('bench_instr', 'instr')" >/dev/null ;;
@@ -339,7 +344,7 @@ done
 # every mode that has a budget against the plain budget: classification by
 # another rule (the one-time walk of the first statement included, spread
 # over the run) and the 1.2 fields
-for mode in limits member database parent rate lifo lifochild reserved memory mincost stimeout runaway; do
+for mode in limits member database parent rate lifo lifochild reserved memory mincost stimeout runaway demote; do
 	[ -n "${HOOKS[budget]:-}" ] && [ -n "${HOOKS[$mode]:-}" ] || continue
 	printf '%-11s in hooks %d against budget %d: %+d instructions per statement (%+.1f%%)\n' "$mode" \
 		"${HOOKS[$mode]}" "${HOOKS[budget]}" $((HOOKS[$mode] - HOOKS[budget])) \
@@ -362,4 +367,9 @@ if [ -n "${HOOKS[stimeout]:-}" ] && [ -n "${HOOKS[runaway]:-}" ]; then
 	printf '%-11s in hooks %d against stimeout %d: %+d instructions per statement (%+.1f%%)\n' runaway \
 		"${HOOKS[runaway]}" "${HOOKS[stimeout]}" $((HOOKS[runaway] - HOOKS[stimeout])) \
 		"$(pct "${HOOKS[runaway]}" "${HOOKS[stimeout]}")"
+fi
+if [ -n "${HOOKS[stimeout]:-}" ] && [ -n "${HOOKS[demote]:-}" ]; then
+	printf '%-11s in hooks %d against stimeout %d: %+d instructions per statement (%+.1f%%)\n' demote \
+		"${HOOKS[demote]}" "${HOOKS[stimeout]}" $((HOOKS[demote] - HOOKS[stimeout])) \
+		"$(pct "${HOOKS[demote]}" "${HOOKS[stimeout]}")"
 fi
