@@ -216,7 +216,7 @@ take_target_limits(DbgateLimits *lim, const DbgateChain *c)
 }
 
 void
-dbgate_demote_adopt(DbgateAdmission *a)
+dbgate_demote_adopt_slow(DbgateAdmission *a)
 {
 	DbgateProc *me = dbgate_my_proc;
 	uint64		old = pg_atomic_read_u64(&me->move);
@@ -244,7 +244,7 @@ dbgate_demote_adopt(DbgateAdmission *a)
 }
 
 void
-dbgate_demote_close(DbgateAdmission *a)
+dbgate_demote_close_slow(DbgateAdmission *a)
 {
 	DbgateProc *me = dbgate_my_proc;
 	uint64		old = pg_atomic_read_u64(&me->move);

@@ -12,6 +12,7 @@
 
 #include "admission.h"
 #include "classify.h"
+#include "compat.h"
 #include "dbgate.h"
 
 /*
@@ -78,8 +79,31 @@ extern long dbgate_demote_watch(void);
  *			active_time_total gets the time before it, the target's the
  *			rest).
  */
-extern void dbgate_demote_adopt(DbgateAdmission *a);
-extern void dbgate_demote_close(DbgateAdmission *a);
+extern void dbgate_demote_adopt_slow(DbgateAdmission *a);
+extern void dbgate_demote_close_slow(DbgateAdmission *a);
+
+/* This backend's move word. */
+static inline uint32
+dbgate_demote_my_flags(void)
+{
+	return dbgate_mv_flags(pg_atomic_read_u64(&dbgate_shared->procs[DBGATE_MY_PROCNO()].d.move));
+}
+
+/* adopt: nothing to do unless a move is made or was made */
+static inline void
+dbgate_demote_adopt(DbgateAdmission *a)
+{
+	if (unlikely(dbgate_demote_my_flags() & (DBGATE_MV_BUSY | DBGATE_MV_DONE)))
+		dbgate_demote_adopt_slow(a);
+}
+
+/* close: nothing to do while the word has no flags (nothing asked) */
+static inline void
+dbgate_demote_close(DbgateAdmission *a)
+{
+	if (unlikely(dbgate_demote_my_flags() != 0))
+		dbgate_demote_close_slow(a);
+}
 
 /*
  * This backend's memory grants change by delta_kb at every level of its

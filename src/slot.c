@@ -230,10 +230,12 @@ set_run_work(void)
  * demote.c: the slot was moved (or may have been): its chain and limits
  * as they are now.
  */
-static pg_noinline void
+static inline void
 slot_adopt(void)
 {
-	dbgate_demote_adopt(&slot);
+	if (likely(!(dbgate_demote_my_flags() & (DBGATE_MV_BUSY | DBGATE_MV_DONE))))
+		return;
+	dbgate_demote_adopt_slow(&slot);
 	dbgate_slot_has_limits = ((slot_limits.limit_flags & DBGATE_LIM_SLOT) != 0 ||
 							  dbgate_memgrant_slot);
 }
@@ -262,7 +264,7 @@ slot_return(void)
  * move starts any more (demote.c); a statement of an adapting budget is
  * counted (adapt.c).
  */
-static pg_noinline void
+static pg_attribute_always_inline void
 slot_return_more(void)
 {
 	if (slot_limits.runaway_demote)
