@@ -167,9 +167,10 @@ SELECT * FROM v13_adapt ORDER BY budget;
 
 --
 -- runaway_after, runaway_action, runaway_budget, quarantine: the fields,
--- their rules (22023, 42704, 0A000, 2BP01; nothing changed), config_script()
--- sets the last three with alter_budget once every budget exists, the
--- status counters (what a runaway does is in 14_runaway and TAP)
+-- their rules (22023, 42704, 2BP01; nothing changed), 'demote' accepted,
+-- config_script() sets the last three with alter_budget once every budget
+-- exists, the status counters (what a runaway does is in 14_runaway and
+-- TAP)
 --
 CREATE TEMP VIEW v13_runaway AS
   SELECT budget, runaway_after, runaway_action, runaway_budget, quarantine
@@ -221,19 +222,69 @@ SELECT dbgate.create_budget('v13_rnew', 1, quarantine => '1 min');
 :check
 SELECT dbgate.alter_budget('v13_ra', runaway_after => '0');
 :check
--- 0A000: 'demote' (its move is not built yet)
-SELECT dbgate.alter_budget('v13_rb', runaway_action => 'demote');
-:check
 -- 2BP01: dropping another budget's runaway_budget without force
 SELECT dbgate.drop_budget('v13_rslow');
 :check
--- runaway_budget => '' clears it; in one transaction, then rolled back
-BEGIN;
+
+-- 'demote' is accepted by create_budget and alter_budget (what it does is
+-- in 14_runaway), shown in dbgate.budgets, and config_script() sets it
+-- together with its runaway_budget in one alter_budget
+SELECT dbgate.create_budget('v13_rd', 2, runaway_after => '2s',
+                            runaway_action => 'demote',
+                            runaway_budget => 'v13_rslow');
+SELECT dbgate.alter_budget('v13_rb', runaway_action => 'demote');
+SELECT * FROM v13_runaway ORDER BY budget;
+\x on
+SELECT * FROM dbgate.budgets WHERE budget = 'v13_rd';
+\x off
+SELECT budget, runaways, demoted_out, demoted_in, quarantined
+  FROM dbgate.status WHERE budget LIKE 'v13_r%' ORDER BY budget;
+\pset format unaligned
+\pset tuples_only on
+SELECT dbgate.config_script();
+\pset format aligned
+\pset tuples_only off
+SELECT config AS config0 FROM v13_config \gset
+-- with 'demote' in use the rules stay: 22023, clearing the runaway_budget
+-- of a 'demote' budget
 SELECT dbgate.alter_budget('v13_rb', runaway_budget => '');
+:check
+SELECT dbgate.alter_budget('v13_rd', max_active => 3, runaway_after => '1s',
+                           runaway_budget => '');
+:check
+-- 22023: the budget itself as its runaway_budget
+SELECT dbgate.alter_budget('v13_rd', runaway_budget => 'v13_rd');
+:check
+-- 42704: a runaway_budget that does not exist, on create and alter
+SELECT dbgate.create_budget('v13_rnew', 1, runaway_after => '1s',
+                            runaway_action => 'demote',
+                            runaway_budget => 'v13_nothere');
+:check
+SELECT dbgate.alter_budget('v13_rd', runaway_budget => 'v13_nothere');
+:check
+-- 22023: a runaway_budget with children; the runaway_budget made a parent
+SELECT dbgate.alter_budget('v13_rd', runaway_budget => 'v13_rp');
+:check
+SELECT dbgate.create_budget('v13_rnew', 1, runaway_after => '1s',
+                            runaway_action => 'demote',
+                            runaway_budget => 'v13_rp');
+:check
+SELECT dbgate.alter_budget('v13_rpc', parent => 'v13_rslow');
+:check
+-- 2BP01: dropping the runaway_budget of 'demote' budgets without force
+SELECT dbgate.drop_budget('v13_rslow');
+:check
+-- runaway_budget => '' clears it together with another action; in one
+-- transaction, then rolled back
+BEGIN;
+SELECT dbgate.alter_budget('v13_rb', runaway_action => 'log', runaway_budget => '');
+SELECT dbgate.alter_budget('v13_rd', runaway_action => 'cancel', runaway_budget => '');
 SELECT dbgate.drop_budget('v13_rslow');
 SELECT * FROM v13_runaway ORDER BY budget;
 ROLLBACK;
--- drop_budget with force: the budgets that named it lose it, with a WARNING
+:check
+-- drop_budget with force: the budgets that named it lose it, with a
+-- WARNING, and those that demoted to it get runaway_action 'log'
 SELECT dbgate.drop_budget('v13_rslow', force => true);
 SELECT * FROM v13_runaway ORDER BY budget;
 

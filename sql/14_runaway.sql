@@ -141,7 +141,119 @@ SELECT pg_sleep(0.3) IS NOT NULL AS ran;
 RESET SESSION AUTHORIZATION;
 SELECT ra_runaways('ra_b', 1, 300) AS runaways;
 
+--
+-- 'demote': the runaway worker moves the runaway's slot to runaway_budget
+-- (counted in the source's runaways and demoted_out and in the target's
+-- demoted_in, not in the target's admitted); from then on the statement
+-- counts in the target (beyond its limits if it is full) and shows the
+-- source in dbgate.backends.demoted_from.  The move of a statement that
+-- runs while others wait, the timing and the memory grants are in TAP.
+--
+-- ra_counts() waits (at most wait_ms) until the budget's column reaches n,
+-- and returns the count then; ra_self() is called by the statement that
+-- runs away: it waits (at most wait_ms) until the runaway is counted in
+-- budget b and, if moved, until the move shows in dbgate.backends, and
+-- returns what the statement sees of itself then.
+--
+CREATE ROLE regress_dbgate_ra_d LOGIN;
+SELECT dbgate.create_budget('ra_slow', 1);
+SELECT dbgate.create_budget('ra_d', 2, runaway_after => '200ms',
+                            runaway_action => 'demote',
+                            runaway_budget => 'ra_slow');
+SELECT dbgate.assign_role('regress_dbgate_ra_d', 'ra_d');
+SELECT budget, runaway_after, runaway_action, runaway_budget
+  FROM dbgate.budgets WHERE budget IN ('ra_d', 'ra_slow') ORDER BY budget;
+
+CREATE FUNCTION ra_counts(b text, col text, n int, wait_ms int DEFAULT 10000)
+RETURNS bigint LANGUAGE plpgsql AS $$
+DECLARE
+    r bigint;
+BEGIN
+    FOR i IN 1 .. greatest(wait_ms / 10, 1) LOOP
+        EXECUTE format('SELECT %I FROM dbgate.status WHERE budget = $1', col)
+           INTO r USING b;
+        EXIT WHEN r >= n;
+        PERFORM pg_sleep(0.01);
+    END LOOP;
+    RETURN r;
+END $$;
+CREATE FUNCTION ra_self(b text, n int, moved boolean, wait_ms int DEFAULT 10000)
+RETURNS TABLE (budget text, state text, demoted_from text,
+               active_source integer, active_target integer)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog AS $$
+DECLARE
+    r bigint;
+    f text;
+BEGIN
+    FOR i IN 1 .. greatest(wait_ms / 10, 1) LOOP
+        SELECT s.runaways INTO r FROM dbgate.status s WHERE s.budget = b;
+        SELECT k.demoted_from INTO f FROM dbgate.backends k
+         WHERE k.pid = pg_backend_pid();
+        EXIT WHEN r >= n AND (NOT moved OR f IS NOT NULL);
+        PERFORM pg_sleep(0.01);
+    END LOOP;
+    RETURN QUERY
+      SELECT k.budget, k.state, k.demoted_from,
+             (SELECT s.active FROM dbgate.status s WHERE s.budget = b),
+             (SELECT s.active FROM dbgate.status s
+               WHERE s.budget = (SELECT g.runaway_budget FROM dbgate.budgets g
+                                  WHERE g.budget = b))
+        FROM dbgate.backends k WHERE k.pid = pg_backend_pid();
+END $$;
+
+-- a statement that runs away is moved; it ends normally
+SET SESSION AUTHORIZATION regress_dbgate_ra_d;
+SELECT pg_sleep(1) IS NOT NULL AS ran;
+RESET SESSION AUTHORIZATION;
+SELECT ra_counts('ra_slow', 'demoted_in', 1) AS demoted_in;
+SELECT budget, active, admitted, runaways, demoted_out, demoted_in
+  FROM dbgate.status WHERE budget IN ('ra_d', 'ra_slow') ORDER BY budget;
+
+-- what the moved statement sees of itself: its slot in the target, the
+-- source in demoted_from, counted in the target's active only
+SET SESSION AUTHORIZATION regress_dbgate_ra_d;
+SELECT * FROM ra_self('ra_d', 2, true);
+-- a statement shorter than runaway_after stays where it was admitted
+SELECT * FROM ra_self('ra_d', 0, false);
+RESET SESSION AUTHORIZATION;
+SELECT ra_counts('ra_slow', 'demoted_in', 2) AS demoted_in;
+SELECT budget, active, admitted, runaways, demoted_out, demoted_in
+  FROM dbgate.status WHERE budget IN ('ra_d', 'ra_slow') ORDER BY budget;
+SELECT count(*) AS backends FROM dbgate.backends
+ WHERE budget IN ('ra_d', 'ra_slow');
+
+-- the target's statement_timeout applies to the moved statement
+SELECT dbgate.alter_budget('ra_slow', statement_timeout => '500ms');
+SELECT dbgate.reset_stats('ra_d');
+SELECT dbgate.reset_stats('ra_slow');
+SET SESSION AUTHORIZATION regress_dbgate_ra_d;
+SELECT pg_sleep(5);
+:sqlstate
+RESET SESSION AUTHORIZATION;
+SELECT ra_counts('ra_slow', 'demoted_in', 1) AS demoted_in;
+SELECT budget, active, admitted, runaways, demoted_out, demoted_in
+  FROM dbgate.status WHERE budget IN ('ra_d', 'ra_slow') ORDER BY budget;
+SELECT dbgate.alter_budget('ra_slow', statement_timeout => '0');
+
+-- shadow mode: 'demote' acts as 'log', still counted; the statement stays
+-- in its budget
+SELECT dbgate.alter_budget('ra_d', enforce => false);
+SELECT dbgate.reset_stats('ra_d');
+SELECT dbgate.reset_stats('ra_slow');
+SET SESSION AUTHORIZATION regress_dbgate_ra_d;
+SELECT pg_sleep(0.5) IS NOT NULL AS ran_in_shadow_mode;
+RESET SESSION AUTHORIZATION;
+SELECT ra_runaways('ra_d', 1) AS runaways;
+SET SESSION AUTHORIZATION regress_dbgate_ra_d;
+SELECT * FROM ra_self('ra_d', 2, false);
+RESET SESSION AUTHORIZATION;
+SELECT budget, active, runaways, demoted_out, demoted_in
+  FROM dbgate.status WHERE budget IN ('ra_d', 'ra_slow') ORDER BY budget;
+
 -- clean up
-DROP FUNCTION ra_runaways(text, int, int), ra_two_sleeps();
+DROP FUNCTION ra_runaways(text, int, int), ra_two_sleeps(),
+              ra_counts(text, text, int, int), ra_self(text, int, boolean, int);
 SELECT dbgate.drop_budget('ra_b', true);
-DROP ROLE regress_dbgate_ra_u;
+SELECT dbgate.drop_budget('ra_d', true);
+SELECT dbgate.drop_budget('ra_slow');
+DROP ROLE regress_dbgate_ra_u, regress_dbgate_ra_d;

@@ -315,6 +315,10 @@ is( $node->safe_psql('u_old', q{SELECT string_agg(budget, ' ' ORDER BY budget) F
 my $sigs_1_3 = $sigs_1_2;
 $sigs_1_3 =~ s/double precision\)/double precision,integer,interval,text,text,interval,text,integer)/g;
 my $cols_1_3 = "$cols_1_2,reserved,runaway_after,runaway_action,runaway_budget,quarantine,adapt,adapt_min";
+my $bcols_sql = q{SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute
+	WHERE attrelid = 'dbgate.backends'::regclass AND attnum > 0};
+my $bcols_1_2 = 'pid,role,budget,state,state_since,queue_position,classified_by,memory_mb';
+my $bcols_1_3 = "$bcols_1_2,demoted_from";
 $node->safe_psql('postgres', q{SELECT dbgate.alter_budget('u_pool', max_active => 6)});
 my $before_1_3 = $node->safe_psql('postgres', $everything);
 $node->safe_psql('postgres', 'ALTER EXTENSION dbgate UPDATE');
@@ -324,6 +328,25 @@ is($node->safe_psql('postgres',
 is($node->safe_psql('postgres', $cols_sql), $cols_1_3,
 	'dbgate.budgets has the 1.3 columns in order');
 is($node->safe_psql('postgres', $sig_sql), $sigs_1_3, 'the 1.3 functions replace the 1.2 ones');
+is($node->safe_psql('postgres', $bcols_sql), $bcols_1_3,
+	'dbgate.backends has the 1.3 columns in order');
+is( $node->safe_psql(
+		'postgres',
+		q{SELECT p.prosrc FROM pg_proc p WHERE p.pronamespace = 'dbgate'::regnamespace
+		   AND p.proname = 'backend_status'}
+	),
+	'dbgate_backend_status_1_3',
+	'backend_status() is the 1.3 function');
+is( $node->safe_psql(
+		'postgres',
+		q{SELECT has_function_privilege('pg_monitor', 'dbgate.backend_status()', 'EXECUTE'),
+		         has_table_privilege('pg_monitor', 'dbgate.backends', 'SELECT'),
+		         has_function_privilege('public', 'dbgate.backend_status()', 'EXECUTE'),
+		         has_table_privilege('public', 'dbgate.backends', 'SELECT'),
+		         (SELECT count(*) FROM dbgate.backends)}
+	),
+	't|t|f|f|0',
+	'pg_monitor reads dbgate.backends after the 1.3 update, PUBLIC does not');
 is( $node->safe_psql(
 		'postgres',
 		q{SELECT string_agg(b::text, ' ' ORDER BY budget) FROM
@@ -378,6 +401,21 @@ is( $node->safe_psql(
 	),
 	'22',
 	'the 1.2 view has 22 columns');
+is($node->safe_psql('u_old', $bcols_sql), $bcols_1_2,
+	'the 1.2 dbgate.backends has its 8 columns');
+is($node->safe_psql('u_old', 'SELECT count(*) FROM dbgate.backends'),
+	'0', 'and reads');
+$node->safe_psql('postgres',
+	q{SELECT dbgate.alter_budget('u_two', runaway_after => '1s', runaway_action => 'demote',
+	                             runaway_budget => 'u_one')});
+$node->safe_psql('u_old', q{SELECT dbgate.alter_budget('u_two', max_queued => 5)});
+is( $node->safe_psql(
+		'postgres',
+		q{SELECT format('%s:%s:%s:%s', max_queued, runaway_after, runaway_action, runaway_budget)
+		  FROM dbgate.budgets WHERE budget = 'u_two'}
+	),
+	'5:00:00:01:demote:u_one',
+	"alter_budget of a 1.2 database keeps runaway_action 'demote'");
 like( $node->safe_psql('postgres', 'SELECT dbgate.config_script()'),
 	qr/create_budget\('u_three', max_active => 1, max_queued => 7, .*reserved => 1\);/,
 	'config_script() names reserved where it is set');
@@ -401,6 +439,7 @@ is($node->safe_psql('u_older',
 	'1.3', 'ALTER EXTENSION dbgate UPDATE goes from 1.0 to 1.3');
 is($node->safe_psql('u_older', $cols_sql), $cols_1_3, 'with the 1.3 columns');
 is($node->safe_psql('u_older', $sig_sql), $sigs_1_3, 'and the 1.3 functions');
+is($node->safe_psql('u_older', $bcols_sql), $bcols_1_3, 'and the 1.3 dbgate.backends');
 is($node->safe_psql('u_older', $grants_sql),
 	'alter_budget:f:t assign_database:f:f create_budget:f:t drop_budget:f:f',
 	'EXECUTE grants are carried over from 1.0 to the 1.3 signatures');
@@ -416,6 +455,12 @@ is( $node->safe_psql(
 	'1.2 fields survive a restart');
 is($node->safe_psql('postgres', q{SELECT reserved FROM dbgate.budgets WHERE budget = 'u_three'}),
 	'1', 'and so does reserved');
+is( $node->safe_psql(
+		'postgres',
+		q{SELECT format('%s:%s', runaway_action, runaway_budget) FROM dbgate.budgets WHERE budget = 'u_two'}
+	),
+	'demote:u_one',
+	"and runaway_action 'demote' with its runaway_budget");
 
 $node->stop;
 done_testing();

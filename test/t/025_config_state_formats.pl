@@ -131,7 +131,8 @@ for my $set ("adapt => 'shadow'", "adapt => 'on'", 'max_active => 2, adapt_min =
 }
 
 for my $set ("runaway_after => '1 s'", "runaway_after => '1 s', runaway_action => 'cancel'",
-	"runaway_after => '1 s', quarantine => '1 min'", "runaway_budget => 'fm_p'")
+	"runaway_after => '1 s', quarantine => '1 min'", "runaway_budget => 'fm_p'",
+	"runaway_after => '1 s', runaway_action => 'demote', runaway_budget => 'fm_p'")
 {
 	$node->safe_psql('postgres', "SELECT dbgate.alter_budget('fm_v2b', $set)");
 	is(file_format(), 4, "$set (1.3): format 4");
@@ -236,6 +237,33 @@ is( $node->safe_psql(
 	'fm_r<:3:0:0:off:1 fm_r1<fm_r:2:1.5:2:off:1 fm_r2<fm_r:3:0:1:on:3 fm_r3<fm_r:3:0:0:off:1',
 	'with reserved where the layout puts it');
 is(file_format(), 4, 'and is format 4 as it is');
+
+# a format-4 file: runaway_action 'demote' with its runaway_budget
+$node->stop;
+write_file(
+	state_image(
+		version => 4,
+		budgets => [
+			{
+				name => 'fm_d',
+				max_active => 2,
+				runaway_after => 250,
+				runaway_action => 1,
+				runaway_budget => 'fm_slow',
+				quarantine => 60000
+			},
+			{ name => 'fm_slow', max_active => 1 }
+		]));
+$offset = -s $node->logfile;
+$node->start;
+ok(!$node->log_contains(qr/WARNING/, $offset), "a format-4 file with 'demote' loads");
+my $runaway_sql = q{SELECT string_agg(format('%s:%s:%s:%s:%s', budget, runaway_after,
+    runaway_action, runaway_budget, quarantine), ' ' ORDER BY budget) FROM dbgate.budgets};
+my $runaway_want = 'fm_d:00:00:00.25:demote:fm_slow:00:01:00 fm_slow:00:00:00:log::00:00:00';
+is($node->safe_psql('postgres', $runaway_sql), $runaway_want,
+	'with the runaway fields where the layout puts them');
+$node->restart;
+is($node->safe_psql('postgres', $runaway_sql), $runaway_want, 'and they survive a restart');
 
 # ---------------------------------------------------------------------------
 # 5. Decoding refuses what the SQL functions refuse

@@ -6,7 +6,10 @@
 # fields that are not at their defaults, so that the script of a library
 # of 1.2 serving the SQL objects of 1.1 or 1.0 runs on a fresh cluster
 # with those objects and recreates the configuration exactly; a script
-# that names a 1.2 field does not run there, and changes nothing.
+# that names a 1.2 field does not run there, and changes nothing.  The
+# fields that name another budget or depend on it (1.3: runaway_action
+# 'demote' with its runaway_budget, quarantine) are set by alter_budget
+# once every budget exists.
 use strict;
 use warnings FATAL => 'all';
 
@@ -48,6 +51,10 @@ $src->safe_psql(
 	                            overtake_limit => '0', queue_timeout => '5 s');
 	SELECT dbgate.create_budget('cs_b_sibling', 1, parent => 'cs_z_root', weight => 10000);
 	SELECT dbgate.assign_role('cs_alice', 'cs_0_deep');
+	SELECT dbgate.create_budget('cs_r_slow', 1);
+	SELECT dbgate.create_budget('cs_r_demote', 2, runaway_after => '250 ms',
+	                            runaway_action => 'demote', runaway_budget => 'cs_r_slow',
+	                            quarantine => '1 min');
 });
 my $script = $src->safe_psql('postgres', 'SELECT dbgate.config_script()');
 like($script, qr/^BEGIN;\n.*COMMIT;$/s, 'the script is one transaction');
@@ -65,6 +72,13 @@ like($script,
 like($script,
 	qr/^SELECT dbgate\.create_budget\('cs_one', max_active => 3, max_queued => 4, queue_timeout => '1500 ms', statement_timeout => '60000 ms', lock_timeout => '250 ms', fair => false, scope => 'transaction', idle_in_transaction_timeout => '30000 ms', parallel_workers => 2, utility => true, enforce => false\);$/m,
 	'every field not at its default is named');
+
+like($script,
+	qr/^SELECT dbgate\.create_budget\('cs_r_demote', max_active => 2, runaway_after => '250 ms'\);$/m,
+	"a 'demote' budget is created without its runaway fields");
+like($script,
+	qr/'cs_r_slow'.*\n(?:.*\n)*SELECT dbgate\.alter_budget\('cs_r_demote', runaway_action => 'demote', runaway_budget => 'cs_r_slow', quarantine => '60000 ms'\);$/m,
+	'and gets them in one alter_budget after every budget exists');
 
 my $dst = dbgate_node('script_dst');
 $dst->safe_psql('postgres', $objects);

@@ -150,6 +150,22 @@ is(last_format(), 2, 'no 1.2 or 1.3 field: format 2');
 $primary->safe_psql('postgres', q{SELECT dbgate.drop_budget(b) FROM unnest(ARRAY['wf_c4', 'wf_d4']) b});
 replayed_ok('format 2 after 4');
 
+$primary->safe_psql('postgres',
+	q{SELECT dbgate.create_budget('wf_r4', 2, runaway_after => '1 s', runaway_action => 'demote',
+	                              runaway_budget => 'wf_flat')});
+is(last_format(), 4, "runaway_action 'demote' (1.3): the record has format 4");
+replayed_ok("format 4 with 'demote'");
+is( $standby->safe_psql(
+		'postgres',
+		q{SELECT format('%s:%s:%s', runaway_after, runaway_action, runaway_budget)
+		  FROM dbgate.budgets WHERE budget = 'wf_r4'}
+	),
+	'00:00:01:demote:wf_flat',
+	"the standby has 'demote' and its runaway_budget");
+$primary->safe_psql('postgres', q{SELECT dbgate.drop_budget('wf_r4')});
+is(last_format(), 2, "no 'demote' left: format 2");
+replayed_ok("format 2 after 'demote'");
+
 # ---------------------------------------------------------------------------
 # 2. A record of format 2 as dbgate 1.1 logged it
 my $v11 = state_image(
