@@ -1,0 +1,654 @@
+# Demotion (1.3): the runaway worker moves the slot of a runaway statement
+# of a budget with runaway_action 'demote' to its runaway_budget.
+#
+#   1. the move: the source's waiter is admitted at once, the target counts
+#      beyond its max_active, runaways / demoted_out / demoted_in, the
+#      backend shown under the target with demoted_from, the LOG line, the
+#      active time split at the move;
+#   2. trees: a target under the same parent (the common level is neither
+#      given up nor counted twice), and a target in another tree;
+#   3. a kept slot (scope 'transaction', and a transaction ID) stays in the
+#      target until COMMIT; the next statement there runs away as 'log';
+#   4. memory grants move with the slot;
+#   5. the target's statement_timeout and lock_timeout cancel the
+#      statement that was moved while it ran;
+#   6. a shadow source: counted, not moved;
+#   7. quarantine: a repeat of the runaway's query is admitted to the target;
+#   8. cancel and terminate of a demoted statement;
+#   9. a demoted statement with parallel workers;
+#  10. drop_budget(target, force): the source's action becomes 'log';
+#  11. a streaming standby moves its own slots.
+use strict;
+use warnings FATAL => 'all';
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time);
+use DbgateTest;
+
+my $node = dbgate_node('demote',
+	conf => "compute_query_id = on\n"
+	  . "dbgate.max_quarantine = 16\n"
+	  . "max_worker_processes = 12\n"
+	  . "max_parallel_workers = 8\n");
+$node->safe_psql(
+	'postgres', q{
+	CREATE ROLE dm_u LOGIN;
+	CREATE ROLE dm_s LOGIN;
+	CREATE ROLE dm_c LOGIN;
+	CREATE ROLE dm_m LOGIN;
+	SELECT dbgate.create_budget('slow', 1, max_queued => 10);
+	SELECT dbgate.create_budget('inter', 1, max_queued => 10, runaway_after => '500ms',
+	                            runaway_action => 'demote', runaway_budget => 'slow');
+	SELECT dbgate.assign_role('dm_u', 'inter');
+	SELECT dbgate.assign_role('dm_s', 'slow');
+	SELECT dbgate.create_budget('p', 1, max_queued => 10);
+	SELECT dbgate.create_budget('c2', 1, max_queued => 10, parent => 'p');
+	SELECT dbgate.create_budget('c1', 1, max_queued => 10, parent => 'p', runaway_after => '500ms',
+	                            runaway_action => 'demote', runaway_budget => 'c2');
+	SELECT dbgate.assign_role('dm_c', 'c1');
+	SELECT dbgate.create_budget('mslow', 1, max_queued => 10, max_memory_mb => 8);
+	SELECT dbgate.create_budget('msrc', 2, max_queued => 10, max_memory_mb => 8, runaway_after => '1s',
+	                            runaway_action => 'demote', runaway_budget => 'mslow');
+	SELECT dbgate.assign_role('dm_m', 'msrc');
+	CREATE TABLE dm_t (id int PRIMARY KEY, v int);
+	INSERT INTO dm_t SELECT i, 0 FROM generate_series(1, 10) i;
+	GRANT SELECT, UPDATE ON dm_t TO dm_u;
+	CREATE TABLE dm_big (i int) WITH (parallel_workers = 2);
+	INSERT INTO dm_big SELECT generate_series(1, 4000);
+	ANALYZE dm_big;
+	GRANT SELECT ON dm_big TO dm_u;
+});
+
+# The counters of dbgate.status that counts_are() compares: those not named
+# must be 0.
+my @cols = qw(active queued admitted admitted_after_wait rejected_full
+  rejected_timeout canceled_waiting admitted_lock_holder runaways
+  demoted_out demoted_in quarantined);
+
+# counts_are(NODE, BUDGET, { column => value }, NAME): one assertion.
+sub counts_are
+{
+	my ($n, $budget, $exp, $name) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	my $out = $n->safe_psql('postgres',
+		'SELECT ' . join(', ', @cols) . " FROM dbgate.status WHERE budget = '$budget'");
+	my %got;
+	@got{@cols} = split /\|/, $out;
+	my %want = map { $_ => 0 } @cols;
+	%want = (%want, %$exp);
+	return is_deeply(\%got, \%want, $name);
+}
+
+# col(NODE, BUDGET, COLUMN): one column of dbgate.status.
+sub col
+{
+	my ($n, $budget, $c) = @_;
+	return $n->safe_psql('postgres',
+		"SELECT $c FROM dbgate.status WHERE budget = '$budget'");
+}
+
+# where(NODE, PID): "budget:state:demoted_from" of the backend in
+# dbgate.backends ('' when it holds no slot and waits for none).
+sub where
+{
+	my ($n, $pid) = @_;
+	return $n->safe_psql('postgres',
+		"SELECT budget || ':' || state || ':' || coalesce(demoted_from, '-')
+		   FROM dbgate.backends WHERE pid = $pid");
+}
+
+# wait_where(NODE, PID, WANT): where() polled every 10 ms until it is WANT
+# (at most 60 s), or until it shows a move when WANT does not; returns
+# what it was last.
+sub wait_where
+{
+	my ($n, $pid, $want) = @_;
+	my $got = '';
+	my $until = time + $PostgreSQL::Test::Utils::timeout_default;
+	while (time < $until)
+	{
+		$got = where($n, $pid);
+		return $got if $got eq $want;
+		return $got if $want =~ /:-\z/ && $got =~ /:[^:-][^:]*\z/;
+		select(undef, undef, undef, 0.01);
+	}
+	return $got;
+}
+
+# idle_ok(NODE, NAME, BUDGET...): one assertion that every budget named
+# has active and queued 0 and no backend in dbgate.backends (polled: a
+# terminated backend leaves a moment later).
+sub idle_ok
+{
+	my ($n, $name, @b) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	my $list = join(',', map { "'$_'" } @b);
+	return poll_ok($n,
+		"SELECT string_agg(budget || ':' || active || ':' || queued, ',' ORDER BY budget)
+		   || '/' || (SELECT count(*) FROM dbgate.backends WHERE budget IN ($list))
+		   FROM dbgate.status WHERE budget IN ($list)",
+		join(',', map { "$_:0:0" } sort @b) . '/0', $name);
+}
+
+my $re_line = qr/LOG:  runaway statement in budget "([^"]+)": pid (\d+), query id (-?\d+), elapsed (\d+) ms \(runaway_after (\d+) ms, action ([^)]+)\)$/m;
+
+# the runaway lines of the log from offset on: [budget, pid, elapsed, action]
+sub runaway_lines
+{
+	my ($n, $offset) = @_;
+	my $log = slurp_file($n->logfile, $offset);
+	my @l;
+	while ($log =~ /$re_line/g)
+	{
+		push @l, [ $1, $2, $4, $6 ];
+	}
+	return @l;
+}
+
+# a superuser session holding advisory lock k: the statements
+# "SELECT pg_advisory_xact_lock_shared(k)" of other sessions run until it
+# is released
+sub holder
+{
+	my ($k) = @_;
+	my $l = DbgateTest::Session->new($node);
+	my (undef, $err) = $l->query("SELECT pg_advisory_lock($k)");
+	die $err if $err ne '';
+	return $l;
+}
+
+sub release
+{
+	my ($l, $k) = @_;
+	my (undef, $err) = $l->query("SELECT pg_advisory_unlock($k)");
+	die $err if $err ne '';
+	return;
+}
+
+sub reset_all
+{
+	$node->safe_psql('postgres', 'SELECT dbgate.reset_stats()');
+}
+
+my $wait1 = 'SELECT pg_advisory_xact_lock_shared(1)';
+
+# 1. The move.
+{
+	reset_all();
+	my $offset = -s $node->logfile;
+	my $l = holder(1);
+	my $s = DbgateTest::Session->new($node, user => 'dm_s');
+	my $a = DbgateTest::Session->new($node, user => 'dm_u');
+	my $w = DbgateTest::Session->new($node, user => 'dm_u');
+	$s->send($wait1);
+	is(wait_where($node, $s->pid, 'slow:active:-'), 'slow:active:-',
+		'move: the target is full (max_active 1)');
+	$a->send($wait1);
+	is(wait_where($node, $a->pid, 'inter:active:-'), 'inter:active:-',
+		'move: the statement is admitted to the source');
+	$w->send('SELECT 1');
+	is(wait_where($node, $a->pid, 'slow:active:inter'), 'slow:active:inter',
+		'move: the statement is moved to the target (demoted_from the source)');
+	my $moved = time - $a->sent_at;
+	ok($moved < 2.5, sprintf('move: within a few seconds (%.2f s)', $moved));
+	my ($out, $err) = $w->result;
+	is("$out/$err", '1/', 'move: the waiter runs');
+	my $waited = $w->done_at - $a->sent_at;
+	ok($waited < 2.5,
+		sprintf('move: the waiter is admitted at once (%.2f s after the long statement started)',
+			$waited));
+	is(where($node, $a->pid), 'slow:active:inter', 'move: the long statement still runs');
+	counts_are($node, 'inter',
+		{ admitted => 2, admitted_after_wait => 1, runaways => 1, demoted_out => 1 },
+		'move: the source: the slot is given up, the waiter admitted after a wait');
+	counts_are($node, 'slow', { active => 2, admitted => 1, demoted_in => 1 },
+		'move: the target counts the statement beyond its max_active, not in admitted');
+	is(col($node, 'slow', 'peak_active'), '2', 'move: the target\'s peak_active');
+	is(where($node, $s->pid), 'slow:active:-', 'move: the target\'s own statement');
+	my @l = runaway_lines($node, $offset);
+	ok(@l == 1 && $l[0][0] eq 'inter' && $l[0][1] == $a->pid
+		  && $l[0][3] eq 'demote to "slow"',
+		'move: one LOG line: the source, the pid, the action');
+	ok(@l == 1 && $l[0][2] >= 500 && $l[0][2] < 1500,
+		'move: elapsed at most a second after runaway_after ('
+		  . (@l ? $l[0][2] : '-') . ' ms)');
+	select(undef, undef, undef, 1.0);
+	release($l, 1);
+	($out, $err) = $a->result;
+	is($err, '', 'move: the moved statement ends normally');
+	($out, $err) = $s->result;
+	is($err, '', 'move: the target\'s statement ends normally');
+	idle_ok($node, 'move: every active is 0 afterwards', 'inter', 'slow');
+	counts_are($node, 'slow', { admitted => 1, demoted_in => 1 },
+		'move: the target\'s counts at the end');
+	counts_are($node, 'inter',
+		{ admitted => 2, admitted_after_wait => 1, runaways => 1, demoted_out => 1 },
+		'move: the source\'s counts at the end');
+	my $ti = col($node, 'inter', 'active_time_total');
+	my $ts = col($node, 'slow', 'active_time_total');
+	ok($ti >= 490 && $ti < 1500,
+		"move: the source's active time ends at the move ($ti ms)");
+	ok($ts >= 2000,
+		"move: the target's active time counts the rest of the moved statement and its own ($ts ms)");
+	$_->quit for ($l, $s, $a, $w);
+}
+
+# 2. Trees.
+{
+	reset_all();
+	my $l = holder(2);
+	my $a = DbgateTest::Session->new($node, user => 'dm_c');
+	my $w = DbgateTest::Session->new($node, user => 'dm_c');
+	$a->send('SELECT pg_advisory_xact_lock_shared(2)');
+	is(wait_where($node, $a->pid, 'c1:active:-'), 'c1:active:-',
+		'tree: the statement is admitted to c1');
+	$w->send('SELECT 1');
+	is(wait_where($node, $a->pid, 'c2:active:c1'), 'c2:active:c1',
+		'tree: it is moved to c2, under the same parent');
+	is(wait_where($node, $w->pid, 'c1:queued:-'), 'c1:queued:-',
+		'tree: the waiter of c1 still waits (the parent\'s one slot stays held)');
+	counts_are($node, 'p', { active => 1, queued => 1 },
+		'tree: the parent counts the statement once');
+	is(col($node, 'p', 'peak_active'), '1', 'tree: never twice');
+	counts_are($node, 'c1',
+		{ queued => 1, admitted => 1, runaways => 1, demoted_out => 1 },
+		'tree: c1 gave up its level');
+	counts_are($node, 'c2', { active => 1, demoted_in => 1 },
+		'tree: c2 counts it');
+	release($l, 2);
+	my (undef, $err) = $a->result;
+	is($err, '', 'tree: the moved statement ends');
+	(undef, $err) = $w->result;
+	is($err, '', 'tree: then the waiter runs');
+	idle_ok($node, 'tree: every active is 0', 'p', 'c1', 'c2');
+
+	# a target in another tree
+	$node->safe_psql('postgres',
+		q{SELECT dbgate.alter_budget('c1', runaway_budget => 'slow'); SELECT dbgate.reset_stats()});
+	$l->query('SELECT pg_advisory_lock(2)');
+	$a->send('SELECT pg_advisory_xact_lock_shared(2)');
+	is(wait_where($node, $a->pid, 'c1:active:-'), 'c1:active:-',
+		'other tree: admitted to c1');
+	$w->send('SELECT 1');
+	is(wait_where($node, $a->pid, 'slow:active:c1'), 'slow:active:c1',
+		'other tree: moved to slow');
+	(undef, $err) = $w->result;
+	is($err, '', 'other tree: the waiter of c1 runs at once (the parent\'s slot is free)');
+	counts_are($node, 'p', {},
+		'other tree: the parent no longer counts the statement');
+	counts_are($node, 'c1',
+		{ admitted => 2, admitted_after_wait => 1, runaways => 1, demoted_out => 1 },
+		'other tree: c1');
+	counts_are($node, 'slow', { active => 1, demoted_in => 1 }, 'other tree: slow counts it');
+	release($l, 2);
+	(undef, $err) = $a->result;
+	is($err, '', 'other tree: the moved statement ends');
+	idle_ok($node, 'other tree: every active is 0', 'p', 'c1', 'c2', 'slow');
+	$node->safe_psql('postgres', q{SELECT dbgate.alter_budget('c1', runaway_budget => 'c2')});
+	$_->quit for ($l, $a, $w);
+}
+
+# 3. Kept slots.
+{
+	reset_all();
+	my $offset = -s $node->logfile;
+	$node->safe_psql(
+		'postgres', q{
+		SELECT dbgate.create_budget('slow2', 1, max_queued => 10);
+		SELECT dbgate.alter_budget('inter', scope => 'transaction');
+		SELECT dbgate.alter_budget('slow', runaway_after => '300ms',
+		                           runaway_action => 'demote', runaway_budget => 'slow2');
+	});
+	my $a = DbgateTest::Session->new($node, user => 'dm_u');
+	my (undef, $err) = $a->query('BEGIN; SELECT pg_sleep(0.8)');
+	is($err, '', "scope 'transaction': the statement runs");
+	is(where($node, $a->pid), 'slow:idle in transaction:inter',
+		"scope 'transaction': the slot is kept in the target");
+	counts_are($node, 'slow', { active => 1, demoted_in => 1 },
+		"scope 'transaction': the target counts it");
+	counts_are($node, 'inter', { admitted => 1, runaways => 1, demoted_out => 1 },
+		"scope 'transaction': the source does not");
+	(undef, $err) = $a->query('SELECT pg_sleep(0.5)');
+	is($err, '', "scope 'transaction': a statement longer than the target's runaway_after runs");
+	poll_ok($node, q{SELECT runaways FROM dbgate.status WHERE budget = 'slow'}, '1',
+		"scope 'transaction': it is a runaway of the target");
+	is(where($node, $a->pid), 'slow:idle in transaction:inter',
+		"scope 'transaction': not moved again ('demote' acts as 'log' in the target)");
+	my @l = runaway_lines($node, $offset);
+	is(join(';', map { "$_->[0]:$_->[3]" } @l), 'inter:demote to "slow";slow:log',
+		"scope 'transaction': the LOG lines");
+	(undef, $err) = $a->query('COMMIT');
+	is($err, '', "scope 'transaction': COMMIT");
+	idle_ok($node, "scope 'transaction': the slot is returned at COMMIT", 'inter', 'slow', 'slow2');
+	counts_are($node, 'slow2', {}, "scope 'transaction': nothing in slow2");
+	counts_are($node, 'slow', { runaways => 1, demoted_in => 1 },
+		"scope 'transaction': the target's counts");
+	$node->safe_psql(
+		'postgres', q{
+		SELECT dbgate.alter_budget('inter', scope => 'statement');
+		SELECT dbgate.alter_budget('slow', runaway_after => '0', runaway_action => 'log',
+		                           runaway_budget => '');
+		SELECT dbgate.drop_budget('slow2');
+		SELECT dbgate.reset_stats();
+	});
+
+	# a transaction ID keeps the slot
+	(undef, $err) = $a->query(
+		'BEGIN; UPDATE dm_t SET v = v + 1 WHERE id = 2 AND pg_sleep(0.8) IS NOT NULL');
+	is($err, '', 'xid: the write runs');
+	is(where($node, $a->pid), 'slow:idle in transaction:inter',
+		'xid: the slot is kept in the target');
+	counts_are($node, 'slow', { active => 1, demoted_in => 1 }, 'xid: the target counts it');
+	counts_are($node, 'inter', { admitted => 1, runaways => 1, demoted_out => 1 },
+		'xid: the source does not');
+	(undef, $err) = $a->query('SELECT 1');
+	is($err, '', 'xid: a statement under the kept slot');
+	is(where($node, $a->pid), 'slow:idle in transaction:inter', 'xid: still in the target');
+	(undef, $err) = $a->query('COMMIT');
+	is($err, '', 'xid: COMMIT');
+	idle_ok($node, 'xid: the slot is returned at COMMIT', 'inter', 'slow');
+	counts_are($node, 'inter', { admitted => 1, runaways => 1, demoted_out => 1 },
+		'xid: the source\'s counts');
+	$a->quit;
+}
+
+# 4. Memory grants move with the slot.
+{
+	reset_all();
+	my $l = holder(4);
+	my $a = DbgateTest::Session->new($node, user => 'dm_m');
+	$a->send(q{SELECT g FROM (SELECT g FROM generate_series(1, 10) g ORDER BY g) s
+	           WHERE pg_advisory_xact_lock_shared(4) IS NOT NULL LIMIT 1});
+	is(wait_where($node, $a->pid, 'msrc:active:-'), 'msrc:active:-',
+		'memory: admitted to the source');
+	my $mem = col($node, 'msrc', 'memory_mb_active');
+	my $bmem = $node->safe_psql('postgres',
+		'SELECT memory_mb FROM dbgate.backends WHERE pid = ' . $a->pid);
+	ok($mem > 0 && $mem == $bmem, "memory: the grant counts in the source ($mem MB)");
+	is(col($node, 'mslow', 'memory_mb_active'), '0', 'memory: not in the target');
+	is(wait_where($node, $a->pid, 'mslow:active:msrc'), 'mslow:active:msrc',
+		'memory: moved');
+	is(col($node, 'msrc', 'memory_mb_active') . '/' . col($node, 'mslow', 'memory_mb_active'),
+		"0/$mem", 'memory: the grant moved from the source to the target');
+	is($node->safe_psql('postgres',
+			'SELECT memory_mb FROM dbgate.backends WHERE pid = ' . $a->pid),
+		$bmem, 'memory: the backend\'s grant is unchanged');
+	release($l, 4);
+	my ($out, $err) = $a->result;
+	is("$out/$err", '1/', 'memory: the statement ends');
+	idle_ok($node, 'memory: every active is 0', 'msrc', 'mslow');
+	is(col($node, 'msrc', 'memory_mb_active') . '/' . col($node, 'mslow', 'memory_mb_active'),
+		'0/0', 'memory: no grant left at either');
+	counts_are($node, 'msrc', { admitted => 1, runaways => 1, demoted_out => 1 },
+		'memory: the source\'s counts');
+	counts_are($node, 'mslow', { demoted_in => 1 }, 'memory: the target\'s counts');
+	$_->quit for ($l, $a);
+}
+
+# 5. The target's statement_timeout and lock_timeout.
+{
+	reset_all();
+	$node->safe_psql('postgres',
+		q{SELECT dbgate.alter_budget('slow', statement_timeout => '1500ms')});
+	my $a = DbgateTest::Session->new($node, user => 'dm_u');
+	my (undef, $err, $state) = $a->query('SELECT pg_sleep(10)');
+	my $took = $a->done_at - $a->sent_at;
+	is($state, '57014', 'statement_timeout: the moved statement is canceled (57014)');
+	like($err, qr/ERROR:  57014: canceling statement due to statement timeout\nDETAIL:  The statement was demoted to budget "slow", whose statement_timeout is 1500 ms\./,
+		'statement_timeout: the message and the DETAIL');
+	ok($took >= 1.4 && $took < 4,
+		sprintf('statement_timeout: counted from the statement\'s start (%.2f s)', $took));
+	idle_ok($node, 'statement_timeout: every active is 0', 'inter', 'slow');
+	counts_are($node, 'inter', { admitted => 1, runaways => 1, demoted_out => 1 },
+		'statement_timeout: the source\'s counts');
+	counts_are($node, 'slow', { demoted_in => 1 }, 'statement_timeout: the target\'s counts');
+
+	$node->safe_psql('postgres',
+		q{SELECT dbgate.alter_budget('slow', statement_timeout => '0', lock_timeout => '300ms');
+		  SELECT dbgate.reset_stats()});
+	my $l = DbgateTest::Session->new($node);
+	(undef, $err) = $l->query('BEGIN; SELECT v FROM dm_t WHERE id = 1 FOR UPDATE');
+	is($err, '', 'lock_timeout: a superuser holds the row lock');
+	(undef, $err, $state) =
+	  $a->query('UPDATE dm_t SET v = v + 1 WHERE id = 1 AND pg_sleep(0.8) IS NOT NULL');
+	$took = $a->done_at - $a->sent_at;
+	is($state, '55P03', 'lock_timeout: the moved statement waiting for the row is canceled (55P03)');
+	like($err, qr/ERROR:  55P03: canceling statement due to lock timeout/,
+		'lock_timeout: the message');
+	ok($took >= 1.0 && $took < 4,
+		sprintf('lock_timeout: after the wait ran longer than it (%.2f s)', $took));
+	idle_ok($node, 'lock_timeout: every active is 0', 'inter', 'slow');
+	counts_are($node, 'inter', { admitted => 1, runaways => 1, demoted_out => 1 },
+		'lock_timeout: the source\'s counts');
+	counts_are($node, 'slow', { demoted_in => 1 }, 'lock_timeout: the target\'s counts');
+	$l->query('ROLLBACK');
+	is($node->safe_psql('postgres', 'SELECT v FROM dm_t WHERE id = 1'), '0',
+		'lock_timeout: the row is unchanged');
+	$node->safe_psql('postgres', q{SELECT dbgate.alter_budget('slow', lock_timeout => '0')});
+	$_->quit for ($l, $a);
+}
+
+# 6. A shadow source: counted, not moved.
+{
+	reset_all();
+	my $offset = -s $node->logfile;
+	$node->safe_psql('postgres', q{SELECT dbgate.alter_budget('inter', enforce => false)});
+	my $a = DbgateTest::Session->new($node, user => 'dm_u');
+	$a->send('SELECT pg_sleep(1.5)');
+	poll_ok($node, q{SELECT runaways FROM dbgate.status WHERE budget = 'inter'}, '1',
+		'shadow: the runaway is counted');
+	is(where($node, $a->pid), 'inter:active:-', 'shadow: the statement stays in the source');
+	my (undef, $err) = $a->result;
+	is($err, '', 'shadow: it ends normally');
+	idle_ok($node, 'shadow: every active is 0', 'inter', 'slow');
+	counts_are($node, 'inter', { admitted => 1, runaways => 1 }, 'shadow: the source\'s counts');
+	counts_are($node, 'slow', {}, 'shadow: nothing in the target');
+	my @l = runaway_lines($node, $offset);
+	is(join(';', map { "$_->[0]:$_->[3]" } @l), 'inter:log', "shadow: logged as 'log'");
+	$node->safe_psql('postgres', q{SELECT dbgate.alter_budget('inter', enforce => true)});
+	$a->quit;
+}
+
+# 7. Quarantine: a repeat is admitted to the target.
+{
+	reset_all();
+	$node->safe_psql('postgres', q{SELECT dbgate.alter_budget('inter', quarantine => '60s')});
+	my $a = DbgateTest::Session->new($node, user => 'dm_u');
+	my (undef, $err) = $a->query('SELECT pg_sleep(0.8)');
+	is($err, '', 'quarantine: the runaway runs to its end');
+	poll_ok($node, q{SELECT count(*) FROM dbgate.quarantine WHERE budget = 'inter'}, '1',
+		'quarantine: its query is quarantined');
+	counts_are($node, 'slow', { demoted_in => 1 }, 'quarantine: the runaway was moved');
+	my $l = holder(7);
+	my $s = DbgateTest::Session->new($node, user => 'dm_s');
+	$s->send('SELECT pg_advisory_xact_lock_shared(7)');
+	is(wait_where($node, $s->pid, 'slow:active:-'), 'slow:active:-',
+		'quarantine: the target is full');
+	$a->send('SELECT pg_sleep(0.9)');
+	poll_ok($node, 'SELECT budget || \':\' || state FROM dbgate.backends WHERE pid = ' . $a->pid,
+		'slow:queued', 'quarantine: the repeat queues in the target');
+	counts_are($node, 'inter', { admitted => 1, runaways => 1, demoted_out => 1, quarantined => 1 },
+		'quarantine: counted in the source\'s quarantined only');
+	counts_are($node, 'slow', { active => 1, queued => 1, admitted => 1, demoted_in => 1 },
+		'quarantine: it waits in the target');
+	release($l, 7);
+	is(wait_where($node, $a->pid, 'slow:active:inter'), 'slow:active:inter',
+		'quarantine: admitted to the target, shown with demoted_from');
+	(undef, $err) = $a->result;
+	is($err, '', 'quarantine: the repeat ends normally');
+	(undef, $err) = $s->result;
+	is($err, '', 'quarantine: so does the target\'s statement');
+	idle_ok($node, 'quarantine: every active is 0', 'inter', 'slow');
+	counts_are($node, 'inter', { admitted => 1, runaways => 1, demoted_out => 1, quarantined => 1 },
+		'quarantine: the source\'s counts (no second runaway, no demoted_out)');
+	counts_are($node, 'slow',
+		{ admitted => 2, admitted_after_wait => 1, demoted_in => 1 },
+		'quarantine: an admission of the target, not a demoted_in');
+	is($node->safe_psql('postgres',
+			q{SELECT runaways || '/' || hits FROM dbgate.quarantine WHERE budget = 'inter'}),
+		'1/1', 'quarantine: the entry\'s hits');
+	$node->safe_psql('postgres',
+		q{SELECT dbgate.quarantine_remove(); SELECT dbgate.alter_budget('inter', quarantine => '0')});
+	$_->quit for ($l, $s, $a);
+}
+
+# 8. Cancel and terminate of a demoted statement.
+{
+	reset_all();
+	my $a = DbgateTest::Session->new($node, user => 'dm_u');
+	my $s = DbgateTest::Session->new($node, user => 'dm_s');
+	$a->send('SELECT pg_sleep(30)');
+	is(wait_where($node, $a->pid, 'slow:active:inter'), 'slow:active:inter',
+		'cancel: the statement is moved');
+	$s->send('SELECT 1');
+	is(wait_where($node, $s->pid, 'slow:queued:-'), 'slow:queued:-',
+		'cancel: the target\'s own statement waits (the target is full)');
+	$node->safe_psql('postgres', 'SELECT pg_cancel_backend(' . $a->pid . ')');
+	my (undef, $err, $state) = $a->result;
+	is($state, '57014', 'cancel: the demoted statement is canceled');
+	(undef, $err) = $s->result;
+	is($err, '', 'cancel: the target\'s waiter runs (the slot was returned to the target)');
+	idle_ok($node, 'cancel: every active is 0', 'inter', 'slow');
+	counts_are($node, 'inter', { admitted => 1, runaways => 1, demoted_out => 1 },
+		'cancel: the source\'s counts');
+	counts_are($node, 'slow', { admitted => 1, admitted_after_wait => 1, demoted_in => 1 },
+		'cancel: the target\'s counts');
+	# the session goes on: its next statement starts in the source again
+	$a->send('SELECT pg_sleep(0.8)');
+	is(wait_where($node, $a->pid, 'inter:active:-'), 'inter:active:-',
+		'cancel: the next statement is admitted to the source');
+	is(wait_where($node, $a->pid, 'slow:active:inter'), 'slow:active:inter',
+		'cancel: and moved again when it runs away');
+	(undef, $err) = $a->result;
+	is($err, '', 'cancel: it ends normally');
+	idle_ok($node, 'cancel: every active is 0 again', 'inter', 'slow');
+	counts_are($node, 'inter', { admitted => 2, runaways => 2, demoted_out => 2 },
+		'cancel: the source\'s counts after the second');
+	counts_are($node, 'slow', { admitted => 1, admitted_after_wait => 1, demoted_in => 2 },
+		'cancel: the target\'s counts after the second');
+
+	# terminate
+	reset_all();
+	$a->send('SELECT pg_sleep(30)');
+	is(wait_where($node, $a->pid, 'slow:active:inter'), 'slow:active:inter',
+		'terminate: the statement is moved');
+	$s->send('SELECT 1');
+	is(wait_where($node, $s->pid, 'slow:queued:-'), 'slow:queued:-',
+		'terminate: the target\'s own statement waits');
+	$node->safe_psql('postgres', 'SELECT pg_terminate_backend(' . $a->pid . ')');
+	$a->wait_exit;
+	(undef, $err) = $s->result;
+	is($err, '', 'terminate: the target\'s waiter runs');
+	poll_ok($node, 'SELECT count(*) FROM pg_stat_activity WHERE pid = ' . $a->pid, '0',
+		'terminate: the backend is gone');
+	idle_ok($node, 'terminate: every active is 0', 'inter', 'slow');
+	counts_are($node, 'inter', { admitted => 1, runaways => 1, demoted_out => 1 },
+		'terminate: the source\'s counts');
+	counts_are($node, 'slow', { admitted => 1, admitted_after_wait => 1, demoted_in => 1 },
+		'terminate: the target\'s counts');
+	$s->quit;
+}
+
+# 9. Parallel query.
+{
+	reset_all();
+	my $a = DbgateTest::Session->new($node, user => 'dm_u');
+	my $q = 'SELECT count(*) FROM dm_big WHERE pg_sleep(0.001) IS NOT NULL';
+	my (undef, $err) = $a->query('SET max_parallel_workers_per_gather = 2; SET parallel_setup_cost = 0; '
+		  . 'SET parallel_tuple_cost = 0; SET min_parallel_table_scan_size = 0');
+	is($err, '', 'parallel: settings');
+	my ($plan) = $a->query("EXPLAIN (COSTS OFF) $q");
+	like($plan, qr/Gather/, 'parallel: the plan is parallel');
+	reset_all();
+	$a->send($q);
+	is(wait_where($node, $a->pid, 'slow:active:inter'), 'slow:active:inter',
+		'parallel: the statement is moved');
+	poll_ok($node,
+		"SELECT count(*) > 0 FROM pg_stat_activity WHERE backend_type = 'parallel worker' AND leader_pid = "
+		  . $a->pid,
+		't', 'parallel: it runs with parallel workers');
+	counts_are($node, 'slow', { active => 1, demoted_in => 1 },
+		'parallel: the target counts the leader only');
+	counts_are($node, 'inter', { admitted => 1, runaways => 1, demoted_out => 1 },
+		'parallel: the source counts nothing now');
+	my ($out, $e2) = $a->result;
+	is("$out/$e2", '4000/', 'parallel: the statement completes with the right result');
+	idle_ok($node, 'parallel: every active is 0', 'inter', 'slow');
+	counts_are($node, 'inter', { admitted => 1, runaways => 1, demoted_out => 1 },
+		'parallel: the source\'s counts');
+	counts_are($node, 'slow', { demoted_in => 1 }, 'parallel: the target\'s counts');
+	$a->quit;
+}
+
+# 10. drop_budget(target, force).
+{
+	reset_all();
+	my $offset = -s $node->logfile;
+	my ($state, $out, $err) =
+	  run_sql($node, q{SELECT dbgate.drop_budget('slow', true)});
+	is($state, '', 'drop: drop_budget(target, force) succeeds');
+	like($err, qr/WARNING:  01000: budget "inter" loses its runaway_budget "slow": its runaway_action is set to 'log'/,
+		'drop: with a WARNING about the source');
+	is($node->safe_psql('postgres',
+			q{SELECT runaway_action || '/' || coalesce(runaway_budget, '-') FROM dbgate.budgets WHERE budget = 'inter'}),
+		'log/-', "drop: the source's runaway_action is 'log'");
+	($state) = run_sql($node, 'SELECT pg_sleep(0.8)', user => 'dm_u');
+	is($state, '', 'drop: a runaway runs to its end');
+	poll_ok($node, q{SELECT runaways FROM dbgate.status WHERE budget = 'inter'}, '1',
+		'drop: it is counted');
+	idle_ok($node, 'drop: every active is 0', 'inter');
+	counts_are($node, 'inter', { admitted => 1, runaways => 1 }, 'drop: only logged');
+	my @l = runaway_lines($node, $offset);
+	is(join(';', map { "$_->[0]:$_->[3]" } @l), 'inter:log', "drop: the LOG line says 'log'");
+}
+
+$node->stop;
+
+# 11. A streaming standby moves its own slots.
+{
+	my $primary = PostgreSQL::Test::Cluster->new('demote_primary');
+	$primary->init(allows_streaming => 1);
+	$primary->append_conf('postgresql.conf', "shared_preload_libraries = 'dbgate'\n");
+	$primary->start;
+	$primary->safe_psql(
+		'postgres', q{
+		CREATE EXTENSION dbgate;
+		CREATE ROLE dm_u LOGIN;
+		SELECT dbgate.create_budget('slow', 1, max_queued => 10);
+		SELECT dbgate.create_budget('inter', 1, max_queued => 10, runaway_after => '500ms',
+		                            runaway_action => 'demote', runaway_budget => 'slow');
+		SELECT dbgate.assign_role('dm_u', 'inter');
+	});
+	$primary->backup('b1');
+	my $standby = PostgreSQL::Test::Cluster->new('demote_standby');
+	$standby->init_from_backup($primary, 'b1', has_streaming => 1);
+	$standby->start;
+	my $a = DbgateTest::Session->new($standby, user => 'dm_u');
+	my $w = DbgateTest::Session->new($standby, user => 'dm_u');
+	$a->send('SELECT pg_sleep(2)');
+	is(wait_where($standby, $a->pid, 'inter:active:-'), 'inter:active:-',
+		'standby: admitted to the source');
+	$w->send('SELECT 1');
+	is(wait_where($standby, $a->pid, 'slow:active:inter'), 'slow:active:inter',
+		'standby: moved to the target there');
+	my (undef, $err) = $w->result;
+	is($err, '', 'standby: the waiter runs');
+	ok($w->done_at - $a->sent_at < 1.9, 'standby: before the long statement ends');
+	counts_are($standby, 'slow', { active => 1, demoted_in => 1 }, 'standby: the target counts it');
+	(undef, $err) = $a->result;
+	is($err, '', 'standby: the moved statement ends');
+	idle_ok($standby, 'standby: every active is 0', 'inter', 'slow');
+	counts_are($standby, 'inter',
+		{ admitted => 2, admitted_after_wait => 1, runaways => 1, demoted_out => 1 },
+		'standby: the source\'s counts');
+	counts_are($standby, 'slow', { demoted_in => 1 }, 'standby: the target\'s counts');
+	counts_are($primary, 'inter', {}, 'standby: nothing on the primary (source)');
+	counts_are($primary, 'slow', {}, 'standby: nothing on the primary (target)');
+	$_->quit for ($a, $w);
+	$standby->stop;
+	$primary->stop;
+}
+
+done_testing();
