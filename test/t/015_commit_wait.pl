@@ -54,7 +54,9 @@ $node->safe_psql(
 			  FROM pg_stat_activity a
 			  LEFT JOIN dbgate.backends b ON b.pid = a.pid
 			 WHERE a.pid = p AND a.state = 'active' AND a.query ILIKE 'COMMIT%';
-			IF FOUND THEN
+			-- (pg_stat_activity shows the COMMIT a moment before the commit
+			-- starts: until then the slot is still held idle)
+			IF FOUND AND s <> 'idle in transaction' THEN
 				RETURN s;
 			END IF;
 			PERFORM pg_sleep(0.0005);
