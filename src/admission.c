@@ -521,24 +521,10 @@ dbgate_admission_mark(uint8 state, TimestampTz since)
 void
 dbgate_admission_memory(int64 delta_kb, bool demote)
 {
-	DbgateProc *me = dbgate_my_proc;
-	int			i;
-
 	if (unlikely(demote))
-	{
 		dbgate_demote_memory(delta_kb);
-		return;
-	}
-	for (i = 0; i < me->chain.n; i++)
-	{
-		DbgateBudget *lb = budget_entry(me->chain.idx[i]);
-
-		if (dbgate_st_tag(pg_atomic_read_u64(&lb->state)) !=
-			dbgate_tag_of(me->chain.inc[i]))
-			continue;
-		pg_atomic_fetch_add_u64(&lb->memory_kb_active, (uint64) delta_kb);
-	}
-	pg_atomic_fetch_add_u64(&me->memory_kb, (uint64) delta_kb);
+	else
+		memory_add(dbgate_my_proc, delta_kb);
 }
 
 /* A session ended by its budget's idle_in_transaction_timeout. */

@@ -418,6 +418,27 @@ level_add(DbgateBudget *b, uint32 tag, int dactive, int dqueued)
 	}
 }
 
+/*
+ * The memory grants of backend entry e change by delta_kb at every level
+ * of its chain (a level dropped meanwhile is left alone) and in its sum.
+ */
+static inline void
+memory_add(DbgateProc *e, int64 delta_kb)
+{
+	int			i;
+
+	for (i = 0; i < e->chain.n; i++)
+	{
+		DbgateBudget *lb = budget_entry(e->chain.idx[i]);
+
+		if (dbgate_st_tag(pg_atomic_read_u64(&lb->state)) !=
+			dbgate_tag_of(e->chain.inc[i]))
+			continue;
+		pg_atomic_fetch_add_u64(&lb->memory_kb_active, (uint64) delta_kb);
+	}
+	pg_atomic_fetch_add_u64(&e->memory_kb, (uint64) delta_kb);
+}
+
 /* ----------
  * The tree lock (queue.c takes it) and granting
  * ----------

@@ -287,21 +287,9 @@ dbgate_demote_close_slow(DbgateAdmission *a)
 void
 dbgate_demote_memory(int64 delta_kb)
 {
-	DbgateProc *me = dbgate_my_proc;
-	int			i;
-
 	(void) mv_change(DBGATE_MV_PIN, 0);
 	pg_read_barrier();
-	for (i = 0; i < me->chain.n; i++)
-	{
-		DbgateBudget *lb = budget_entry(me->chain.idx[i]);
-
-		if (dbgate_st_tag(pg_atomic_read_u64(&lb->state)) !=
-			dbgate_tag_of(me->chain.inc[i]))
-			continue;
-		pg_atomic_fetch_add_u64(&lb->memory_kb_active, (uint64) delta_kb);
-	}
-	pg_atomic_fetch_add_u64(&me->memory_kb, (uint64) delta_kb);
+	memory_add(dbgate_my_proc, delta_kb);
 	(void) mv_change(0, DBGATE_MV_PIN);
 }
 
