@@ -1,6 +1,6 @@
 # Soak test with fault injection.
 #
-# 54 client sessions in sixteen roles and eleven budgets with statements
+# 63 client sessions in nineteen roles and thirteen budgets with statements
 # (plus an ungated role; two more budgets are parents)
 # run a random mix of short and long statements, errors, savepoints,
 # cursors (also WITH HOLD), DO blocks and procedures that commit, prepared
@@ -37,6 +37,23 @@
 #   soak_free is never gated.
 # max_active and max_queued of soak_a, soak_b and soak_d go up and down
 # under load.
+#
+# Demotion (1.3):
+#   soak_e  B = 1 to 3, Q = 1 to 4, fair, queue_timeout 400 ms, scope
+#           'statement', runaway_after 600 or 800 ms with 'demote' (at
+#           times 'log') to soak_s, quarantine 1 s or none
+#                                                    roles soak_e1, soak_e2
+#   soak_s  its runaway_budget: B = 1 or 2, Q = 1 to 4, fair,
+#           queue_timeout 600 ms, statement_timeout 1500 or 2000 ms (a
+#           demoted statement gets it, counted from its admission),
+#           lock_timeout 250 ms                      role soak_s1
+#   Their limits, soak_e's runaway fields and soak_s's statement_timeout
+#   change under load, most often while a statement is demoted; demoted
+#   statements are canceled and terminated, the crash restart most often
+#   kills one; in epochs before the last soak_e demotes to soak_c for a
+#   while, which is dropped with force meanwhile (soak_e's runaway_action
+#   becomes 'log'); the references are refused where they must be (22023,
+#   42704, and 2BP01 for a drop without force).
 #
 # The 1.2 dimensions (their clients run short statements, but the children
 # of parents the whole mix):
@@ -76,8 +93,9 @@
 # its idle timeout in a transaction that keeps a slot is ended; after each
 # crash restart every counter of every level is 0 (a parent's active and
 # peak_active: the slots kept for its children's reservations) and the
-# configuration (1.2 fields too) is as committed; the server log has no
-# crash other than the deliberate ones.  Figures are printed at the end.
+# configuration (1.2 and 1.3 runaway fields too) is as committed; the
+# server log has no crash other than the deliberate ones.  Figures are
+# printed at the end.
 #
 # What "exact" means for the counters of 1.2, at the end (since the last
 # crash restart) and, where said, in every sample:
@@ -116,7 +134,22 @@
 #   runaways and quarantined (1.3): in soak_a between the runaway cancels
 #     (57014 naming runaway_after) and the quarantine refusals (53000) that
 #     its clients saw, and those plus its clients' other failures (a cancel
-#     or a termination that came first); 0 in every other budget;
+#     or a termination that came first); in soak_e (see below); 0 in every
+#     other budget;
+#   demotion (1.3; the last epoch, in which soak_e demotes only to soak_s):
+#     soak_e.demoted_out = soak_s.demoted_in >= 1, at most soak_e.runaways;
+#     soak_e.runaways at most its clients' statements that ran
+#     runaway_after or longer, and with soak_e.quarantined at least those
+#     admitted for certain that ran longer than any wait and any
+#     runaway_after; soak_e.quarantined at least its clients' rejections
+#     by soak_s (a quarantined statement is gated by soak_s); demoted_in
+#     and demoted_out 0 elsewhere; the admissions of soak_e and soak_s
+#     together as exact as those of one budget (a quarantined statement of
+#     soak_e is an admission of soak_s), each alone within that and
+#     soak_e.quarantined; peak_active at most max_active + lock-holder
+#     admissions + demoted_in; in every sample a demoted statement counts
+#     in soak_s beyond its limits only (Soak::Check) and shows the budget
+#     it came from;
 #   bypassed: in soak_m (min_cost 100) between the reads below it that its
 #     clients saw run (their costs are about 1; its sorts and hashes cost
 #     300 and more) and those plus the ones canceled, timed out or lost;
@@ -198,9 +231,9 @@ $node->start;
 
 my @PARENTS = qw(soak_p soak_q);
 my @CHILDREN = qw(soak_h1 soak_h2 soak_h3 soak_h4 soak_m);
-my @BUDGETS = (qw(soak_a soak_b soak_c soak_d soak_l soak_r), @PARENTS, @CHILDREN);
+my @BUDGETS = (qw(soak_a soak_b soak_c soak_d soak_e soak_s soak_l soak_r), @PARENTS, @CHILDREN);
 # counters compared with the clients'
-my @CHECKED = (qw(soak_a soak_b soak_d soak_l soak_r), @CHILDREN);
+my @CHECKED = (qw(soak_a soak_b soak_d soak_e soak_s soak_l soak_r), @CHILDREN);
 my %ROLE_BUDGET = (
 	soak_l1 => 'soak_l',
 	soak_l2 => 'soak_l',
@@ -217,7 +250,10 @@ my %ROLE_BUDGET = (
 	soak_c1 => 'soak_c',
 	soak_c2 => 'soak_c',
 	soak_d1 => 'soak_d',
-	soak_d2 => 'soak_d');
+	soak_d2 => 'soak_d',
+	soak_e1 => 'soak_e',
+	soak_e2 => 'soak_e',
+	soak_s1 => 'soak_s');
 # role, class, number of sessions, the sessions' own
 # idle_in_transaction_session_timeout in ms (taken in turn)
 my @SESSIONS = (
@@ -227,6 +263,9 @@ my @SESSIONS = (
 	[ soak_b2 => 'b', 3, [0] ],
 	[ soak_d1 => 'd', 4, [0] ],
 	[ soak_d2 => 'd', 3, [ 250, 60000 ] ],
+	[ soak_e1 => 'e', 4, [0] ],
+	[ soak_e2 => 'e', 3, [0] ],
+	[ soak_s1 => 's', 2, [0] ],
 	[ soak_c1 => 'c', 2, [0] ],
 	[ soak_c2 => 'c', 2, [0] ],
 	[ soak_free => 'free', 3, [0] ],
@@ -242,14 +281,20 @@ my %QT_MS = (
 	soak_a => 400,
 	soak_b => 0,
 	soak_d => 600,
+	soak_e => 400,
+	soak_s => 600,
 	soak_l => 5000,
 	soak_r => 1000,
 	map { $_ => 800 } @CHILDREN);
-# soak_c's statement_timeout is 0 or 2 s (see create_c_sql)
-my %BUDGET_ST_MS = (soak_a => 0, soak_b => 1500, soak_c => 2000, soak_d => 0, soak_l => 300);
+# soak_c's statement_timeout is 0 or 2 s (see create_c_sql); soak_s's is
+# 1500 or 2000 ms, and applies to the statements demoted to it from soak_e
+# (counted from their admission)
+my %BUDGET_ST_MS = (soak_a => 0, soak_b => 1500, soak_c => 2000, soak_d => 0, soak_l => 300,
+	soak_e => 1500, soak_s => 1500);
 my %SESSION_ST_MS = (a => 2000, b => 0, c => 3000, d => 3000, free => 3000,
-	l => 6000, r => 3000, h => 3000, m => 3000);
+	l => 6000, r => 3000, h => 3000, m => 3000, e => 3000, s => 3000);
 my %SCOPE = (soak_a => 'statement', soak_b => 'statement', soak_d => 'transaction',
+	soak_e => 'statement', soak_s => 'statement',
 	soak_l => 'statement', soak_r => 'statement', soak_h1 => 'statement',
 	soak_h2 => 'statement', soak_h3 => 'transaction', soak_h4 => 'statement',
 	soak_m => 'statement');
@@ -261,7 +306,20 @@ my %SENTINEL = (
 	soak_a => { max_active => 9 },
 	soak_b => { max_queued => 9 },
 	soak_d => { max_queued => 9 },
-	map { $_ => { max_queued => 9 } } qw(soak_l soak_r), @CHILDREN);
+	map { $_ => { max_queued => 9 } } qw(soak_e soak_s soak_l soak_r), @CHILDREN);
+# (1.3) soak_e's runaway_after takes these values (ms); its statements
+# wait at most its queue_timeout (400 ms), those quarantined in it wait in
+# soak_s's queue (600 ms at most)
+my @E_RA_MS = (600, 800);
+# a statement of soak_e that ran this long (ms) was demoted or is counted
+# as a runaway
+my $E_LONG_MS = $E_RA_MS[0] - 20;
+# a statement of soak_e admitted for certain that took this long (ms) was a
+# runaway or quarantined: the longest wait in soak_e, the longest
+# runaway_after, and a margin
+my $E_SURE_MS = $QT_MS{soak_e} + $E_RA_MS[-1] + 300;
+# the budgets soak_e may demote to (soak_c only in epochs before the last)
+my %E_TARGETS = (soak_s => $QT_MS{soak_s}, soak_c => undef);
 # The longest a statement of soak_l can wait (s): overtake_limit (at most
 # 250 ms), then the slots released until the waiters overdue before it
 # are served: at most max_queued (4) releases, each within one statement
@@ -278,9 +336,24 @@ my %RATED_BY = (soak_r => ['soak_r'], soak_h2 => ['soak_h2'],
 
 # the committed configuration, as this script knows it
 my %cfg = (
-	soak_a => { max_active => 2, max_queued => 3 },
+	soak_a => {
+		max_active => 2,
+		max_queued => 3,
+		runaway_after => 1200,
+		runaway_action => 'cancel',
+		quarantine => 2000
+	},
 	soak_b => { max_active => 1, max_queued => 2 },
 	soak_d => { max_active => 2, max_queued => 3, idle_in_transaction_timeout => 500 },
+	soak_e => {
+		max_active => 2,
+		max_queued => 3,
+		runaway_after => 600,
+		runaway_action => 'demote',
+		runaway_budget => 'soak_s',
+		quarantine => 1000
+	},
+	soak_s => { max_active => 1, max_queued => 3, statement_timeout => 2000 },
 	soak_c => {
 		max_active => 2,
 		max_queued => 2,
@@ -328,6 +401,12 @@ my %DEFAULT12 = (
 	rate_burst => 1,
 	max_memory_mb => 0,
 	min_cost => 0);
+# and the 1.3 fields of runaways (ms for the durations)
+my %DEFAULT13 = (
+	runaway_after => 0,
+	runaway_action => 'log',
+	runaway_budget => '',
+	quarantine => 0);
 
 # The timeline of the configuration for Soak::Check12: budget -> field ->
 # { init => value, ev => [[t0, t1, value], ...] } (committed between t0
@@ -409,6 +488,12 @@ SELECT dbgate.create_budget('soak_c', 2, 2, queue_timeout => '1s',
 SELECT dbgate.create_budget('soak_d', 2, 3, queue_timeout => '600ms',
                             scope => 'transaction',
                             idle_in_transaction_timeout => '500ms');
+SELECT dbgate.create_budget('soak_s', 1, 3, queue_timeout => '600ms',
+                            statement_timeout => '2000ms',
+                            lock_timeout => '250ms');
+SELECT dbgate.create_budget('soak_e', 2, 3, queue_timeout => '400ms',
+                            runaway_after => '600ms', runaway_action => 'demote',
+                            runaway_budget => 'soak_s', quarantine => '1s');
 SELECT dbgate.create_budget('soak_l', 2, 4, queue_timeout => '5s',
                             statement_timeout => '300ms',
                             queue_order => 'lifo', overtake_limit => '100ms');
@@ -539,6 +624,9 @@ for my $s (@SESSIONS)
 			sleep_max => $SLEEP_MAX{$budget},
 			may_have_parent => (grep { $_ eq $budget } @CHILDREN) ? 1 : 0,
 			rated_by => { map { $_ => 1 } @{ $RATED_BY{$budget} // [] } },
+			targets => $budget eq 'soak_e' ? \%E_TARGETS : {},
+			ra_long_ms => $budget eq 'soak_e' ? $E_LONG_MS : 0,
+			ra_sure_ms => $budget eq 'soak_e' ? $E_SURE_MS : 0,
 			host => $host,
 			port => $port,
 			dir => $dir,
@@ -639,7 +727,10 @@ sub config_problems
 		  . 'extract(epoch FROM idle_in_transaction_timeout) * 1000 AS it, '
 		  . 'coalesce(parent, \'\') AS parent, weight, queue_order, '
 		  . 'extract(epoch FROM overtake_limit) * 1000 AS overtake_limit, '
-		  . 'max_rate, rate_burst, max_memory_mb, min_cost '
+		  . 'max_rate, rate_burst, max_memory_mb, min_cost, '
+		  . 'extract(epoch FROM runaway_after) * 1000 AS runaway_after, runaway_action, '
+		  . 'coalesce(runaway_budget, \'\') AS runaway_budget, '
+		  . 'extract(epoch FROM quarantine) * 1000 AS quarantine '
 		  . 'FROM dbgate.budgets', 'budget');
 	return ('cannot read dbgate.budgets: ' . ($admin->errstr // '')) unless $rows;
 	my %want = %cfg;
@@ -667,12 +758,14 @@ sub config_problems
 		my $it = $cfg{$b}{idle_in_transaction_timeout} // 0;
 		push @p, "$b.idle_in_transaction_timeout is $r->{it} ms, committed $it ms"
 		  if abs($r->{it} - $it) > 0.001;
-		for my $f (sort keys %DEFAULT12)
+		for my $f (sort(keys %DEFAULT12), sort(keys %DEFAULT13))
 		{
-			my $w = $cfg{$b}{$f} // $DEFAULT12{$f};
+			my $w = $cfg{$b}{$f} // $DEFAULT12{$f} // $DEFAULT13{$f};
 			my $same = $w =~ /^[\d.]+$/ ? abs($r->{$f} - $w) < 0.001 : $r->{$f} eq $w;
 			push @p, "$b.$f is $r->{$f}, committed $w" unless $same;
 		}
+		push @p, "$b.statement_timeout is $r->{st} ms, committed $cfg{$b}{statement_timeout} ms"
+		  if $b eq 'soak_s' && abs($r->{st} - $cfg{$b}{statement_timeout}) > 0.001;
 	}
 	if ($c_exists)
 	{
@@ -702,9 +795,10 @@ sub pick
 sub hit_backend
 {
 	my ($how) = @_;
-	my $want = pick('active', 'active', 'queued', 'queued', 'idle in transaction');
+	my $want = pick('active', 'active', 'queued', 'queued', 'idle in transaction', 'demoted');
 	my $rows = $admin->selectall_arrayref(
-		'SELECT pid, state FROM dbgate.backends ORDER BY pid');
+		q{SELECT pid, CASE WHEN demoted_from IS NOT NULL THEN 'demoted' ELSE state END
+		  FROM dbgate.backends ORDER BY pid});
 	return admin_fail('read dbgate.backends') unless $rows;
 	return unless @$rows;
 	my @cand = grep { $_->[1] eq $want } @$rows;
@@ -827,6 +921,7 @@ sub churn_c
 			$c_exists = 0;
 			%c_roles = ();
 			fault('drop budget');
+			lose_runaway_budget('soak_c');
 		}
 	}
 	elsif ($r < 0.5)
@@ -848,6 +943,7 @@ sub churn_c
 			$cfg{soak_c} = $c;
 			%c_roles = (soak_c1 => 1, soak_c2 => 1);
 			fault('drop and re-create budget', sql_config($c));
+			lose_runaway_budget('soak_c');
 		}
 		else { adm('ROLLBACK'); }
 	}
@@ -896,6 +992,214 @@ sub churn_c
 		$cfg{soak_c}{$field} = $v;
 		$faults{ 'alter soak_c ' . ($field eq 'scope' ? 'scope' : 'idle timeout') }++;
 	}
+	return;
+}
+
+# (1.3) a drop with force of the runaway_budget of soak_e: it loses it, and
+# 'demote' becomes 'log'
+sub lose_runaway_budget
+{
+	my ($dropped) = @_;
+	my $e = $cfg{soak_e};
+	return unless $e->{runaway_budget} eq $dropped;
+	event(time, "soak_e loses its runaway_budget $dropped"
+		  . ($e->{runaway_action} eq 'demote' ? ", its runaway_action 'demote' -> 'log'" : ''));
+	$e->{runaway_budget} = '';
+	$e->{runaway_action} = 'log' if $e->{runaway_action} eq 'demote';
+	$faults{"drop of soak_e's runaway_budget with force"}++;
+	return;
+}
+
+# ---- the 1.3 demotion: soak_e demotes its runaways to soak_s
+
+# alter13(BUDGET, [FIELD, VALUE], ...): one committed change of the runaway
+# fields (durations in ms) or of soak_s's statement_timeout; true if it
+# committed
+sub alter13
+{
+	my ($budget, @fields) = @_;
+	my $sql = join(', ',
+		map { "$_->[0] => " . ($_->[1] =~ /^\d+$/ ? "'$_->[1]ms'" : "'$_->[1]'") } @fields);
+	my $t0 = time;
+	adm("SELECT dbgate.alter_budget('$budget', $sql)") or return 0;
+	for my $f (@fields)
+	{
+		my ($field, $v) = @$f;
+		my $old = $cfg{$budget}{$field} // $DEFAULT13{$field} // '';
+		event($t0, "alter $budget $field '$old' -> '$v'");
+		$cfg{$budget}{$field} = $v;
+	}
+	$faults{ 'alter ' . join(' and ', map { $_->[0] } @fields) }++;
+	return 1;
+}
+
+# a call that must fail with STATE (and a message matching RE); nothing
+# changes
+sub refused
+{
+	my ($sql, $state, $re) = @_;
+	my $r = $admin->do($sql);
+	my ($st, $err) = ($admin->state // '', $admin->errstr // '');
+	if (defined $r) { push @admin_fails, "$sql succeeded, expected SQLSTATE $state"; }
+	elsif ($st ne $state || (defined $re && $err !~ $re))
+	{
+		push @admin_fails, "$sql failed with $st ($err), expected SQLSTATE $state";
+	}
+	return;
+}
+
+# how many statements are demoted now
+sub demoted_now
+{
+	my ($n) = $admin->selectrow_array(
+		'SELECT count(*) FROM dbgate.backends WHERE demoted_from IS NOT NULL');
+	return $n // 0;
+}
+
+# soak_e and soak_s: their limits, soak_e's runaway_after, runaway_action,
+# quarantine and runaway_budget (soak_c, in epochs before the last, which
+# is then dropped with force or not), soak_s's statement_timeout, and the
+# calls that the references between them must refuse.  Most changes wait
+# (a moment) for a statement to be demoted first.
+sub alter_e
+{
+	if (rand() < 0.6)
+	{
+		my $t0 = time;
+		sleep 0.05 while !demoted_now() && time - $t0 < 1.5;
+	}
+	my $demoted = demoted_now();
+	my $e = $cfg{soak_e};
+	my $r = rand();
+	# (soak_c as the target, more often while it may be one)
+	$r = 0.8 if $epoch < $ncrashes && $c_exists && rand() < 0.3;
+	# (nothing to put back in the last epoch: another field)
+	$r = 0.7
+	  if $r >= 0.72 && $r < 0.87 && $epoch >= $ncrashes
+	  && $e->{runaway_budget} eq 'soak_s' && $e->{runaway_action} eq 'demote';
+	my $changed = 0;
+	if ($r < 0.3)
+	{
+		my %range = (
+			soak_e => { max_active => [ 1, 3 ], max_queued => [ 1, 4 ] },
+			soak_s => { max_active => [ 1, 2 ], max_queued => [ 1, 4 ] });
+		my $b = pick(qw(soak_e soak_s));
+		my $f = pick(qw(max_active max_queued));
+		my ($lo, $hi) = @{ $range{$b}{$f} };
+		alter($b, $f, other($cfg{$b}{$f}, $lo .. $hi));
+		$changed = 1;
+	}
+	elsif ($r < 0.45)
+	{
+		$changed = alter13('soak_e', [ runaway_after => other($e->{runaway_after}, @E_RA_MS) ]);
+	}
+	elsif ($r < 0.55)
+	{
+		$changed = alter13('soak_s',
+			[ statement_timeout => other($cfg{soak_s}{statement_timeout}, 1500, 2000) ]);
+	}
+	elsif ($r < 0.65)
+	{
+		if ($e->{runaway_action} eq 'demote') { $changed = alter13('soak_e', [ runaway_action => 'log' ]); }
+		elsif ($e->{runaway_budget} ne '') { $changed = alter13('soak_e', [ runaway_action => 'demote' ]); }
+		else
+		{
+			$changed = alter13('soak_e', [ runaway_action => 'demote' ],
+				[ runaway_budget => 'soak_s' ]);
+		}
+	}
+	elsif ($r < 0.72)
+	{
+		$changed = alter13('soak_e', [ quarantine => other($e->{quarantine}, 0, 1000) ]);
+	}
+	elsif ($r < 0.87)
+	{
+		# soak_c as the runaway_budget, in epochs before the last (its
+		# counters start again whenever it is re-created); it may be
+		# dropped with force meanwhile (churn_c)
+		if ($e->{runaway_budget} eq 'soak_c' || $epoch >= $ncrashes || !$c_exists)
+		{
+			$changed = alter13('soak_e', [ runaway_budget => 'soak_s' ],
+				[ runaway_action => 'demote' ]);
+		}
+		else
+		{
+			$changed = alter13('soak_e', [ runaway_budget => 'soak_c' ]);
+			# without force, a runaway_budget is not dropped (in a
+			# transaction without its roles, so that they are not what
+			# refuses it)
+			if ($changed && adm('BEGIN'))
+			{
+				adm("SELECT dbgate.unassign_role(r::regrole) FROM unnest(ARRAY['soak_c1', 'soak_c2']::name[]) r "
+					  . "WHERE r IN (SELECT unnest(roles) FROM dbgate.budgets WHERE budget = 'soak_c')");
+				refused("SELECT dbgate.drop_budget('soak_c')", '2BP01', qr/runaway_budget/);
+				adm('ROLLBACK');
+			}
+		}
+	}
+	else
+	{
+		# refused, changing nothing: itself (22023), a budget with children
+		# (22023), one that does not exist (42704); no runaway_budget for
+		# 'demote' (22023); a runaway_budget made a parent (22023); a
+		# runaway_budget dropped without force (2BP01)
+		refused(q{SELECT dbgate.alter_budget('soak_e', runaway_budget => 'soak_e')}, '22023');
+		refused(q{SELECT dbgate.alter_budget('soak_e', runaway_budget => 'soak_p')}, '22023');
+		refused(q{SELECT dbgate.alter_budget('soak_e', runaway_budget => 'soak_nothere')},
+			'42704');
+		refused(q{SELECT dbgate.alter_budget('soak_e', runaway_action => 'demote', runaway_budget => '')},
+			'22023');
+		if ($e->{runaway_budget} eq 'soak_s')
+		{
+			refused(q{SELECT dbgate.alter_budget('soak_h3', parent => 'soak_s')}, '22023',
+				qr/runaway_budget/);
+			if (adm('BEGIN'))
+			{
+				adm("SELECT dbgate.unassign_role('soak_s1')");
+				refused("SELECT dbgate.drop_budget('soak_s')", '2BP01', qr/runaway_budget/);
+				adm('ROLLBACK');
+			}
+		}
+		$faults{'refused runaway_budget changes'}++;
+		push @admin_fails, map { "after the refused changes of soak_e: $_" } config_problems();
+	}
+	$faults{'change of soak_e or soak_s while a statement was demoted'}++
+	  if $changed && $demoted;
+	return;
+}
+
+# In an epoch before the last: soak_e demotes to soak_c, which is dropped
+# with force while a statement is demoted to it (after a drop without
+# force was refused): soak_e's runaway_action becomes 'log', the statement
+# goes on without a budget (and the drain finds no slot left).
+sub demote_to_c
+{
+	churn_c() unless $c_exists;
+	return unless $c_exists;
+	alter13('soak_e', [ runaway_budget => 'soak_c' ], [ runaway_action => 'demote' ]) or return;
+	my ($t0, $pid) = (time, undef);
+	while (!$pid && time - $t0 < 8)
+	{
+		($pid) = $admin->selectrow_array(
+			q{SELECT pid FROM dbgate.backends
+			   WHERE budget = 'soak_c' AND demoted_from = 'soak_e' LIMIT 1});
+		sleep 0.05 unless $pid;
+	}
+	if (adm('BEGIN'))
+	{
+		adm("SELECT dbgate.unassign_role(r::regrole) FROM unnest(ARRAY['soak_c1', 'soak_c2']::name[]) r "
+			  . "WHERE r IN (SELECT unnest(roles) FROM dbgate.budgets WHERE budget = 'soak_c')");
+		refused("SELECT dbgate.drop_budget('soak_c')", '2BP01', qr/runaway_budget/);
+		adm('ROLLBACK');
+	}
+	adm("SELECT dbgate.drop_budget('soak_c', force => true)") or return;
+	$c_exists = 0;
+	%c_roles = ();
+	fault('drop budget', 'the runaway_budget of soak_e'
+		  . ($pid ? ", with backend $pid demoted to it" : ''));
+	lose_runaway_budget('soak_c');
+	$faults{'soak_c dropped with force while a statement was demoted to it'}++ if $pid;
+	push @admin_fails, map { "after soak_c was dropped with force: $_" } config_problems();
 	return;
 }
 
@@ -1171,13 +1475,15 @@ sub status_rows
 # counter starts from 0 and the configuration survived; start a new epoch.
 # The victim is a backend of soak_a (those clients never disconnect on
 # their own) or of soak_h1 (its slots are taken at two levels), active or
-# queued; the kill counts once the server log reports it.
+# queued, or most often (1.3) a statement of soak_e demoted to soak_s; the
+# kill counts once the server log reports it.
 sub crash
 {
 	$epoch_status[$epoch] = status_rows($admin);
 	write_epoch($dir, $epoch, 'pending');
-	my ($victim, $t_kill);
-	for my $try (1 .. 20)
+	my ($victim, $t_kill, $was_demoted);
+	my $demoted = rand() < 0.7;
+	for my $try (1 .. 30)
 	{
 		if (!$admin || !$admin->ping)
 		{
@@ -1185,12 +1491,14 @@ sub crash
 			$admin = admin_connect() or next;
 		}
 		my $rows = $admin->selectall_arrayref(
-			"SELECT pid FROM dbgate.backends WHERE role IN ('soak_a1', 'soak_a2', 'soak_h1u') "
+			$demoted && $try <= 15
+			? 'SELECT pid FROM dbgate.backends WHERE demoted_from IS NOT NULL ORDER BY pid'
+			: "SELECT pid FROM dbgate.backends WHERE role IN ('soak_a1', 'soak_a2', 'soak_h1u') "
 			  . 'ORDER BY pid');
 		my @pids = map { $_->[0] } @{ $rows // [] };
 		if (!@pids)
 		{
-			sleep 0.05;
+			sleep($demoted && $try <= 15 ? 0.2 : 0.05);
 			next;
 		}
 		my $pid = pick(@pids);
@@ -1211,6 +1519,7 @@ sub crash
 		if ($seen)
 		{
 			$victim = $pid;
+			$was_demoted = $demoted && $try <= 15;
 			last;
 		}
 		# it exited on its own just before: no crash, try another one
@@ -1218,7 +1527,8 @@ sub crash
 	BAIL_OUT('could not crash the server with kill -9 of a client backend')
 	  unless $victim;
 	push @killed, $victim;
-	fault('crash (kill -9)', "backend $victim");
+	fault('crash (kill -9)', "backend $victim" . ($was_demoted ? ', a demoted statement' : ''));
+	$faults{'crash (kill -9) of a demoted statement'}++ if $was_demoted;
 	$admin->disconnect if $admin;
 
 	# back when no client backend from before the kill is left
@@ -1249,7 +1559,8 @@ sub crash
 			rejected_timeout canceled_waiting admitted_lock_holder peak_active peak_queued
 			idle_in_transaction terminated_idle wait_time_total wait_time_max
 			active_time_total would_queue would_reject oldest_wait admitted_overdue
-			rate_limited bypassed memory_mb_active)
+			rate_limited bypassed memory_mb_active runaways demoted_out demoted_in
+			quarantined)
 		  )
 		{
 			push @problems, "after the crash restart $b.$c = $st->{$b}{$c}"
@@ -1267,6 +1578,14 @@ sub crash
 	push @problems, map { "after the crash restart: $_" } config_problems();
 	$crash_checks[$epoch] = \@problems;
 
+	# the last epoch's counters of demotion are exact: soak_e demotes to
+	# soak_s all through it (no client is connected yet)
+	if ($epoch + 1 >= $ncrashes
+		&& ($cfg{soak_e}{runaway_budget} ne 'soak_s' || $cfg{soak_e}{runaway_action} ne 'demote'))
+	{
+		alter13('soak_e', [ runaway_budget => 'soak_s' ], [ runaway_action => 'demote' ]);
+	}
+
 	adm('SELECT dbgate.reset_stats()');
 	$epoch++;
 	$epoch_t0[$epoch] = time;
@@ -1281,8 +1600,16 @@ my $t_end = $t_start + $duration;
 my @crash_at =
   map { $t_start + $duration * (($_ - 0.5) / $ncrashes) * (0.8 + rand(0.3)) }
   1 .. $ncrashes;
+# (1.3) soak_e demotes to soak_c a few seconds before each crash restart
+my @demote_c_at = map { $_ - 8 } @crash_at;
 while (time < $t_end)
 {
+	if (@demote_c_at && time >= $demote_c_at[0])
+	{
+		shift @demote_c_at;
+		demote_to_c();
+		next;
+	}
 	if (@crash_at && time >= $crash_at[0])
 	{
 		shift @crash_at;
@@ -1301,7 +1628,8 @@ while (time < $t_end)
 	elsif ($r < 0.71) { alter_r(); }
 	elsif ($r < 0.83) { churn_tree(); }
 	elsif ($r < 0.87) { alter_m(); }
-	if ($r >= 0.38 && $r < 0.87 && ($r < 0.59 || $r >= 0.61) && rand() < 0.2)
+	elsif ($r < 0.97) { alter_e(); }
+	if ($r >= 0.38 && $r < 0.97 && ($r < 0.59 || $r >= 0.61) && rand() < 0.2)
 	{
 		push @admin_fails, config_problems();
 	}
@@ -1425,6 +1753,9 @@ ok(!@admin_fails, 'every budget change and fault injection did what it should')
 ok(!@final_config, 'at the end dbgate.budgets shows the committed configuration')
   or diag join("\n", @final_config);
 
+ok(($faults{'change of soak_e or soak_s while a statement was demoted'} // 0) > 0,
+	'(1.3) soak_e or soak_s was changed while a statement of soak_e was demoted');
+
 for my $e (0 .. $epoch - 1)
 {
 	my $p = $crash_checks[$e] // [];
@@ -1432,29 +1763,55 @@ for my $e (0 .. $epoch - 1)
 	  or diag join("\n", @$p);
 }
 
+# (1.3) a statement of soak_e's clients whose query was quarantined in
+# soak_e (while its runaway_action was 'demote') is gated by soak_s: it
+# counts in soak_e's quarantined, and is admitted, rejected or leaves the
+# queue in soak_s.  So soak_e's admissions may be up to that many fewer
+# than its clients saw, and soak_s's up to that many more; its
+# rejections name soak_s (the clients count those apart: full_t, qto_t).
+for my $k (qw(soak_e soak_s))
+{
+	$acct{$epoch}{$k}{$_} //= 0
+	  for qw(adm_lo amb full qto full_t qto_t lost_unconf long ra_sure);
+}
+my $e_quar = $final->{soak_e}{quarantined} // 0;
+my %via_s = (
+	soak_e => { lo => -$e_quar, hi => 0, full => 0, qto => 0, lost => 0 },
+	soak_s => {
+		lo => 0,
+		hi => $e_quar,
+		full => $acct{$epoch}{soak_e}{full_t},
+		qto => $acct{$epoch}{soak_e}{qto_t},
+		lost => $acct{$epoch}{soak_e}{lost_unconf}
+	});
 for my $b (@CHECKED)
 {
 	my $s = $final->{$b};
 	my $c = $acct{$epoch}{$b} // {};
 	$c->{$_} //= 0 for qw(adm_lo amb full qto lost_unconf attempts idle_term idle_unsure);
+	my $v = $via_s{$b} // { lo => 0, hi => 0, full => 0, qto => 0, lost => 0 };
 	my @p;
 	my $range = sub {
 		my ($name, $v, $lo, $hi) = @_;
+		$lo = 0 if $lo < 0;
 		push @p, "$name = $v, expected " . ($lo == $hi ? $lo : "$lo .. $hi")
 		  if $v < $lo || $v > $hi;
 	};
-	$range->('rejected_full', $s->{rejected_full}, $c->{full}, $c->{full} + $c->{lost_unconf});
-	$range->('rejected_timeout', $s->{rejected_timeout}, $c->{qto},
-		$c->{qto} + ($QT_MS{$b} ? $c->{lost_unconf} : 0));
-	$range->('admitted', $s->{admitted}, $c->{adm_lo}, $c->{adm_lo} + $c->{amb});
-	$range->('canceled_waiting', $s->{canceled_waiting}, 0, $c->{amb});
+	my ($full, $qto) = ($c->{full} + $v->{full}, $c->{qto} + $v->{qto});
+	$range->('rejected_full', $s->{rejected_full}, $full,
+		$full + $c->{lost_unconf} + $v->{lost});
+	$range->('rejected_timeout', $s->{rejected_timeout}, $qto,
+		$qto + ($QT_MS{$b} ? $c->{lost_unconf} + $v->{lost} : 0));
+	$range->('admitted', $s->{admitted}, $c->{adm_lo} + $v->{lo},
+		$c->{adm_lo} + $c->{amb} + $v->{hi});
+	$range->('canceled_waiting', $s->{canceled_waiting}, 0, $c->{amb} + $v->{hi});
 	$range->('admitted + canceled_waiting', $s->{admitted} + $s->{canceled_waiting},
-		$c->{adm_lo}, $c->{adm_lo} + $c->{amb});
+		$c->{adm_lo} + $v->{lo}, $c->{adm_lo} + $c->{amb} + $v->{hi});
 	# every statement has at most one of these outcomes
 	$range->('admitted + canceled_waiting + rejected_full + rejected_timeout',
 		$s->{admitted} + $s->{canceled_waiting} + $s->{rejected_full} + $s->{rejected_timeout},
-		$c->{adm_lo} + $c->{full} + $c->{qto},
-		$c->{adm_lo} + $c->{amb} + $c->{full} + $c->{qto});
+		$c->{adm_lo} + $full + $qto + $v->{lo},
+		$c->{adm_lo} + $c->{amb} + $full + $qto + $v->{hi});
 	$range->('admitted_after_wait', $s->{admitted_after_wait}, 0, $s->{admitted});
 	$range->('admitted_lock_holder', $s->{admitted_lock_holder}, 0,
 		$s->{admitted_after_wait} + $s->{canceled_waiting});
@@ -1462,7 +1819,9 @@ for my $b (@CHECKED)
 	$range->('terminated_idle', $s->{terminated_idle}, $c->{idle_term},
 		$c->{idle_term} + $c->{idle_unsure});
 	my $mb = $epoch_max{$epoch}{$b};
-	$range->('peak_active', $s->{peak_active}, 0, $mb->{max_active} + $s->{admitted_lock_holder});
+	# (demoted statements count beyond the target's limits)
+	$range->('peak_active', $s->{peak_active}, 0,
+		$mb->{max_active} + $s->{admitted_lock_holder} + $s->{demoted_in});
 	$range->('peak_queued', $s->{peak_queued}, 0, $mb->{max_queued});
 	$range->('wait_time_max', $s->{wait_time_max}, 0, $QT_MS{$b} + 2000) if $QT_MS{$b};
 	push @p, 'active_time_total is 0 although statements were admitted'
@@ -1477,10 +1836,37 @@ for my $b (@CHECKED)
 		$range->('runaways', $s->{runaways}, $c->{ra}, $c->{ra} + $c->{fail_other});
 		$range->('quarantined', $s->{quarantined}, $c->{quar}, $c->{quar} + $c->{fail_other});
 	}
+	elsif ($b eq 'soak_e')
+	{
+		# (1.3) soak_e demotes its runaways to soak_s: each runaway ran at
+		# least runaway_after, and a statement admitted for certain that
+		# ran longer than any wait and runaway_after was a runaway or was
+		# quarantined (and so went to soak_s); each statement of its
+		# clients that soak_s rejected was quarantined
+		$range->('runaways', $s->{runaways}, $c->{ra_sure} - $s->{quarantined}, $c->{long});
+		$range->('quarantined', $s->{quarantined}, $c->{full_t} + $c->{qto_t}, 9**9**9);
+		$range->('demoted_out', $s->{demoted_out}, 1, $s->{runaways});
+		$range->('demoted_in', $s->{demoted_in}, 0, 0);
+	}
+	elsif ($b eq 'soak_s')
+	{
+		# a demoted statement is not an admission of the target, and is
+		# counted once on each side
+		$range->('demoted_in', $s->{demoted_in}, $final->{soak_e}{demoted_out},
+			$final->{soak_e}{demoted_out});
+		$range->('runaways', $s->{runaways}, 0, 0);
+		$range->('quarantined', $s->{quarantined}, 0, 0);
+		$range->('demoted_out', $s->{demoted_out}, 0, 0);
+	}
 	else
 	{
 		$range->('runaways', $s->{runaways}, 0, 0);
 		$range->('quarantined', $s->{quarantined}, 0, 0);
+	}
+	if ($b ne 'soak_e' && $b ne 'soak_s')
+	{
+		$range->('demoted_out', $s->{demoted_out}, 0, 0);
+		$range->('demoted_in', $s->{demoted_in}, 0, 0);
 	}
 	ok(!@p, "$b: counters since the last restart agree with what the clients saw")
 	  or diag join("\n", "$b: " . join(', ', map { "$_ $c->{$_}" } sort keys %$c), @p);
@@ -1494,6 +1880,38 @@ for my $b (@CHECKED)
 		$s->{rejected_timeout}, $c->{qto}, $s->{canceled_waiting}, $c->{lost_unconf},
 		$s->{terminated_idle}, $c->{idle_term}, $s->{admitted_lock_holder},
 		$s->{runaways}, $c->{ra}, $s->{quarantined}, $c->{quar});
+}
+
+# (1.3) soak_e and soak_s together: every statement of their clients was
+# admitted at most once, in one of them
+{
+	my ($e, $s) = @$final{qw(soak_e soak_s)};
+	my ($ce, $cs) = @{ $acct{$epoch} }{qw(soak_e soak_s)};
+	my @p;
+	my $adm = $e->{admitted} + $s->{admitted};
+	my ($lo, $hi) = ($ce->{adm_lo} + $cs->{adm_lo},
+		$ce->{adm_lo} + $ce->{amb} + $cs->{adm_lo} + $cs->{amb});
+	push @p, "admitted $e->{admitted} + $s->{admitted} = $adm, expected $lo .. $hi"
+	  if $adm < $lo || $adm > $hi;
+	my $out = $adm + $e->{canceled_waiting} + $s->{canceled_waiting};
+	$out += $_->{rejected_full} + $_->{rejected_timeout} for $e, $s;
+	my $rej = 0;
+	$rej += $_->{full} + $_->{qto} + $_->{full_t} + $_->{qto_t} for $ce, $cs;
+	push @p, "admitted + canceled_waiting + rejected_full + rejected_timeout of both = $out, "
+	  . 'expected ' . ($lo + $rej) . ' .. ' . ($hi + $rej)
+	  if $out < $lo + $rej || $out > $hi + $rej;
+	push @p, "soak_e.runaways $e->{runaways} < its demoted_out $e->{demoted_out}"
+	  if $e->{runaways} < $e->{demoted_out};
+	push @p, "soak_e.demoted_out $e->{demoted_out} != soak_s.demoted_in $s->{demoted_in}"
+	  if $e->{demoted_out} != $s->{demoted_in};
+	ok(!@p, 'soak_e and soak_s (1.3 demotion): the admissions of both agree with their clients, '
+		  . 'and each demoted statement counts once out and once in')
+	  or diag join("\n", @p);
+	note sprintf('soak_e: runaways %d (clients: %d ran %d ms or more, %d admitted and ran '
+		  . '%d ms or more), demoted_out %d, quarantined %d (clients: %d rejected by soak_s); '
+		  . 'soak_s: demoted_in %d, admitted %d',
+		$e->{runaways}, $ce->{long}, $E_LONG_MS, $ce->{ra_sure}, $E_SURE_MS, $e->{demoted_out},
+		$e->{quarantined}, $ce->{full_t} + $ce->{qto_t}, $s->{demoted_in}, $s->{admitted});
 }
 
 # ---------------------------------------------------------------------
@@ -1711,6 +2129,8 @@ for my $b (sort keys %$final)
 my %queued_age = (
 	soak_a => $QT_MS{soak_a} / 1000 + 2,
 	soak_d => $QT_MS{soak_d} / 1000 + 2,
+	soak_e => $QT_MS{soak_e} / 1000 + 2,
+	soak_s => $QT_MS{soak_s} / 1000 + 2,
 	soak_l => $L_WAIT_MAX,
 	soak_r => $QT_MS{soak_r} / 1000 + 2,
 	map { $_ => $QT_MS{$_} / 1000 + 2 } @CHILDREN);
@@ -1761,7 +2181,9 @@ my $mon = check_samples(
 	# a budget that hands a released slot off whenever it has waiters;
 	# soak_l, fair and 'lifo', frees the slot and wakes its newest waiter
 	# while none is overdue (1.3), so it is held only to starve_limit
-	fair => { soak_a => 1, soak_d => 1 },
+	# (1.3) a demotion returns the slot in soak_e as a release does
+	fair => { soak_a => 1, soak_d => 1, soak_e => 1, soak_s => 1 },
+	demote_targets => { soak_e => { soak_s => 1, soak_c => 1 } },
 	scope => \%SCOPE,
 	gate_windows => \@gate_windows,
 	starve_limit => 2);
@@ -1786,7 +2208,7 @@ push @fig, sprintf('seed %d; %.0f s of load, %d clients, %d epoch(s); drained in
 	$seed, $load_seconds, $nclients, $epoch + 1, $drained{seconds} // -1);
 push @fig, sprintf('statements %d (%s); operations: %s',
 	$tot{all}{statements} // 0,
-	join(', ', map { "$_ " . ($tot{$_}{statements} // 0) } qw(a b c d l r h m free)),
+	join(', ', map { "$_ " . ($tot{$_}{statements} // 0) } qw(a b c d e s l r h m free)),
 	join(', ', map { "$_ $ops{$_}" } sort keys %ops));
 push @fig, 'outcomes: ' . join(', ',
 	map { my $k = $_; (my $n = $k) =~ s/^outcome_//; "$n $tot{all}{$k}" }
@@ -1833,9 +2255,20 @@ push @fig, 'faults: ' . join(', ', map { "$_ $faults{$_}" } sort keys %faults);
 push @fig, 'crash restarts took ' . join(', ', map { sprintf('%.1f s', $_) } @restart_seconds)
   if @restart_seconds;
 push @fig, sprintf('reconnects %d; monitor: %d samples, longest gap %.2f s, '
-	  . 'over-limit samples excused by lowering %d, by lock-holder admission %d',
+	  . 'over-limit samples excused by lowering %d, by lock-holder admission %d, '
+	  . 'by demotion %d; rows of demoted statements seen %d',
 	($tot{all}{connects} // 0) - $nclients,
-	$mon->{samples}, $mon->{max_gap}, $mon->{lowering_excused}, $mon->{lh_excused});
+	$mon->{samples}, $mon->{max_gap}, $mon->{lowering_excused}, $mon->{lh_excused},
+	$mon->{demote_excused}, $mon->{demoted_rows});
+# (1.3) demotion in every epoch
+push @fig, 'demotion: ' . join('; ', map {
+		my $st = $_ == $epoch ? $final : $epoch_status[$_];
+		sprintf('epoch %d: soak_e runaways %d, demoted_out %d, quarantined %d; soak_s demoted_in %d%s',
+			$_, map({ $st->{soak_e}{$_} // 0 } qw(runaways demoted_out quarantined)),
+			$st->{soak_s}{demoted_in} // 0,
+			$st->{soak_c} ? ", soak_c demoted_in $st->{soak_c}{demoted_in}" : '')
+} 0 .. $epoch) . sprintf('; rejections by soak_s of statements quarantined in soak_e %d',
+	$tot{all}{rejected_by_target} // 0);
 push @fig, $check12->figures;
 diag "soak figures:\n  " . join("\n  ", @fig);
 

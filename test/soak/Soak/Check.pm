@@ -3,10 +3,14 @@
 # check_samples() reads monitor.samples (see Soak::Monitor) and applies, to
 # every sample, the invariants that hold at each instant:
 #
-#   - 0 <= active <= max_active and 0 <= queued <= max_queued, with two
+#   - 0 <= active <= max_active and 0 <= queued <= max_queued, with three
 #     excuses for active: slots admitted before the latest lowering of
-#     max_active and lock-holder admissions (admitted_lock_holder grew
-#     within the last lh_window seconds); and one for queued: statements
+#     max_active, lock-holder admissions (admitted_lock_holder grew
+#     within the last lh_window seconds) and (1.3) statements demoted into
+#     the budget (its rows with demoted_from, in this sample or the
+#     previous one, and the growth of demoted_in since the previous
+#     sample: a demoted statement counts beyond the target's limits); and
+#     one for queued: statements
 #     queued before the latest lowering of max_queued.  The same bounds
 #     apply to the rows of dbgate.backends per budget, where a slot kept
 #     idle in a transaction counts as active.  A kept slot's state_since
@@ -28,7 +32,8 @@
 #     began before the sample time, which is taken before pg_stat_activity
 #     is read;
 #   - counters never decrease while stats_reset stays the same (also the
-#     1.2 counters admitted_overdue, rate_limited and bypassed, and would_queue and
+#     1.2 counters admitted_overdue, rate_limited and bypassed, the 1.3
+#     counters runaways, demoted_out, demoted_in and quarantined, and would_queue and
 #     would_reject, which no budget of the soak may count: none is in
 #     shadow mode);
 #   - limits never show a value that was only set in a rolled-back
@@ -43,7 +48,9 @@
 #     'lifo', where a newcomer goes ahead of those not overdue);
 #   - dbgate.backends rows: one per pid, state 'active' or 'idle in
 #     transaction' (no queue position) or 'queued' (positions 1..n within a
-#     budget), a role that is assigned to that budget, and no row older
+#     budget), a role that is assigned to that budget (1.3: or a budget
+#     that its budget demotes to, demote_targets; a row with demoted_from
+#     names its role's budget there and is not queued), and no row older
 #     than a limit (a stuck waiter, a leaked slot, a kept slot idle longer
 #     than its budget's idle timeout allows);
 #   - parents (budgets with children) are not held to their own max_queued
@@ -69,7 +76,8 @@ my %S = %Soak::Monitor::S;
 my %B = %Soak::Monitor::B;
 my @COUNTERS = qw(admitted admitted_after_wait rejected_full rejected_timeout
   canceled_waiting admitted_lock_holder terminated_idle admitted_overdue
-  rate_limited would_queue would_reject bypassed);
+  rate_limited would_queue would_reject bypassed runaways demoted_out demoted_in
+  quarantined);
 
 # check_samples(file => F, lowerings => { budget => { max_active => [[t0, t1],
 #   ...], max_queued => [...] } }, changes => { budget => { max_active =>
@@ -82,12 +90,15 @@ my @COUNTERS = qw(admitted admitted_after_wait rejected_full rejected_timeout
 #   scope => { budget => 'statement' or 'transaction' } (the budgets whose
 #   scope never changes), gate_windows => [[t_off, t_on], ...],
 #   parents => { budget => 1 }, no_starve => { budget => 1 },
-#   lifo_possible => { budget => 1 }, extra => [Soak::Check12 objects])
+#   lifo_possible => { budget => 1 }, extra => [Soak::Check12 objects],
+#   demote_targets => { budget => { runaway_budget => 1 } } (every budget
+#   that a budget may demote its statements to))
 # may_vanish: budgets that are dropped and created during the run, whose
 # backends rows may appear in a sample whose status rows miss the budget.
 # Returns a hash: samples, violations (list, the first 30), nviolations,
 # max_active / max_queued / max_idle (seen per budget), max_gap (seconds between
-# samples), lh_excused / lowering_excused (samples where an excuse was used).
+# samples), lh_excused / lowering_excused / demote_excused (samples where an
+# excuse was used), demoted_rows (rows with demoted_from seen).
 sub check_samples
 {
 	my (%p) = @_;
@@ -100,7 +111,9 @@ sub check_samples
 		max_idle => {},
 		max_gap => 0,
 		lh_excused => 0,
-		lowering_excused => 0);
+		lowering_excused => 0,
+		demote_excused => 0,
+		demoted_rows => 0);
 	my $viol = sub {
 		my ($t, $msg) = @_;
 		$r{nviolations}++;
@@ -176,8 +189,25 @@ sub check_samples
 			$viol->($t, "pid $pid has two rows in dbgate.backends")
 			  if $pids{$pid}++;
 			my $want = $p{role_budget}{$role};
-			$viol->($t, "backend $pid of role $role in budget $budget")
-			  unless defined $want && $want eq $budget;
+			my $from = $b->[ $B{demoted_from} ];
+			if (defined $from)
+			{
+				$r{demoted_rows}++;
+				$viol->($t, "backend $pid of role $role (budget "
+					  . ($want // 'none') . ") in budget $budget, demoted from $from")
+				  unless defined $want && $want eq $from
+				  && $p{demote_targets}{$from}{$budget};
+				$viol->($t, "backend $pid demoted from $from to $budget is queued")
+				  if $state eq 'queued';
+			}
+			else
+			{
+				# (1.3) a quarantined statement of a 'demote' budget is gated
+				# by the budget's runaway_budget
+				$viol->($t, "backend $pid of role $role in budget $budget")
+				  unless defined $want
+				  && ($want eq $budget || $p{demote_targets}{$want}{$budget});
+			}
 			if ($state eq 'active' || $state eq 'idle in transaction')
 			{
 				$viol->($t, "$state backend $pid has queue position $pos")
@@ -285,7 +315,8 @@ sub check_samples
 			  if $v{idle_in_transaction} > ($r{max_idle}{$budget} // -1);
 
 			# counters only grow until reset
-			if (my $pr = $prev{$key})
+			my $pr = $prev{$key};
+			if ($pr)
 			{
 				for my $c (@COUNTERS, qw(peak_active peak_queued))
 				{
@@ -294,6 +325,20 @@ sub check_samples
 				}
 			}
 			$prev{$key} = \%v;
+
+			# (1.3) statements demoted into the budget: its rows that
+			# show it (this sample's and the previous one's, once a pid),
+			# and those moved since the previous sample (a statement
+			# moved and ended between two readings is in no row)
+			my %dpid;
+			for my $row (@{ $rows{$budget}{active} // [] },
+				@{ $prev_rows{$budget}{active} // [] })
+			{
+				$dpid{ $row->[ $B{pid} ] } = 1 if defined $row->[ $B{demoted_from} ];
+			}
+			my $dm = keys %dpid;
+			$dm += $v{demoted_in} - $pr->{demoted_in}
+			  if $pr && $v{demoted_in} > $pr->{demoted_in};
 
 			# lock-holder admissions within the window
 			my $h = $lh_hist{$key} //= [];
@@ -357,15 +402,17 @@ sub check_samples
 				my ($what, $n, $max) = @$c;
 				# (a parent's slots are its subtree's: Soak::Check12)
 				next if $n <= $max || $p{parents}{$budget};
-				if ($n <= $max + $ga + $lh)
+				if ($n <= $max + $ga + $lh + $dm)
 				{
-					$r{lh_excused}++ if $n > $max + $ga;
+					$r{demote_excused}++ if $n > $max + $ga + $lh;
+					$r{lh_excused}++ if $n > $max + $ga && $n <= $max + $ga + $lh;
 					$r{lowering_excused}++ if $n <= $max + $ga;
 					next;
 				}
 				$viol->($t,
 					"$budget: $what $n > max_active $max "
-					  . "(admitted before a lowering: $ga, recent lock-holder admissions: $lh)"
+					  . "(admitted before a lowering: $ga, recent lock-holder admissions: $lh, "
+					  . "demoted in: $dm)"
 				);
 			}
 			for my $c ([ 'queued', $v{queued}, $p{parents}{$budget} ? 1e9 : $v{max_queued} ],

@@ -26,6 +26,17 @@
 #   idle_term  sessions ended by the budget's idle_in_transaction_timeout
 #            (25P03 while the transaction kept a slot and the budget's
 #            timeout was the tighter one): terminated_idle
+#   full_t, qto_t  (1.3) 53300 naming the budget's runaway_budget: a
+#            statement whose query was quarantined in a 'demote' budget is
+#            gated by its runaway_budget (so its rejections and its
+#            admission are the target's; it counts in quarantined)
+#   long     (1.3) statements that ran at least ra_long_ms (any mode, any
+#            outcome): a runaway of the budget is one of them
+#   ra_sure  (1.3) statements that asked for an admission, were admitted
+#            for certain (succeeded, failed executing, or hit a statement
+#            timeout) and took at least ra_sure_ms (the longest wait and
+#            the longest runaway_after, and a margin): each one was a
+#            runaway of the budget, or was quarantined
 #
 # A slot is kept to the end of the transaction once the transaction holds a
 # transaction ID (scope 'statement': after its first UPDATE or SELECT FOR
@@ -101,6 +112,9 @@ my %MIX = (
 	b => { %COMMON, amb_timeout => 4, disconnect => 4 },
 	c => { %COMMON, amb_timeout => 4, disconnect => 4 },
 	d => { %COMMON, idle => 12, amb_timeout => 2, disconnect => 3 },
+	# 1.3: a budget that demotes its runaways, and its runaway_budget
+	e => { %COMMON, sleep => 26, amb_timeout => 3 },
+	s => { %COMMON, amb_timeout => 3, disconnect => 2 },
 	free => { %COMMON, amb_timeout => 4, disconnect => 2 },
 	# 1.2: a 'lifo' budget, a rate-limited one, the children of parents
 	l => {%SHORT},
@@ -126,6 +140,11 @@ my $sleep_max = 2.3;
 #   idle_limit_ms: the longest idle time in a transaction that keeps a slot
 #   that the session can survive (0: no limit); longer pauses must end it
 #   sleep_max: the longest pg_sleep() of the random sleeps (default 2.3 s)
+#   targets: (1.3) { budget => its queue_timeout in ms, or undef when it
+#   varies }: the budgets that the session's budget may demote to, whose
+#   rejections the session's statements may get (see full_t)
+#   ra_long_ms, ra_sure_ms: (1.3) see long and ra_sure above (0: not
+#   counted)
 sub new
 {
 	my ($class, %p) = @_;
@@ -146,6 +165,7 @@ sub new
 	$self->{in_txn} = 0;
 	$self->{kept} = 0;
 	$self->{sp} = 0;
+	$self->{targets} //= {};
 	my @ops = sort keys %{ $MIX{ $p{class} } };
 	$self->{mix} = [ map { [ $_, $MIX{ $p{class} }{$_} ] } @ops ];
 	return $self;
@@ -569,6 +589,12 @@ sub account
 
 	return unless $self->{checked};
 	my $acc = $self->{acct}{ $self->{epoch} }{ $self->{budget} } //= {};
+	# (1.3) how long it ran, for the bounds of runaways
+	my $ms = $o->{elapsed_ms} // 0;
+	$acc->{long}++ if $self->{ra_long_ms} && $ms >= $self->{ra_long_ms};
+	$acc->{ra_sure}++
+	  if $self->{ra_sure_ms} && $mode eq 'one' && $ms >= $self->{ra_sure_ms}
+	  && ($kind eq 'ok' || $kind eq 'exec' || $kind eq 'st');
 	$acc->{ra}++ if $orig eq 'ra';
 	$acc->{quar}++ if $orig eq 'quar';
 	# (1.3) any other failure, in any mode: it may have hidden a runaway
@@ -611,8 +637,8 @@ sub account
 	}
 	$acc->{attempts}++;
 	if ($kind eq 'ok' || $kind eq 'exec') { $acc->{ $maybe ? 'amb' : 'adm_lo' }++; }
-	elsif ($kind eq 'full') { $acc->{full}++; }
-	elsif ($kind eq 'qto') { $acc->{qto}++; }
+	elsif ($kind eq 'full') { $acc->{ $o->{rej_target} ? 'full_t' : 'full' }++; }
+	elsif ($kind eq 'qto') { $acc->{ $o->{rej_target} ? 'qto_t' : 'qto' }++; }
 	elsif ($kind eq 'st')
 	{
 		# The budget's statement_timeout runs from admission.  The
@@ -653,8 +679,26 @@ sub check_rejection
 		$self->fail("ungated role $self->{role} was rejected: $o->{msg}");
 		return;
 	}
-	$self->fail("rejection names another budget than $b: $o->{msg}")
-	  unless $o->{msg} =~ /"\Q$b\E"/;
+	my ($named) = $o->{msg} =~ /budget "(.+)"/;
+	my $qt = $self->{qt_ms};
+	# (a statement under a held slot is never quarantined; the slot may
+	# not have been taken when dbgate.enabled went off and on)
+	if (defined $named && $named ne $b && exists $self->{targets}{$named}
+		&& (($mode ne 'held' && $mode ne 'none') || ($mode eq 'held' && $self->gate_toggled)))
+	{
+		# (1.3) quarantined in our budget and gated by its runaway_budget
+		$o->{rej_target} = 1;
+		$qt = $self->{targets}{$named};
+		$self->{tot}{rejected_by_target}++;
+	}
+	else
+	{
+		$self->fail("rejection names another budget than $b: $o->{msg} ($mode: $o->{sql}; "
+			  . "operation $self->{op}, statements before: "
+			  . join(' / ', @{ $self->{history} // [] }[ 0 .. $#{ $self->{history} // [] } - 1 ])
+			  . ')')
+		  unless $o->{msg} =~ /"\Q$b\E"/;
+	}
 	$self->fail("a statement below min_cost was queued or rejected: $o->{sql}: $o->{msg}")
 	  if $mode eq 'cheap';
 	if ($mode eq 'held' || $mode eq 'none')
@@ -722,8 +766,8 @@ sub check_rejection
 			my ($w, $t) = ($1, $2);
 			$self->fail("queue timeout after $w ms, before its $t ms")
 			  if $w < $t;
-			$self->fail("queue timeout of $t ms, expected $self->{qt_ms} ms")
-			  if $self->{checked} && $t != $self->{qt_ms};
+			$self->fail("queue timeout of $t ms, expected $qt ms")
+			  if $self->{checked} && defined $qt && $t != $qt;
 		}
 		else
 		{

@@ -46,7 +46,8 @@ SELECT extract(epoch FROM clock_timestamp()),
                  idle_in_transaction, terminated_idle,
                  oldest_wait, admitted_overdue, rate_limited,
                  would_queue, would_reject, wait_time_max, bypassed,
-                 memory_mb_active), ';'), '')
+                 memory_mb_active, runaways, demoted_out, demoted_in,
+                 quarantined), ';'), '')
           FROM dbgate.status),
        (SELECT coalesce(string_agg(concat_ws(',',
                  b.pid, b.role, b.budget, b.state,
@@ -55,7 +56,8 @@ SELECT extract(epoch FROM clock_timestamp()),
                  coalesce(extract(epoch FROM a.xact_start)::text, ''),
                  coalesce(a.state, ''),
                  CASE WHEN a.backend_xid IS NOT NULL THEN 1 ELSE 0 END,
-                 coalesce(b.memory_mb::text, '')), ';'), '')
+                 coalesce(b.memory_mb::text, ''),
+                 coalesce(b.demoted_from, '')), ';'), '')
           FROM dbgate.backends b LEFT JOIN pg_stat_activity a ON a.pid = b.pid),
        extract(epoch FROM clock_timestamp())
 SQL
@@ -85,7 +87,11 @@ our %S = (
 	would_reject => 20,
 	wait_time_max => 21,
 	bypassed => 22,
-	memory_mb_active => 23);
+	memory_mb_active => 23,
+	runaways => 24,
+	demoted_out => 25,
+	demoted_in => 26,
+	quarantined => 27);
 our %B = (
 	pid => 0,
 	role => 1,
@@ -96,7 +102,8 @@ our %B = (
 	xact_start => 6,
 	pstate => 7,
 	has_xid => 8,
-	memory_mb => 9);
+	memory_mb => 9,
+	demoted_from => 10);
 
 # read_rows(TEXT) -> [[field, ...], ...]; empty fields are undef.
 sub read_rows
