@@ -23,6 +23,14 @@
 #   fz_pool, fz_pool2   budgets without roles that the others may take as
 #              their parent (only on a server whose alter_budget() has
 #              'parent')
+#   fz_spare   (1.3) a budget without roles that is dropped (with force
+#              or without) and created again (only on a server whose
+#              alter_budget() has 'runaway_budget')
+# (1.3) The budget changes give budgets runaway_action 'demote' to another
+# (runaway_budget: any of these, itself, or one that does not exist), so
+# that statements of one budget run in another, and quarantined ones are
+# gated by it; at the start fz_stmt demotes its statements after 100 ms to
+# fz_txn, and fz_txn after 200 ms to fz_spare.
 #
 # Meanwhile one session changes the budgets (Fuzz::Alter: every field of
 # alter_budget() this server has, table-driven), another cancels and
@@ -224,6 +232,19 @@ if ($has_parent)
 		q{SELECT dbgate.create_budget('fz_pool', 3);
 		  SELECT dbgate.create_budget('fz_pool2', 2, parent => 'fz_pool');});
 	$BUDGETS{fz_pool} = $BUDGETS{fz_pool2} = 'pool';
+}
+my $has_runaway_budget = $node->safe_psql($dbname,
+	q{SELECT count(*) FROM pg_proc WHERE proname = 'alter_budget'
+	  AND pronamespace = 'dbgate'::regnamespace AND 'runaway_budget' = ANY (proargnames)});
+if ($has_parent && $has_runaway_budget)
+{
+	$node->safe_psql($dbname,
+		q{SELECT dbgate.create_budget('fz_spare', 2, 2, queue_timeout => '200ms');
+		  SELECT dbgate.alter_budget('fz_stmt', runaway_after => '100ms',
+		                             runaway_action => 'demote', runaway_budget => 'fz_txn');
+		  SELECT dbgate.alter_budget('fz_txn', runaway_after => '200ms',
+		                             runaway_action => 'demote', runaway_budget => 'fz_spare');});
+	$BUDGETS{fz_spare} = 'spare';
 }
 $node->safe_psql($dbname, 'SELECT dbgate.reset_stats()');
 note 'budgets: ' . join(', ', map { "$_ ($BUDGETS{$_})" } sort keys %BUDGETS);
@@ -515,14 +536,23 @@ my $faults = read_kv("$dir/faults.stats") // {};
 # ---------------------------------------------------------------------
 # Monitor samples
 
-my (%sessions, %leaf, %max, %enforce_off);
+my (%sessions, %leaf, %max, %enforce_off, %demote);
 my $ngated = @SMITH + @UTILITY;
 $sessions{$_} = $ngated for keys %BUDGETS;    # every gated session, at most
-for my $b (grep { $BUDGETS{$_} ne 'pool' } keys %BUDGETS)
+# (1.3) SOURCE demoted to TARGET at some time: TARGET may hold statements of
+# SOURCE's sessions
+for my $k (keys %$alt)
+{
+	my ($what, $source, $target) = split /\t/, $k;
+	$demote{$source}{$target} = 1 if $what eq 'demote' && defined $target;
+}
+my %demote_target = map { %$_ } values %demote;
+for my $b (grep { $BUDGETS{$_} eq 'leaf' || $BUDGETS{$_} eq 'shadow' } keys %BUDGETS)
 {
 	$leaf{$b} = 1;
 	$sessions{$b} = 0;
 	for my $r (@SMITH, @UTILITY) { $sessions{$b}++ if $ROLE_BUDGET{$r} eq $b; }
+	$sessions{$b} = $ngated if $demote_target{$b};
 	$max{$b}{$_} = $alt->{"max\t$b\t$_"} for qw(max_active max_queued);
 	$enforce_off{$b} = 1 if $alt->{"enforce_off\t$b"};
 }
@@ -533,6 +563,8 @@ my $mon = check_samples(
 	role_budget => \%ROLE_BUDGET,
 	max => \%max,
 	enforce_off => \%enforce_off,
+	demote => \%demote,
+	may_vanish => { map { $_ => 1 } grep { $BUDGETS{$_} eq 'spare' } keys %BUDGETS },
 	# every wait ends by the sessions' statement timeout (3 s at most)
 	max_wait_ms => 6000,
 	ages => { queued => 10, active => 15, 'idle in transaction' => 15 });
@@ -559,11 +591,23 @@ for my $b (sort grep { $leaf{$_} } keys %BUDGETS)
 		  unless defined $s->{$c} && $s->{$c} == $n;
 	}
 	my $leave = 0;
-	$leave += $log->{leave}{$_} // 0 for grep { $ROLE_BUDGET{$_} eq $b } keys %ROLE_BUDGET;
+	# (1.3) a waiter quarantined in a budget that demotes to this one
+	# waits here
+	$leave += $log->{leave}{$_} // 0
+	  for grep { $ROLE_BUDGET{$_} eq $b || $demote{ $ROLE_BUDGET{$_} }{$b} } keys %ROLE_BUDGET;
 	push @counter_problems, "$b.canceled_waiting = $s->{canceled_waiting}, more than the $leave "
 	  . 'cancels, statement timeouts, ended sessions and lost clients of its roles in the log'
 	  if ($s->{canceled_waiting} // 0) > $leave;
 	push @counter_problems, "$b: no statement was admitted" if !$s->{admitted};
+}
+# 1.3: a statement is demoted only after it was counted as a runaway (no
+# budget's counters are reset during the run; the spare budget's start
+# again when it is created)
+for my $b (sort keys %$final)
+{
+	my $s = $final->{$b};
+	push @counter_problems, "$b.demoted_out = $s->{demoted_out} > its runaways $s->{runaways}"
+	  if defined $s->{demoted_out} && $s->{demoted_out} > $s->{runaways};
 }
 # 1.2: the wait histogram is cumulative and ends with every admission
 my $hist = $admin->selectall_arrayref(
@@ -586,6 +630,7 @@ if ($hist)
 }
 ok(!@counter_problems,
 	'the counters agree with the log: rejected_full and rejected_timeout are the 53300 errors of dbgate, '
+	  . 'demoted_out within runaways, '
 	  . 'canceled_waiting within the cancels and ends')
   or diag join("\n", @counter_problems);
 
@@ -690,6 +735,11 @@ push @fig, 'budget changes: ' . ($alt->{calls} // 0) . ' calls (' . ($alt->{roll
 push @fig, 'quarantine calls: ' . ($alt->{quarantine_calls} // 0) . ' ('
   . ($alt->{quarantine_ok} // 0) . ' done, ' . ($alt->{quarantine_refused} // 0)
   . ' refused as expected)';
+push @fig, 'spare budget: '
+  . join(', ', map { (my $k = $_) =~ s/^spare\t//; $k =~ s/\t/: /; "$k $alt->{$_}" }
+	  sort grep { /^spare\t/ } keys %$alt)
+  . '; demoted (at some time) from -> to: '
+  . join(', ', map { my $f = $_; map { "$f -> $_" } sort keys %{ $demote{$f} } } sort keys %demote);
 push @fig, 'faults: ' . join(', ', map { (my $k = $_) =~ s/\t/ /; "$k $faults->{$_}" } sort keys %$faults);
 for my $b (sort keys %$final)
 {
@@ -697,12 +747,13 @@ for my $b (sort keys %$final)
 	push @fig, sprintf('%s: admitted %d, after waiting %d, lock holder %d, rejected full %d, '
 		  . 'rejected timeout %d, canceled waiting %d, terminated idle %s, would queue %s, '
 		  . 'would reject %s; peak active %d, peak queued %d; max active seen %s, '
-		  . 'max queued seen %s',
+		  . 'max queued seen %s; runaways %s, demoted out %s, demoted in %s, quarantined %s',
 		$b, @$s{qw(admitted admitted_after_wait admitted_lock_holder rejected_full rejected_timeout
 		  canceled_waiting)},
 		map({ $s->{$_} // '-' } qw(terminated_idle would_queue would_reject)),
 		$s->{peak_active}, $s->{peak_queued},
-		$mon->{max_active}{$b} // '-', $mon->{max_queued}{$b} // '-');
+		$mon->{max_active}{$b} // '-', $mon->{max_queued}{$b} // '-',
+		map({ $s->{$_} // '-' } qw(runaways demoted_out demoted_in quarantined)));
 }
 push @fig, sprintf('monitor: %d samples, longest gap %.2f s', $mon->{samples}, $mon->{max_gap});
 push @fig, 'FATAL by SQLSTATE: '

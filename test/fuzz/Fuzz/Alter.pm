@@ -15,9 +15,19 @@
 # limit and without a queue timeout; a parent that would make a cycle, a
 # chain of more than four budgets, or a parent with assignments; (1.3)
 # reserved without a parent, over max_active, or children reserving more
-# than their parent's max_active); every
-# other outcome is a problem.  After every tenth change, and at the end,
-# dbgate.budgets must show the model.
+# than their parent's max_active; runaway_action 'demote' without a
+# runaway_budget, the budget itself as its runaway_budget, a runaway_budget
+# with children, a runaway_budget made a parent) or 42704 (a runaway_budget
+# that does not exist); every other outcome is a problem.  After every
+# tenth change, and at the end, dbgate.budgets must show the model.  One
+# call never changes both parent and runaway_budget (the server checks
+# each of them against the configuration as it was before the call).
+#
+# (1.3) The spare budget (class spare, no roles, never a parent) is
+# dropped and created again: one step in twelve.  A drop without force
+# of a budget that is another's runaway_budget must fail with 2BP01; with
+# force it succeeds, and those budgets lose their runaway_budget (and
+# 'demote' becomes 'log'), which dbgate.budgets must show at once.
 #
 # (1.3) On a server with the quarantine table (dbgate.max_quarantine > 0),
 # one step in ten is a quarantine call instead: quarantine_add() of a
@@ -31,11 +41,15 @@
 #   leaf    budgets with roles, always enforcing
 #   shadow  a budget with roles that goes in and out of shadow mode
 #   pool    budgets without roles that others may take as parent (1.2)
+#   spare   (1.3) a budget without roles that is dropped and created again
 #
 # Stats file alter.stats, one "key TAB ..." a line:
 #   tried FIELD N, ok FIELD N, refused FIELD N (expected 22023),
 #   rolled_back N, calls N, quarantine_calls N, quarantine_ok N,
-#   quarantine_refused N (1.3),
+#   quarantine_refused N (1.3), spare STEP OUTCOME N (1.3: drops of the
+#   spare budget with and without force, and its creations),
+#   demote SOURCE TARGET 1 (1.3: SOURCE had runaway_action 'demote' to
+#   TARGET at some time: TARGET may hold SOURCE's statements),
 #   max BUDGET FIELD VALUE (the highest value of max_active and max_queued
 #   ever committed, the initial one included),
 #   enforce_off BUDGET 1 (the budget was in shadow mode at some time),
@@ -55,6 +69,7 @@ use Fuzz::Common qw(dsn pick);
 #   int, float, bool (0/1), text, ms (an interval in milliseconds)
 # values: valid values; bad: invalid ones (22023 expected)
 # on: the budget classes it applies to (default all)
+# weight: how often it is picked, against 1 for the others (default 1)
 our @FIELDS = (
 	{ field => 'max_active', type => 'int', values => [ 1, 2, 3, 4 ], bad => [0] },
 	{ field => 'max_queued', type => 'int', values => [ 0, 1, 2, 4, 6 ], bad => [-1] },
@@ -78,8 +93,12 @@ our @FIELDS = (
 	{ field => 'min_cost', type => 'float', values => [ 0, 1, 10, 1000 ], bad => [-1] },
 	# 1.3
 	{ field => 'reserved', type => 'int', values => [ 0, 0, 1, 2 ], bad => [-1] },
-	{ field => 'runaway_after', type => 'ms', values => [ 0, 0, 200, 1000 ], bad => [-1] },
-	{ field => 'runaway_action', type => 'text', values => [ 'log', 'log', 'cancel' ], bad => ['kill'] },
+	{ field => 'runaway_after', type => 'ms', values => [ 0, 100, 200, 1000 ], bad => [-1], weight => 2 },
+	{ field => 'runaway_action', type => 'text', values => [ 'log', 'log', 'cancel', 'demote', 'demote' ],
+		bad => ['kill'], weight => 3 },
+	{ field => 'runaway_budget', type => 'text',
+		values => [ '', 'fz_stmt', 'fz_txn', 'fz_shadow', 'fz_pool', 'fz_pool2', 'fz_spare',
+			'fz_spare', 'fz_nothere' ], weight => 3 },
 	{ field => 'quarantine', type => 'ms', values => [ 0, 0, 60000 ], bad => [-1] },
 	{ field => 'adapt', type => 'text', values => [ 'off', 'shadow', 'on' ], bad => ['auto'] },
 	{ field => 'adapt_min', type => 'int', values => [ 1, 1, 2 ], bad => [0] },
@@ -182,10 +201,17 @@ sub expected_error
 	return '22023' if ($c{adapt_min} // 1) > ($c{max_active} // 1);
 	# repeats are held back only of runaways
 	return '22023' if ($c{quarantine} // 0) > 0 && ($c{runaway_after} // 0) == 0;
+	# (1.3) 'demote' needs a runaway_budget, and none is the budget itself
+	return '22023' if ($c{runaway_action} // 'log') eq 'demote' && ($c{runaway_budget} // '') eq '';
+	return '22023' if ($c{runaway_budget} // '') eq $budget;
 	if (exists $new->{parent} && $new->{parent} ne '')
 	{
 		my $p = $new->{parent};
 		return '42704' unless $m->{$p};
+		# (1.3) a runaway_budget has no children
+		return '22023'
+		  if grep { (($_ eq $budget ? $c{runaway_budget} : $m->{$_}{runaway_budget}) // '') eq $p }
+		  keys %$m;
 		return '22023' if $self->{assigned}{$p};
 		# a cycle: the new parent is the budget or one of its descendants
 		my %parent = map { $_ => $m->{$_}{parent} // '' } keys %$m;
@@ -204,6 +230,13 @@ sub expected_error
 			$longest = $n if $n > $longest;
 		}
 		return '22023' if $longest > MAX_CHAIN;
+	}
+	# (1.3) a runaway_budget that exists and has no children
+	my $rb = $new->{runaway_budget} // '';
+	if ($rb ne '' && $rb ne ($m->{$budget}{runaway_budget} // ''))
+	{
+		return '42704' unless $m->{$rb};
+		return '22023' if grep { ($m->{$_}{parent} // '') eq $rb } keys %$m;
 	}
 	return $self->reservations_error($budget, \%c);
 }
@@ -256,6 +289,8 @@ sub note_committed
 		$self->{max}{$k} = $m->{$f} if !defined $self->{max}{$k} || $m->{$f} > $self->{max}{$k};
 	}
 	$self->{enforce_off}{$budget} = 1 if defined $m->{enforce} && !$m->{enforce};
+	$self->{demote}{"demote\t$budget\t$m->{runaway_budget}"} = 1
+	  if ($m->{runaway_action} // '') eq 'demote' && ($m->{runaway_budget} // '') ne '';
 	return;
 }
 
@@ -286,7 +321,7 @@ sub check_config
 sub change
 {
 	my ($self) = @_;
-	my $budget = pick(sort keys %{ $self->{budgets} });
+	my $budget = pick(grep { $self->{model}{$_} } sort keys %{ $self->{budgets} });
 	my $class = $self->{budgets}{$budget};
 	my @fs = grep {
 		my $on = $_->{on};
@@ -295,10 +330,14 @@ sub change
 	return unless @fs;
 	my $n = 1 + int(rand(3));
 	my (%new, @args, $bad);
+	my @weighted = map { ($_) x ($_->{weight} // 1) } @fs;
 	for (1 .. $n)
 	{
-		my $f = pick(@fs);
+		my $f = pick(@weighted);
 		next if exists $new{ $f->{field} };
+		# (see the top of this file)
+		next if $f->{field} eq 'parent' && exists $new{runaway_budget};
+		next if $f->{field} eq 'runaway_budget' && exists $new{parent};
 		my $v;
 		if ($f->{bad} && rand() < 0.05)
 		{
@@ -363,6 +402,73 @@ sub change
 	return;
 }
 
+# (1.3) Drop the spare budget, with force or without, or create it again
+# (see the top of this file).
+sub spare_step
+{
+	my ($self) = @_;
+	my $dbh = $self->{dbh};
+	my $m = $self->{model};
+	my $name = (grep { $self->{budgets}{$_} eq 'spare' } sort keys %{ $self->{budgets} })[0]
+	  // return;
+	if (!$m->{$name})
+	{
+		my $ok = defined $dbh->do(
+			"SELECT dbgate.create_budget('$name', 2, 2, queue_timeout => '200ms')");
+		if (!$ok)
+		{
+			$self->problem("create_budget('$name'): failed with " . ($dbh->state // '')
+				  . ' (' . ($dbh->errstr // '') . ')');
+			return;
+		}
+		my $cfg = read_config($dbh, @{ $self->{fields} });
+		if (!$cfg || !$cfg->{$name})
+		{
+			$self->problem("$name was created, but dbgate.budgets does not show it");
+			return;
+		}
+		$m->{$name} = { %{ $cfg->{$name} } };
+		delete $m->{$name}{budget};
+		$self->bump('spare', 'create', 'ok');
+		return;
+	}
+	my $force = rand() < 0.5;
+	my @refs = grep { $_ ne $name && ($m->{$_}{runaway_budget} // '') eq $name } sort keys %$m;
+	my $want = !$force && @refs ? '2BP01' : undef;
+	my $rollback = rand() < 0.1;
+	my $sql = "SELECT dbgate.drop_budget('$name', force => " . ($force ? 'true' : 'false') . ')';
+	$dbh->do('BEGIN') if $rollback;
+	my $ok = defined $dbh->do($sql);
+	my $state = $ok ? undef : $dbh->state;
+	my $err = $ok ? '' : ($dbh->errstr // '');
+	$dbh->do('ROLLBACK') if $rollback;
+	my $what = ($force ? 'drop with force' : 'drop') . (@refs ? ' of a runaway_budget' : '');
+	if (($state // '') ne ($want // ''))
+	{
+		$self->problem(sprintf('%s (referred to by %s): %s, expected %s', $sql,
+				@refs ? join(', ', @refs) : 'none', $ok ? 'succeeded' : "failed with $state ($err)",
+				defined $want ? "SQLSTATE $want" : 'success'));
+		my $cfg = read_config($dbh, @{ $self->{fields} });
+		if ($cfg)
+		{
+			$m->{$_} = { %{ $cfg->{$_} } } for grep { $cfg->{$_} } keys %$m;
+			delete $m->{$name} unless $cfg->{$name};
+			delete $_->{budget} for values %$m;
+		}
+		return;
+	}
+	$self->bump('spare', $what, $rollback ? 'rolled back' : $ok ? 'ok' : 'refused');
+	return if $rollback || !$ok;
+	delete $m->{$name};
+	for my $b (@refs)
+	{
+		$m->{$b}{runaway_budget} = '';
+		$m->{$b}{runaway_action} = 'log' if ($m->{$b}{runaway_action} // '') eq 'demote';
+	}
+	$self->check_config("after $sql");
+	return;
+}
+
 # One quarantine call (see the top of this file).
 sub quarantine_step
 {
@@ -416,8 +522,15 @@ sub run
 		q{SELECT to_regproc('dbgate.quarantine_add') IS NOT NULL
 		         AND coalesce(current_setting('dbgate.max_quarantine', true), '0')::int > 0});
 	my $k = 0;
+	my $spare = grep { $_ eq 'spare' } values %{ $self->{budgets} };
 	while (!flag_set($self->{dir}, 'stop'))
 	{
+		if ($spare && rand() < 1 / 12)
+		{
+			$self->spare_step;
+			sleep(0.1 + rand(0.3));
+			next;
+		}
 		if ($self->{quarantine} && rand() < 0.1)
 		{
 			$self->quarantine_step;
@@ -448,6 +561,7 @@ sub write_stats
 	print $fh "$_\t$self->{stats}{$_}\n" for sort keys %{ $self->{stats} };
 	print $fh "$_\t$self->{max}{$_}\n" for sort keys %{ $self->{max} };
 	print $fh "enforce_off\t$_\t1\n" for sort keys %{ $self->{enforce_off} // {} };
+	print $fh "$_\t1\n" for sort keys %{ $self->{demote} // {} };
 	for my $p (@{ $self->{problems} })
 	{
 		(my $one = $p) =~ s/\n/ /g;

@@ -21,13 +21,19 @@
 #     admitted_after_wait + canceled_waiting, peak_active >= active;
 #   - a budget with roles: peak_queued <= the highest max_queued it ever
 #     had; and if it never was in shadow mode, peak_active <= the highest
-#     max_active it ever had + admitted_lock_holder;
+#     max_active it ever had + admitted_lock_holder + demoted_in (1.3: a
+#     demoted statement counts beyond the target's limits);
 #   - wait_time_max within the longest wait a statement can have (the
 #     sessions' statement timeouts bound every wait);
 #   - dbgate.backends: one row per pid, a state of 'active', 'idle in
 #     transaction' or 'queued', queue positions 1..n per budget, the budget
-#     that the row's role is classified into, and no row in its state for
-#     longer than a statement can last (a hang or a leaked slot).
+#     that the row's role is classified into (1.3: or one that budget
+#     demoted to at some time, demote => { source => { target => 1 } }; a
+#     row with demoted_from names its role's budget there and is not
+#     queued), and no row in its state for longer than a statement can
+#     last (a hang or a leaked slot);
+#   - (1.3) a budget in may_vanish (dropped and created again) may vanish
+#     from a sample and come back with its counters and stats_reset new.
 #
 # scan_log() reads the server log (log_line_prefix '%m [%p] <%e> <%u> <%a> ',
 # log_error_verbosity = verbose, log_min_error_statement = warning) and
@@ -116,7 +122,8 @@ my %BACKEND_STATES = map { $_ => 1 } ('active', 'idle in transaction', 'queued')
 #   role_budget => { role => budget }, max => { budget => { max_active =>
 #   N, max_queued => N } } (the highest values ever committed),
 #   enforce_off => { budget => 1 }, max_wait_ms => N, ages => { queued =>
-#   s, active => s, 'idle in transaction' => s })
+#   s, active => s, 'idle in transaction' => s }, demote => { source =>
+#   { target => 1 } }, may_vanish => { budget => 1 })
 # -> { samples, nviolations, violations => [first 30], max_gap,
 #      max_active => { budget => n }, max_queued => { budget => n } }
 sub check_samples
@@ -196,13 +203,20 @@ sub check_samples
 					  . 'lock-holder admissions)')
 				  if !$p{enforce_off}{$b}
 				  && defined $m->{max_active}
-				  && $s->{peak_active} > $m->{max_active} + $s->{admitted_lock_holder};
+				  && $s->{peak_active} > $m->{max_active} + $s->{admitted_lock_holder}
+				  + ($s->{demoted_in} // 0);
 			}
 			$r{max_active}{$b} = $s->{active} if $s->{active} > ($r{max_active}{$b} // -1);
 			$r{max_queued}{$b} = $s->{queued} if $s->{queued} > ($r{max_queued}{$b} // -1);
 
 			my $sr = $s->{stats_reset} // '';
 			$reset{$b} //= $sr;
+			if ($sr ne $reset{$b} && $p{may_vanish}{$b})
+			{
+				# dropped and created again
+				$reset{$b} = $sr;
+				delete $prev{$b};
+			}
 			$viol->($t, "$b.stats_reset changed from $reset{$b} to $sr")
 			  if $sr ne $reset{$b};
 			if (my $pr = $prev{$b})
@@ -228,8 +242,22 @@ sub check_samples
 				next;
 			}
 			my $want = $p{role_budget}{$role};
-			$viol->($t, "backend $pid of role $role in budget $b, not in " . ($want // 'none'))
-			  unless defined $want && $want eq $b;
+			my $from = $row->{demoted_from};
+			if (defined $from)
+			{
+				$viol->($t, "backend $pid of role $role in budget $b, demoted from $from, "
+					  . 'not from ' . ($want // 'none'))
+				  unless defined $want && $want eq $from && $p{demote}{$from}{$b};
+				$viol->($t, "backend $pid demoted from $from to $b is queued")
+				  if $state eq 'queued';
+			}
+			else
+			{
+				# a quarantined statement of a 'demote' budget is gated by
+				# its runaway_budget
+				$viol->($t, "backend $pid of role $role in budget $b, not in " . ($want // 'none'))
+				  unless defined $want && ($want eq $b || $p{demote}{$want}{$b});
+			}
 			if ($state eq 'queued')
 			{
 				if (defined $row->{queue_position}) { push @{ $pos{$b} }, $row->{queue_position}; }
@@ -400,9 +428,12 @@ sub classify
 	}
 	if ($level eq 'WARNING')
 	{
-		# the one WARNING dbgate gives by design: alter_budget(parent => '')
-		# or a drop with force resets an orphan's reservation (1.3)
-		if ($ours && $msg =~ /^budget ".*" has no parent any more: its reserved \d+ is set to 0$/)
+		# the WARNINGs dbgate gives by design: alter_budget(parent => '')
+		# or a drop with force resets an orphan's reservation (1.3); a
+		# drop with force of a runaway_budget (1.3)
+		if ($ours
+			&& ($msg =~ /^budget ".*" has no parent any more: its reserved \d+ is set to 0$/
+				|| $msg =~ /^budget ".*" loses its runaway_budget ".*"(: its runaway_action is set to 'log')?$/))
 		{
 			$r->{warnings}{ "$state " . shape($msg) }++;
 		}
