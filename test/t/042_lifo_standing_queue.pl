@@ -79,12 +79,14 @@ cmp_ok($after, '>', $adm / 2, 'lifo: a standing queue (most statements waited)')
 # The slack: with 2 slots the overdue waiters (at most every client at
 # once) are served one slot hold apart each, half of it with 2 slots; the
 # mean hold time as measured (a loaded machine stretches it), with a margin
-# of 3 and 100 ms for waking up.
+# of 3 and 100 ms for waking up.  The bound is checked below, after the
+# same load in arrival order has shown how long the start of a run makes
+# everybody wait: 64 backends that start at once and run their first
+# statement (430 to 540 ms at most in 'fifo' on 2 CPUs, where a steady
+# queue waits under 100 ms).
 my $hold_ms = $node->safe_psql('postgres',
 	"SELECT round((active_time_total / greatest(admitted, 1))::numeric, 3) FROM dbgate.status WHERE budget = 'lq'");
 my $slack_ms = int($clients * $hold_ms / 2 * 3 + 100);
-cmp_ok($wmax, '<=', $overtake_ms + $slack_ms,
-	"lifo: the longest wait ($wmax ms) is bounded by overtake_limit + $slack_ms ms");
 cmp_ok($overdue, '>', 0, 'lifo: some waiters became overdue and were served as such');
 cmp_ok($overdue, '>=', waited_over(500),
 	'lifo: every admission that waited 500 ms or more was an overdue one');
@@ -100,6 +102,11 @@ my $fifo_tps = load('fifo');
 my ($fadm, $fafter, $foverdue, $fwmax) = split /\|/, figures();
 note("fifo: $fifo_tps tps, admitted $fadm, after a wait $fafter, longest wait $fwmax ms");
 is($foverdue, '0', 'fifo: admitted_overdue stays 0');
+# ('lifo' waits at most what 'fifo' waits, plus overtake_limit)
+my $bound_ms = $overtake_ms + ($fwmax > $slack_ms ? $fwmax : $slack_ms);
+cmp_ok($wmax, '<=', $bound_ms,
+	"lifo: the longest wait ($wmax ms) is bounded by overtake_limit + "
+	  . "the larger of $slack_ms ms and fifo's longest wait ($fwmax ms)");
 note(sprintf('lifo / fifo throughput: %.2f', $fifo_tps ? $lifo_tps / $fifo_tps : 0));
 
 $node->stop;
