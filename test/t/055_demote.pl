@@ -617,7 +617,7 @@ $node->stop;
 		CREATE EXTENSION dbgate;
 		CREATE ROLE dm_u LOGIN;
 		SELECT dbgate.create_budget('slow', 1, max_queued => 10);
-		SELECT dbgate.create_budget('inter', 1, max_queued => 10, runaway_after => '500ms',
+		SELECT dbgate.create_budget('inter', 1, max_queued => 10, runaway_after => '1s',
 		                            runaway_action => 'demote', runaway_budget => 'slow');
 		SELECT dbgate.assign_role('dm_u', 'inter');
 	});
@@ -627,15 +627,19 @@ $node->stop;
 	$standby->start;
 	my $a = DbgateTest::Session->new($standby, user => 'dm_u');
 	my $w = DbgateTest::Session->new($standby, user => 'dm_u');
-	$a->send('SELECT pg_sleep(2)');
+	# (runaway_after 1 s: the waiter queues before the move even on a busy
+	# machine; with 500 ms it once came to the gate after the move)
+	$a->send('SELECT pg_sleep(3)');
 	is(wait_where($standby, $a->pid, 'inter:active:-'), 'inter:active:-',
 		'standby: admitted to the source');
 	$w->send('SELECT 1');
+	is(wait_where($standby, $w->pid, 'inter:queued:-'), 'inter:queued:-',
+		'standby: the waiter queues in the source');
 	is(wait_where($standby, $a->pid, 'slow:active:inter'), 'slow:active:inter',
 		'standby: moved to the target there');
 	my (undef, $err) = $w->result;
 	is($err, '', 'standby: the waiter runs');
-	ok($w->done_at - $a->sent_at < 1.9, 'standby: before the long statement ends');
+	ok($w->done_at - $a->sent_at < 2.9, 'standby: before the long statement ends');
 	counts_are($standby, 'slow', { active => 1, demoted_in => 1 }, 'standby: the target counts it');
 	(undef, $err) = $a->result;
 	is($err, '', 'standby: the moved statement ends');
