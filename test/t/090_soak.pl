@@ -88,8 +88,9 @@
 # clients observed: per admission, not per statement (a statement under a
 # kept slot is no admission and is never queued or rejected), exactly for
 # rejections and for sessions ended by the budget's idle timeout
-# (terminated_idle), within bounds where a canceled or terminated
-# statement may or may not have been admitted; a session idle longer than
+# (terminated_idle; a session that saw only a lost connection while it
+# kept a slot may have been one), within bounds where a canceled or
+# terminated statement may or may not have been admitted; a session idle longer than
 # its idle timeout in a transaction that keeps a slot is ended; after each
 # crash restart every counter of every level is 0 (a parent's active and
 # peak_active: the slots kept for its children's reservations) and the

@@ -608,6 +608,12 @@ sub account
 		elsif ($kind ne 'parse' && $kind ne 'full' && $kind ne 'qto') { $acc->{bypass_amb}++; }
 		return;
 	}
+	# a session that the idle timeout ended while it kept a slot can see a
+	# lost connection instead of the FATAL (the client was sending its next
+	# statement when the server closed the socket): counted, maybe
+	$acc->{idle_unsure}++
+	  if $kind eq 'lost' && $self->{in_txn} && $self->{idle_counted}
+	  && ($self->{kept} eq '1' || $self->{kept} eq 'maybe');
 	if ($kind eq 'idle')
 	{
 		if ($self->{in_txn} && $self->{idle_counted})
