@@ -79,11 +79,13 @@ cmp_ok($after, '>', $adm / 2, 'lifo: a standing queue (most statements waited)')
 # The slack: with 2 slots the overdue waiters (at most every client at
 # once) are served one slot hold apart each, half of it with 2 slots; the
 # mean hold time as measured (a loaded machine stretches it), with a margin
-# of 3 and 100 ms for waking up.  The bound is checked below, after the
-# same load in arrival order has shown how long the start of a run makes
-# everybody wait: 64 backends that start at once and run their first
-# statement (430 to 540 ms at most in 'fifo' on 2 CPUs, where a steady
-# queue waits under 100 ms).
+# of 3 and 100 ms for waking up.  On top of that come the stalls of a
+# busy machine, which every waiter sees whatever the order: the same load
+# in arrival order below measures them (its longest wait 365 to 870 ms on
+# 2 CPUs, where 64 waiters of ~2 ms statements on 2 slots would wait under
+# 100 ms; 'lifo' 400 to 550 ms in the same runs).  The bound is checked
+# after it: a rule that passed over a waiter without bound would keep it
+# waiting for seconds.
 my $hold_ms = $node->safe_psql('postgres',
 	"SELECT round((active_time_total / greatest(admitted, 1))::numeric, 3) FROM dbgate.status WHERE budget = 'lq'");
 my $slack_ms = int($clients * $hold_ms / 2 * 3 + 100);
@@ -102,11 +104,10 @@ my $fifo_tps = load('fifo');
 my ($fadm, $fafter, $foverdue, $fwmax) = split /\|/, figures();
 note("fifo: $fifo_tps tps, admitted $fadm, after a wait $fafter, longest wait $fwmax ms");
 is($foverdue, '0', 'fifo: admitted_overdue stays 0');
-# ('lifo' waits at most what 'fifo' waits, plus overtake_limit)
-my $bound_ms = $overtake_ms + ($fwmax > $slack_ms ? $fwmax : $slack_ms);
+my $bound_ms = $overtake_ms + $slack_ms + $fwmax;
 cmp_ok($wmax, '<=', $bound_ms,
-	"lifo: the longest wait ($wmax ms) is bounded by overtake_limit + "
-	  . "the larger of $slack_ms ms and fifo's longest wait ($fwmax ms)");
+	"lifo: the longest wait ($wmax ms) is bounded by overtake_limit + $slack_ms ms "
+	  . "+ fifo's longest wait ($fwmax ms)");
 note(sprintf('lifo / fifo throughput: %.2f', $fifo_tps ? $lifo_tps / $fifo_tps : 0));
 
 $node->stop;
