@@ -516,7 +516,9 @@ my $wait1 = 'SELECT pg_advisory_xact_lock_shared(1)';
 	counts_are($node, 'slow', { admitted => 1, admitted_after_wait => 1, demoted_in => 1 },
 		'cancel: the target\'s counts');
 	# the session goes on: its next statement starts in the source again
-	$a->send('SELECT pg_sleep(0.8)');
+	# (2 s: long enough to be seen moved on a busy machine; 0.8 s once
+	# ended before the poll saw it, on 18)
+	$a->send('SELECT pg_sleep(2)');
 	is(wait_where($node, $a->pid, 'inter:active:-'), 'inter:active:-',
 		'cancel: the next statement is admitted to the source');
 	is(wait_where($node, $a->pid, 'slow:active:inter'), 'slow:active:inter',
