@@ -482,13 +482,23 @@ join_chain(const ChainLimits *cl)
  * Link our entry, counted at every level of cl already, at the tail of
  * budget b's queue, run the grant step (a slot returned before we were
  * counted, a token due: see admission.c) and let the tree lock go.
+ *
+ * The entry's state_since is stamped here, under the tree lock, not at
+ * the statement's arrival: the list is in the order of joining, and a
+ * backend that read the clock first may take the lock after another one
+ * (preempted between the two, or passed over by the LWLock), so only a
+ * stamp taken under the lock keeps state_since in the queue's order --
+ * which 'fifo' serves, the overdue test of 'lifo' reads and the views
+ * show.  The wait itself is measured from the arrival (the caller's).
  */
 static void
-enqueue(DbgateBudget *b, const ChainLimits *cl, int root, TimestampTz now)
+enqueue(DbgateBudget *b, const ChainLimits *cl, int root)
 {
 	Wakeups		w;
+	TimestampTz now = GetCurrentTimestamp();
 
 	w.n = 0;
+	dbgate_my_proc->state_since = now;
 	dbgate_my_proc->chain = cl->c;
 	dbgate_my_proc->state = DBGATE_PROC_QUEUED;
 	dbgate_list_append(b, dbgate_my_procno);
@@ -550,7 +560,7 @@ decide_slow(const DbgateLookup *lk, bool utility, TimestampTz now,
 			reject(b, root, st, l, &held, now);
 		if (!join_chain(cl))
 			break;
-		enqueue(b, cl, root, now);
+		enqueue(b, cl, root);
 		return SLOW_QUEUED;
 	}
 	unlock_tree(root);
