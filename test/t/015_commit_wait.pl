@@ -65,6 +65,24 @@ $node->safe_psql(
 	END $$;
 });
 
+# watch(WATCHER, PID): start cw_watch(PID) in session WATCHER and return
+# once it runs (it looks for PID's COMMIT for 5 s or more), so that the
+# COMMIT cannot end (its flush takes 100 ms) before the watcher looks: on a
+# busy machine a statement sent first may start later than one sent after
+# it.  Called before the transaction begins: the wait for the watcher
+# must not count as the session's idle time (the timeout of 30 ms below).
+sub watch
+{
+	my ($w, $pid) = @_;
+	$w->send("SELECT cw_watch($pid)");
+	my $wpid = $w->pid;
+	$node->poll_query_until('postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity WHERE pid = $wpid
+		    AND state = 'active' AND query LIKE 'SELECT cw_watch%'")
+	  or die "the watcher did not start";
+	return;
+}
+
 # wait_case(NAME, BUDGET, SQL, END): SQL makes the session wait for the
 # standby at its commit; END ('cancel' or 'terminate') ends the wait.
 sub wait_case
@@ -170,9 +188,9 @@ foreach my $budget ('cw_stmt', 'cw_txn')
 	my ($sc) = $h->query('SHOW synchronous_commit');
 	is($sc, 'local',
 		"$budget, local commit: no standby is waited for");
+	watch($watcher, $pid);
 	$h->query('BEGIN');
 	$h->query('UPDATE cw_rows SET v = v + 1 WHERE id = 1');
-	$watcher->send("SELECT cw_watch($pid)");
 	$h->send('COMMIT');
 	is(($watcher->result)[0], 'active',
 		"$budget, local commit: the slot is held while the commit flushes");
@@ -186,9 +204,9 @@ foreach my $budget ('cw_stmt', 'cw_txn')
 	$node->safe_psql('postgres', qq{
 		SELECT dbgate.alter_budget('$budget',
 		                           idle_in_transaction_timeout => '30ms')});
+	watch($watcher, $pid);
 	$h->query('BEGIN');
 	$h->query('UPDATE cw_rows SET v = v + 1 WHERE id = 1');
-	$watcher->send("SELECT cw_watch($pid)");
 	$h->send('COMMIT');
 	is(($watcher->result)[0], 'active',
 		"$budget, local commit with idle timeout: shown active while it flushes");

@@ -518,8 +518,11 @@ my $wait1 = 'SELECT pg_advisory_xact_lock_shared(1)';
 	# the session goes on: its next statement starts in the source again
 	# (2 s: long enough to be seen moved on a busy machine; 0.8 s once
 	# ended before the poll saw it, on 18)
+	# (the poll may first see it moved already, on a busy machine: that it
+	# was admitted to the source is what the source's counts below say)
 	$a->send('SELECT pg_sleep(2)');
-	is(wait_where($node, $a->pid, 'inter:active:-'), 'inter:active:-',
+	like(wait_where($node, $a->pid, 'inter:active:-'),
+		qr/\A(inter:active:-|slow:active:inter)\z/,
 		'cancel: the next statement is admitted to the source');
 	is(wait_where($node, $a->pid, 'slow:active:inter'), 'slow:active:inter',
 		'cancel: and moved again when it runs away');
