@@ -461,7 +461,7 @@ typedef struct DbgateProc
 	int32		next;
 	int32		pid;
 	Oid			roleid;			/* session user */
-	TimestampTz state_since;	/* queued: arrival at the gate */
+	TimestampTz state_since;	/* queued: when it joined the queue (under the tree lock) */
 
 	/*
 	 * Holding a slot: the levels it was taken from.  Queued: the levels
