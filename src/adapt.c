@@ -30,7 +30,8 @@
  * could run on a CPU (no wait event); C, the budget's active statements
  * among them; K, the budget's active statements that wait for a
  * heavyweight lock.  R, C and K are averaged over periods (each period
- * weighs one half), which smooths one sample's noise.
+ * weighs one half), which smooths one sample's noise; a step that changes
+ * L starts the averages again from the next sample.
  *
  * The law (README.md "Adaptive limit" says it for users)
  * ------------------------------------------------------
@@ -45,16 +46,24 @@
  *		 (one bounded step up), and no decrease follows for 10 periods (a
  *		 bounded step down is the only probe; L is never dropped to
  *		 measure anything).
- *	  3. Past the knee on CPU: R > 1.5 x the CPUs and at least a quarter
- *		 of L (and at least one) of the budget's statements are on a CPU:
- *		 L falls by the budget's share (C/R) of the excess, at least 1.
- *	  4. Past the knee on locks: K >= max(2, L/2) (half of the budget's
+ *	  3. Past the knee on CPU: R > CPU_OVERCOMMIT (8) x the CPUs and at
+ *		 least a quarter of L (and at least one) of the budget's statements
+ *		 are on a CPU: L falls by the budget's share (C/R) of the excess, at
+ *		 least 1.  Not at 1 x: a statement's parse, plan and result run
+ *		 outside its slot, a slot handed on leaves its CPU idle for the
+ *		 wake-up, and clients may share the CPUs, so throughput still grows
+ *		 well past as many statements as CPUs (on two CPUs a fixed budget of
+ *		 2, 4, 8 and 16 gives 0.79, 0.94, 0.94 and 0.98 of the best); the
+ *		 rule is against oversubscription, where more statements only queue
+ *		 on the CPUs and add latency.
+ *	  4. Past the knee on locks: K >= max(1.5, L/2) (half of the budget's
  *		 statements wait for each other's row or table locks): L falls by
- *		 max(1, L/8).
- *	  5. Below the knee: W, K below max(2, L/2), and either R below the
- *		 number of CPUs or fewer than a quarter of L of the budget's
- *		 statements on a CPU (they sleep or wait for I/O: more of them
- *		 cost the CPUs little): L rises by max(1, L/8).
+ *		 max(1, L/4).
+ *	  5. Below the knee: W, K below max(0.5, L/4) (a dead band between it and
+ *		 rule 4, so that L does not swing around a knee of lock waits), and
+ *		 either R below the number of CPUs or fewer than a quarter of L of
+ *		 the budget's statements on a CPU (they sleep or wait for I/O: more
+ *		 of them cost the CPUs little): L rises by max(1, L/8).
  *	  6. Otherwise L stays.
  * Statements that sleep, wait for I/O or for an LWLock (the WAL flush of a
  * group commit) are not on a CPU and not waiting for each other's locks:
@@ -101,6 +110,7 @@
 #define HOLD_PERIODS	10
 #define GUARD_MIN_DONE	20		/* statements a period needs for the check */
 #define WAIT_CLASS_MASK	0xFF000000U
+#define CPU_OVERCOMMIT	8.0		/* rule 3: runnable per CPU past the knee */
 
 /* one read of a field that others write (as pg_stat_activity reads it) */
 #define READ_ONCE_U32(var)	((uint32) (*((volatile uint32 *) &(var))))
@@ -242,7 +252,9 @@ decide(DbgateAdaptState *s, int32 l, const Period *p)
 	double		ncpu = (double) dbgate_shared->ncpu;
 	int32		down = Max(1, l / 4);
 	int32		up = Max(1, l / 8);
-	double		lockers = Max(2.0, l / 2.0);
+	double		lockers = Max(1.5, l / 2.0);
+	double		few_lockers = Max(0.5, l / 4.0);
+	double		knee = CPU_OVERCOMMIT * ncpu;
 
 	if (p->held || (!p->waited && p->n < l / 2.0))
 		return l;
@@ -260,9 +272,9 @@ decide(DbgateAdaptState *s, int32 l, const Period *p)
 	}
 	if (s->hold > 0)
 		s->hold--;
-	else if (s->runnable > 1.5 * ncpu && s->own_cpu >= Max(1.0, l / 4.0))
+	else if (s->runnable > knee && s->own_cpu >= Max(1.0, l / 4.0))
 	{
-		double		excess = (s->runnable - 1.5 * ncpu) * s->own_cpu / s->runnable;
+		double		excess = (s->runnable - knee) * s->own_cpu / s->runnable;
 		int32		cut = Min(down, Max(1, (int32) ceil(excess)));
 
 		s->l_before = l;
@@ -273,9 +285,9 @@ decide(DbgateAdaptState *s, int32 l, const Period *p)
 	{
 		s->l_before = l;
 		s->x_before = s->x_avg;
-		return l - Max(1, l / 8);
+		return l - down;
 	}
-	if (p->waited && s->own_lock < lockers &&
+	if (p->waited && s->own_lock < few_lockers &&
 		(s->runnable < ncpu || s->own_cpu < Max(1.0, l / 4.0)))
 		return l + up;
 	return l;
@@ -353,6 +365,13 @@ step(int idx, uint32 inc, TimestampTz now)
 				   Min(children_reserved(b), b->conf.max_active));
 		if (next != l)
 		{
+			/*
+			 * What was sampled at the old L says nothing of the new one: the
+			 * next period's sample starts the averages afresh (else a fall
+			 * goes on past the knee on samples taken above it, and a rise
+			 * on those taken below).
+			 */
+			s->sampled = false;
 			pg_atomic_write_u32(&b->adapt_limit, (uint32) next);
 			if (b->conf.adapt == DBGATE_ADAPT_ON)
 				dbgate_admission_set_adaptive(b, root, next);

@@ -1,6 +1,8 @@
 # The adaptive limit (1.3, src/adapt.c): a budget with adapt = 'on' lowers
-# its limit L when its statements crowd the CPUs (16 clients of CPU-bound
-# statements on this machine's few CPUs), and admits no more than L; one
+# its limit L when its statements crowd the CPUs (M = 16 x the CPUs
+# clients of CPU-bound statements on a budget of M: the CPU rule of
+# src/adapt.c lowers L while more than 8 x the CPUs run), and admits no
+# more than L; one
 # whose statements sleep keeps L at max_active; 'shadow' computes L the
 # same way and admits as before; configuration changes move L as README.md
 # says (raising max_active raises L by as much, lowering clamps it,
@@ -15,19 +17,28 @@ use DbgateTest;
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use POSIX ();
 use Test::More;
 
-my $node = dbgate_node('adapt', conf => "max_wal_senders = 4\nwal_level = replica\n");
+# the load that crowds the CPUs is sized from their number, as the server
+# counts them
+my $ncpu = POSIX::sysconf(POSIX::_SC_NPROCESSORS_ONLN()) || 1;
+my $M = 16 * $ncpu;
+my $half = $M / 2;
+my $Q = 4 * $M;
+my $maxconn = 2 * $M + 40;
+my $node = dbgate_node('adapt',
+	conf => "max_wal_senders = 4\nwal_level = replica\nmax_connections = $maxconn\n");
 $node->safe_psql(
 	'postgres', q{
 	CREATE ROLE ad_cpu LOGIN;
 	CREATE ROLE ad_sleep LOGIN;
 	CREATE ROLE ad_sh LOGIN;
 	CREATE ROLE ad_plain LOGIN;
-	SELECT dbgate.create_budget('ad_cpu', 16, 64, '1 min', adapt => 'on');
-	SELECT dbgate.create_budget('ad_sleep', 16, 64, '1 min', adapt => 'on');
-	SELECT dbgate.create_budget('ad_sh', 16, 64, '1 min', adapt => 'shadow');
-	SELECT dbgate.create_budget('ad_plain', 16, 64, '1 min');
+	SELECT dbgate.create_budget('ad_cpu', $M, $Q, '1 min', adapt => 'on');
+	SELECT dbgate.create_budget('ad_sleep', $M, $Q, '1 min', adapt => 'on');
+	SELECT dbgate.create_budget('ad_sh', $M, $Q, '1 min', adapt => 'shadow');
+	SELECT dbgate.create_budget('ad_plain', $M, $Q, '1 min');
 	SELECT dbgate.assign_role(r::regrole, r) FROM unnest(ARRAY['ad_cpu', 'ad_sleep', 'ad_sh', 'ad_plain']) r;
 });
 
@@ -39,7 +50,7 @@ sub limit_of
 }
 
 is(join(' ', map { limit_of($_) } qw(ad_cpu ad_sleep ad_sh ad_plain)),
-	'16 16 16 NULL', 'L starts at max_active; NULL without adapt');
+	"$M $M $M NULL", 'L starts at max_active; NULL without adapt');
 
 my $dir = PostgreSQL::Test::Utils::tempdir;
 my $cpu_sql = "$dir/cpu.sql";
@@ -72,10 +83,10 @@ sub finish
 
 # ---------------------------------------------------------------------------
 # 1. CPU-bound statements: L falls, and no more than L are active
-my $cpu = load('ad_cpu', $cpu_sql, 16, 8);
+my $cpu = load('ad_cpu', $cpu_sql, $M, 8);
 ok( $node->poll_query_until(
 		'postgres',
-		q{SELECT adaptive_limit <= 8 FROM dbgate.status WHERE budget = 'ad_cpu'}),
+		qq{SELECT adaptive_limit <= $half FROM dbgate.status WHERE budget = 'ad_cpu'}),
 	'CPU-bound: L falls below half of max_active');
 # L may have fallen a moment ago, and statements admitted before still run:
 # compare with the largest L of the samples of the last 600 ms.  L changes
@@ -83,7 +94,7 @@ ok( $node->poll_query_until(
 # it takes (a rise and a fall between two samples 200 ms apart went
 # unseen once); the statement takes well under the 500 ms left.
 my $peak_ok = 1;
-my @recent = (16);
+my @recent = ($M);
 my @seen;
 for (1 .. 20)
 {
@@ -103,17 +114,17 @@ cmp_ok($l_cpu, '>=', 1, "CPU-bound: L settled at $l_cpu");
 
 # ---------------------------------------------------------------------------
 # 2. sleep-bound statements: L stays at max_active
-my $sleep = load('ad_sleep', $sleep_sql, 16, 4);
+my $sleep = load('ad_sleep', $sleep_sql, $M, 4);
 ok(finish($sleep) > 0, 'sleep-bound: the clients ran');
-is(limit_of('ad_sleep'), '16', 'sleep-bound: L stays at max_active');
+is(limit_of('ad_sleep'), $M, 'sleep-bound: L stays at max_active');
 
 # ---------------------------------------------------------------------------
 # 3. shadow: L is computed, admission is as without it
 $node->safe_psql('postgres', q{SELECT dbgate.reset_stats('ad_sh')});
-my $sh = load('ad_sh', $cpu_sql, 16, 6);
+my $sh = load('ad_sh', $cpu_sql, $M, 6);
 ok( $node->poll_query_until(
 		'postgres',
-		q{SELECT adaptive_limit <= 8 FROM dbgate.status WHERE budget = 'ad_sh'}),
+		qq{SELECT adaptive_limit <= $half FROM dbgate.status WHERE budget = 'ad_sh'}),
 	'shadow: L falls as with on');
 finish($sh);
 cmp_ok($node->safe_psql('postgres',
@@ -123,11 +134,11 @@ cmp_ok($node->safe_psql('postgres',
 # ---------------------------------------------------------------------------
 # 4. configuration changes
 my $l = limit_of('ad_cpu');
-$node->safe_psql('postgres', q{SELECT dbgate.alter_budget('ad_cpu', max_active => 20)});
+$node->safe_psql('postgres', qq{SELECT dbgate.alter_budget('ad_cpu', max_active => @{[$M + 4]})});
 is(limit_of('ad_cpu'), $l + 4, 'raising max_active by 4 raises L by 4');
 $node->safe_psql('postgres', q{SELECT dbgate.alter_budget('ad_cpu', max_active => 3)});
 cmp_ok(limit_of('ad_cpu'), '<=', 3, 'lowering max_active clamps L');
-$node->safe_psql('postgres', q{SELECT dbgate.alter_budget('ad_cpu', max_active => 16, adapt_min => 6)});
+$node->safe_psql('postgres', qq{SELECT dbgate.alter_budget('ad_cpu', max_active => $M, adapt_min => 6)});
 cmp_ok(limit_of('ad_cpu'), '>=', 6, 'adapt_min bounds L from below');
 $node->safe_psql('postgres', q{SELECT dbgate.alter_budget('ad_cpu', adapt => 'shadow')});
 my $l_sh = limit_of('ad_cpu');
@@ -136,14 +147,14 @@ is(limit_of('ad_cpu'), $l_sh, "'shadow' -> 'on' keeps L");
 $node->safe_psql('postgres', q{SELECT dbgate.alter_budget('ad_cpu', adapt => 'off')});
 is(limit_of('ad_cpu'), 'NULL', "'off': no L");
 $node->safe_psql('postgres', q{SELECT dbgate.alter_budget('ad_cpu', adapt => 'on', adapt_min => 1)});
-is(limit_of('ad_cpu'), '16', "'on' again: L starts at max_active");
+is(limit_of('ad_cpu'), $M, "'on' again: L starts at max_active");
 
 # ---------------------------------------------------------------------------
 # 5. a full budget at its adaptive limit says so
-$cpu = load('ad_cpu', $cpu_sql, 16, 6);
+$cpu = load('ad_cpu', $cpu_sql, $M, 6);
 ok( $node->poll_query_until(
 		'postgres',
-		q{SELECT adaptive_limit <= 8 FROM dbgate.status WHERE budget = 'ad_cpu'}),
+		qq{SELECT adaptive_limit <= $half FROM dbgate.status WHERE budget = 'ad_cpu'}),
 	'CPU-bound again: L falls');
 finish($cpu);
 $node->safe_psql('postgres', q{SELECT dbgate.alter_budget('ad_cpu', max_queued => 0)});
@@ -159,7 +170,7 @@ poll_ok($node, q{SELECT active FROM dbgate.status WHERE budget = 'ad_cpu'},
 	$l, "L = $l statements hold every slot");
 my ($st, undef, $err) = run_sql($node, 'SELECT 1', user => 'ad_cpu');
 is($st, '53300', 'the next one is refused');
-like($err, qr/DETAIL:\s+$l of $l statements are active \(its adaptive limit; max_active is 16\)/,
+like($err, qr/DETAIL:\s+$l of $l statements are active \(its adaptive limit; max_active is $M\)/,
 	'and the DETAIL names both limits');
 $node->safe_psql('postgres',
 	'SELECT pg_cancel_backend(pid) FROM dbgate.backends WHERE budget = \'ad_cpu\'');
@@ -173,24 +184,24 @@ poll_ok($node, q{SELECT sum(active + queued) FROM dbgate.status}, '0', 'every sl
 $node->safe_psql(
 	'postgres', q{
 	CREATE ROLE ad_kid LOGIN;
-	SELECT dbgate.create_budget('ad_top', 6);
-	SELECT dbgate.create_budget('ad_kid', 6, 64, '1 min', parent => 'ad_top', adapt => 'on');
+	SELECT dbgate.create_budget('ad_top', $M);
+	SELECT dbgate.create_budget('ad_kid', $M, $Q, '1 min', parent => 'ad_top', adapt => 'on');
 	SELECT dbgate.assign_role('ad_kid', 'ad_kid');
 });
-my $kid = load('ad_kid', $cpu_sql, 16, 8);
+my $kid = load('ad_kid', $cpu_sql, $M, 8);
 my ($tree_ok, @tree_seen) = (1);
 for (1 .. 20)
 {
 	my $a = $node->safe_psql('postgres',
 		q{SELECT active FROM dbgate.status WHERE budget = 'ad_top'});
 	push @tree_seen, $a;
-	$tree_ok = 0 if $a > 6;
+	$tree_ok = 0 if $a > $M;
 	select(undef, undef, undef, 0.2);
 }
-ok($tree_ok, 'in a tree: the parent never has more than its 6 active') or diag "@tree_seen";
+ok($tree_ok, "in a tree: the parent never has more than its $M active") or diag "@tree_seen";
 ok( $node->poll_query_until(
 		'postgres',
-		q{SELECT adaptive_limit < 6 FROM dbgate.status WHERE budget = 'ad_kid'}),
+		qq{SELECT adaptive_limit < $M FROM dbgate.status WHERE budget = 'ad_kid'}),
 	'in a tree: the child adapts below its max_active');
 finish($kid);
 
@@ -202,22 +213,22 @@ $standby->init_from_backup($node, 'b1', has_streaming => 1);
 $standby->start;
 is($standby->safe_psql('postgres',
 		q{SELECT pg_is_in_recovery() || ':' || adaptive_limit FROM dbgate.status WHERE budget = 'ad_sleep'}),
-	'true:16', 'the standby starts with L at max_active');
+	"true:$M", 'the standby starts with L at max_active');
 {
 	my ($out, $err) = ('', '');
 	my $h = IPC::Run::start(
 		[
-			'pgbench', '-n', '-c', 16, '-j', 2, '-T', 8, '-f', $cpu_sql,
+			'pgbench', '-n', '-c', $M, '-j', 2, '-T', 8, '-f', $cpu_sql,
 			'-h', $standby->host, '-p', $standby->port, '-U', 'ad_sleep', 'postgres'
 		],
 		'>', \$out, '2>', \$err);
 	ok( $standby->poll_query_until(
 			'postgres',
-			q{SELECT adaptive_limit <= 8 FROM dbgate.status WHERE budget = 'ad_sleep'}),
+			qq{SELECT adaptive_limit <= $half FROM dbgate.status WHERE budget = 'ad_sleep'}),
 		'CPU-bound statements on the standby lower its L');
 	$h->finish;
 }
-is(limit_of('ad_sleep'), '16', 'and the primary\'s L stays');
+is(limit_of('ad_sleep'), $M, 'and the primary\'s L stays');
 $standby->stop;
 
 $node->stop;
