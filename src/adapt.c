@@ -39,11 +39,14 @@
  * period.  In this order:
  *	  1. held, or idle (not W and N < L/2): L stays.
  *	  2. The check of the last decrease: if throughput fell below 85 % of
- *		 its average over the periods before (each period weighs one half)
- *		 while work still waited, in a period of at least 20 statements (in
- *		 fewer a fall cannot be told from noise), L goes back up towards
- *		 what it was
- *		 (one bounded step up), and no decrease follows for 10 periods (a
+ *		 its average over the periods before (each period weighs one half;
+ *		 at least 4 busy periods: the first ones after the budget started
+ *		 to adapt are its clients connecting and a burst of ends, no
+ *		 baseline) while work still waited, and by more than chance (the
+ *		 period's ends short of what that average expects by more than
+ *		 three standard deviations of a Poisson count: at 70 expected,
+ *		 a fall to under 45), L goes back up towards what it was (one
+ *		 bounded step up), and no decrease follows for 10 periods (a
  *		 bounded step down is the only probe; L is never dropped to
  *		 measure anything).
  *	  3. Past the knee on CPU: R > CPU_OVERCOMMIT (8) x the CPUs and at
@@ -108,7 +111,8 @@
 
 #define PERIOD_US		((uint64) DBGATE_ADAPT_PERIOD_MS * 1000)
 #define HOLD_PERIODS	10
-#define GUARD_MIN_DONE	20		/* statements a period needs for the check */
+#define GUARD_SIGMAS	3.0		/* a fall of the check is this many sd */
+#define GUARD_MIN_PERIODS 4		/* busy periods x_avg needs to be compared */
 #define WAIT_CLASS_MASK	0xFF000000U
 #define CPU_OVERCOMMIT	8.0		/* rule 3: runnable per CPU past the knee */
 
@@ -239,6 +243,7 @@ children_reserved(DbgateBudget *b)
 typedef struct Period
 {
 	uint64		done;			/* statements finished in the period */
+	double		secs;			/* its length */
 	double		x;				/* statements finished per second */
 	double		n;				/* mean number active */
 	bool		waited;
@@ -261,10 +266,17 @@ decide(DbgateAdaptState *s, int32 l, const Period *p)
 	if (s->l_before > 0)
 	{
 		int32		before = s->l_before;
+		double		expect = s->x_before * p->secs;
 
 		s->l_before = 0;
-		/* too few statements to tell a fall from noise: no evidence */
-		if (p->waited && p->done >= GUARD_MIN_DONE && p->x < 0.85 * s->x_before)
+
+		/*
+		 * A fall, not chance: ends are about a Poisson count, so the
+		 * period must fall short of what the baseline expects by 15 % and
+		 * by three standard deviations of that count.
+		 */
+		if (p->waited && expect > 0 && (double) p->done < 0.85 * expect &&
+			expect - (double) p->done > GUARD_SIGMAS * sqrt(expect))
 		{
 			s->hold = HOLD_PERIODS;
 			return Min(before, l + up);
@@ -278,13 +290,13 @@ decide(DbgateAdaptState *s, int32 l, const Period *p)
 		int32		cut = Min(down, Max(1, (int32) ceil(excess)));
 
 		s->l_before = l;
-		s->x_before = s->x_avg;
+		s->x_before = s->x_periods >= GUARD_MIN_PERIODS ? s->x_avg : 0;
 		return l - cut;
 	}
 	else if (s->own_lock >= lockers)
 	{
 		s->l_before = l;
-		s->x_before = s->x_avg;
+		s->x_before = s->x_periods >= GUARD_MIN_PERIODS ? s->x_avg : 0;
 		return l - down;
 	}
 	if (p->waited && s->own_lock < few_lockers &&
@@ -351,7 +363,8 @@ step(int idx, uint32 inc, TimestampTz now)
 		average_in(s, &sample, !s->sampled);
 		s->sampled = true;
 		p.done = done - s->done0;
-		p.x = (double) p.done * 1e6 / dt;
+		p.secs = dt / 1e6;
+		p.x = (double) p.done / p.secs;
 		p.n = (double) (busy - s->busy0) / dt;
 		p.waited = dbgate_st_queued(st) > 0 || waits != s->waits0;
 		eff = b->conf.adapt == DBGATE_ADAPT_ON ? l : b->conf.max_active;
@@ -359,7 +372,11 @@ step(int idx, uint32 inc, TimestampTz now)
 			(dbgate_st_queued(st) > 0 && dbgate_st_active(st) < (uint32) eff);
 		/* the throughput that the check of a decrease compares with */
 		if (p.waited || p.n >= l / 2.0)
+		{
 			s->x_avg = s->x_avg > 0 ? (s->x_avg + p.x) / 2 : p.x;
+			if (s->x_periods < GUARD_MIN_PERIODS)
+				s->x_periods++;
+		}
 		next = decide(s, l, &p);
 		next = Max(clamp_limit(next, &b->conf),
 				   Min(children_reserved(b), b->conf.max_active));

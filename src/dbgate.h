@@ -185,7 +185,9 @@ typedef struct DbgateAdaptState
 	double		own_cpu;		/* the budget's statements on a CPU */
 	double		own_lock;		/* the budget's statements waiting for a lock */
 	double		x_avg;			/* throughput, averaged over busy periods */
-	double		x_before;		/* x_avg before the last decrease */
+	double		x_before;		/* x_avg before the last decrease (0: too
+								 * few periods in it to check against) */
+	int32		x_periods;		/* busy periods in x_avg, counted to 4 */
 	int32		l_before;		/* L before it (0: none to check) */
 	int32		hold;			/* periods left without a decrease */
 	bool		sampled;		/* the averages hold a sample */
