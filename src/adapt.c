@@ -260,6 +260,8 @@ decide(DbgateAdaptState *s, int32 l, const Period *p)
 	double		lockers = Max(1.5, l / 2.0);
 	double		few_lockers = Max(0.5, l / 4.0);
 	double		knee = CPU_OVERCOMMIT * ncpu;
+	double		busy_cpu = Max(1.0, l / 4.0);	/* enough of L on a CPU */
+	int32		cut;
 
 	if (p->held || (!p->waited && p->n < l / 2.0))
 		return l;
@@ -283,24 +285,29 @@ decide(DbgateAdaptState *s, int32 l, const Period *p)
 		}
 	}
 	if (s->hold > 0)
+	{
 		s->hold--;
-	else if (s->runnable > knee && s->own_cpu >= Max(1.0, l / 4.0))
+		cut = 0;
+	}
+	else if (s->runnable > knee && s->own_cpu >= busy_cpu)
 	{
 		double		excess = (s->runnable - knee) * s->own_cpu / s->runnable;
-		int32		cut = Min(down, Max(1, (int32) ceil(excess)));
 
+		cut = Min(down, Max(1, (int32) ceil(excess)));
+	}
+	else if (s->own_lock >= lockers)
+		cut = down;
+	else
+		cut = 0;
+	if (cut > 0)
+	{
+		/* the next step checks this decrease against the throughput now */
 		s->l_before = l;
 		s->x_before = s->x_periods >= GUARD_MIN_PERIODS ? s->x_avg : 0;
 		return l - cut;
 	}
-	else if (s->own_lock >= lockers)
-	{
-		s->l_before = l;
-		s->x_before = s->x_periods >= GUARD_MIN_PERIODS ? s->x_avg : 0;
-		return l - down;
-	}
 	if (p->waited && s->own_lock < few_lockers &&
-		(s->runnable < ncpu || s->own_cpu < Max(1.0, l / 4.0)))
+		(s->runnable < ncpu || s->own_cpu < busy_cpu))
 		return l + up;
 	return l;
 }
