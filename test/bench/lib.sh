@@ -305,8 +305,7 @@ bouncer_stop() {
 # is an error as before.
 run_pgbench() {
 	_run_pgbench_once "$@"
-	if [ "${BENCH_RETRY_EMPTY:-}" = 1 ] && [ "$R_STATUS" = error ] && [ -z "$R_TPS" ] &&
-		[ "${R_PROC:-0}" = 0 ] && [ "$R_NOTE" = "no tps in pgbench output" ]; then
+	if [ "${BENCH_RETRY_EMPTY:-}" = 1 ] && [ "$R_EMPTY" = 1 ]; then
 		_run_pgbench_once "$@"
 		R_NOTE="${R_NOTE:+$R_NOTE; }run again: the first run completed no transaction"
 	fi
@@ -325,7 +324,7 @@ _run_pgbench_once() {
 	R_PROC=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$out" | head -n 1)
 	local failed
 	failed=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' "$out" | head -n 1)
-	R_STATUS=ok R_NOTE=
+	R_STATUS=ok R_NOTE= R_EMPTY=
 	if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
 		R_STATUS=timeout R_NOTE="pgbench still running $limit s after start; killed"
 	elif [ $rc -ne 0 ]; then
@@ -334,6 +333,7 @@ _run_pgbench_once() {
 		R_STATUS=error R_NOTE="$failed failed transactions"
 	elif [ -z "$R_TPS" ]; then
 		R_STATUS=error R_NOTE="no tps in pgbench output"
+		[ "${R_PROC:-0}" != 0 ] || R_EMPTY=1
 	fi
 	R_N= R_P50= R_P99= R_MEAN=
 	if [ "$logit" != 0 ]; then
