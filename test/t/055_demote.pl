@@ -622,7 +622,7 @@ $node->stop;
 		CREATE EXTENSION dbgate;
 		CREATE ROLE dm_u LOGIN;
 		SELECT dbgate.create_budget('slow', 1, max_queued => 10);
-		SELECT dbgate.create_budget('inter', 1, max_queued => 10, runaway_after => '1s',
+		SELECT dbgate.create_budget('inter', 1, max_queued => 10, runaway_after => '3s',
 		                            runaway_action => 'demote', runaway_budget => 'slow');
 		SELECT dbgate.assign_role('dm_u', 'inter');
 	});
@@ -632,9 +632,10 @@ $node->stop;
 	$standby->start;
 	my $a = DbgateTest::Session->new($standby, user => 'dm_u');
 	my $w = DbgateTest::Session->new($standby, user => 'dm_u');
-	# (runaway_after 1 s: the waiter queues before the move even on a busy
-	# machine; with 500 ms it once came to the gate after the move)
-	$a->send('SELECT pg_sleep(3)');
+	# (runaway_after 3 s: the waiter queues before the move even on a busy
+	# machine; with 500 ms, and once with 1 s while the standby took 9 s to
+	# start, it came to the gate after the move)
+	$a->send('SELECT pg_sleep(8)');
 	is(wait_where($standby, $a->pid, 'inter:active:-'), 'inter:active:-',
 		'standby: admitted to the source');
 	$w->send('SELECT 1');
@@ -644,7 +645,7 @@ $node->stop;
 		'standby: moved to the target there');
 	my (undef, $err) = $w->result;
 	is($err, '', 'standby: the waiter runs');
-	ok($w->done_at - $a->sent_at < 2.9, 'standby: before the long statement ends');
+	ok($w->done_at - $a->sent_at < 7.9, 'standby: before the long statement ends');
 	counts_are($standby, 'slow', { active => 1, demoted_in => 1 }, 'standby: the target counts it');
 	(undef, $err) = $a->result;
 	is($err, '', 'standby: the moved statement ends');
