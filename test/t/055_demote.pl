@@ -436,7 +436,9 @@ my $wait1 = 'SELECT pg_advisory_xact_lock_shared(1)';
 	my $offset = -s $node->logfile;
 	$node->safe_psql('postgres', q{SELECT dbgate.alter_budget('inter', enforce => false)});
 	my $a = DbgateTest::Session->new($node, user => 'dm_u');
-	$a->send('SELECT pg_sleep(1.5)');
+	# (4 s: the statement must still run when where() looks, after the
+	# poll; with 1.5 s it had ended by then once, on 17 on a busy machine)
+	$a->send('SELECT pg_sleep(4)');
 	poll_ok($node, q{SELECT runaways FROM dbgate.status WHERE budget = 'inter'}, '1',
 		'shadow: the runaway is counted');
 	is(where($node, $a->pid), 'inter:active:-', 'shadow: the statement stays in the source');
