@@ -187,6 +187,27 @@ fi
 m_passed=0 m_failed=0 m_skipped=0 m_lines=() m_failures=()
 M_CHILD='' M_TAIL='' M_ROOT='' M_SRC='' M_LOGS='' M_VER='' M_PREP=''
 
+# failure_lines LOG: the lines of LOG that say what failed, each with
+# what explains it: a failed TAP test with its diagnostics (up to 8 lines
+# of "#"), a failed script with the 5 lines before its verdict.
+failure_lines() {
+	awk '
+	function keep(l) { if (l != "") { ring[n % 5] = l; n++ } }
+	diag > 0 && /^#/ {
+		if ($0 !~ /^#   (Failed test|at .* line [0-9]+\.)/) { print "    " $0; diag-- }
+		next
+	}
+	{ diag = 0 }
+	/^not ok [0-9]+ +[-+] / { print; diag = 8; next }
+	/^-- .*: FAILED/ {
+		for (i = (n > 5 ? n - 5 : 0); i < n; i++) print "    " ring[i % 5]
+		print; n = 0; next
+	}
+	/^-- .*: [0-9]+ passed, [1-9][0-9]* failed/ || /^ *(test +)?[^ ]+ +\.\.\. +FAILED/ || /^\*\*\* / { print; next }
+	{ keep($0) }
+	' "$1"
+}
+
 # matrix_child LOG CMD...: run CMD (one version's run), its output to LOG
 # and to ours; add the counts of its last line to the totals.
 matrix_child() {
@@ -207,9 +228,7 @@ matrix_child() {
 	local l
 	while IFS= read -r l; do
 		m_failures+=("PG ${M_VER:-?}: $l")
-	done < <(grep -E -e '^-- .*: [0-9]+ passed, [1-9][0-9]* failed' \
-		-e '^-- .*: FAILED' -e '^not ok [0-9]+ +[-+] ' \
-		-e '^ *(test +)?[^ ]+ +\.\.\. +FAILED' -e '^\*\*\* ' "$log" | head -n 20)
+	done < <(failure_lines "$log" | head -n 60)
 	if [[ $line =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed,\ ([0-9]+)\ skipped$ ]]; then
 		p=${BASH_REMATCH[1]} f=${BASH_REMATCH[2]} s=${BASH_REMATCH[3]}
 		if ((rc != 0 && f == 0)); then
