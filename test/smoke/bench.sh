@@ -31,7 +31,20 @@ out=$work/out
 rc=0
 TMPDIR=$work BENCH_RETRY_EMPTY=1 bash "$SRC/test/bench/run.sh" --quick --no-install --scale 1 --duration 1 \
 	--max-active 2 --range-width 500 --out "$out" || rc=$?
-fail() { echo "bench smoke FAILED: $*"; exit 1; }
+# the first runs that fall short (scenario, contender, tps, p99, status,
+# note), before the verdict, which test/check.sh repeats with its 5 lines
+# before at the end of its output
+short_runs() {
+	tail -n +2 "$out/runs.csv" 2>/dev/null |
+		awk -F, '$22 != "ok" || $7 + 0 <= 0 || ($1 != "overhead" && $10 + 0 <= 0) {
+			print "  " $1 " " $2 " " $3 " rep " $5 ": tps " $7 ", p99_us " $10 ", " $22 (NF > 22 ? ": " $23 : "") }' |
+		head -n 4
+}
+fail() {
+	short_runs
+	echo "bench smoke FAILED: $*"
+	exit 1
+}
 [ $rc -eq 0 ] || fail "run.sh exited with status $rc"
 
 # One row per point: overhead 6, bulkhead 3 + 4 (parallel variant),
