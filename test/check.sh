@@ -189,23 +189,39 @@ M_CHILD='' M_TAIL='' M_ROOT='' M_SRC='' M_LOGS='' M_VER='' M_PREP=''
 
 # failure_lines LOG: the lines of LOG that say what failed, each with
 # what explains it: a failed TAP test with its diagnostics (up to 8 lines
-# of "#"), a failed script with the 5 lines before its verdict.
+# of "#" after its "Failed test" line, wherever prove's stderr put them:
+# before or after the "not ok" line), a failed script with the 5 lines
+# before its verdict.
 failure_lines() {
 	awk '
 	function keep(l) { if (l != "") { ring[n % 5] = l; n++ } }
-	diag > 0 && /^#/ {
-		if ($0 !~ /^#   (Failed test|at .* line [0-9]+\.)/) { print "    " $0; diag-- }
+	# first pass: the diagnostics of each failed test, by its name
+	FNR == NR {
+		if (cur != "" && /^#/ && got[cur] < 8) {
+			if ($0 !~ /^#   at .* line [0-9]+\.$/) { d[cur] = d[cur] "    " $0 "\n"; got[cur]++ }
+			next
+		}
+		cur = ""
+		if (match($0, /^#   Failed test \047.*\047$/)) {
+			name = substr($0, 18, length($0) - 18)
+			if (!(name in got)) { cur = name; got[cur] = 0 }
+		}
 		next
 	}
-	{ diag = 0 }
-	/^not ok [0-9]+ +[-+] / { print; diag = 8; next }
+	/^not ok [0-9]+ +[-+] / {
+		print
+		name = $0
+		sub(/^not ok [0-9]+ +[-+] /, "", name)
+		if (name in d) printf "%s", d[name]
+		next
+	}
 	/^-- .*: FAILED/ {
 		for (i = (n > 5 ? n - 5 : 0); i < n; i++) print "    " ring[i % 5]
 		print; n = 0; next
 	}
-	/^-- .*: [0-9]+ passed, [1-9][0-9]* failed/ || /^ *(test +)?[^ ]+ +\.\.\. +FAILED/ || /^\*\*\* / { print; next }
+	/^-- .*: [0-9]+ passed, [1-9][0-9]* failed/ || /^ *(test +)?[^ ]+ +\.\.\. +FAILED/ || /^\*\*\* / { print; n = 0; next }
 	{ keep($0) }
-	' "$1"
+	' "$1" "$1"
 }
 
 # matrix_child LOG CMD...: run CMD (one version's run), its output to LOG

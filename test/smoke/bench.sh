@@ -40,8 +40,15 @@ short_runs() {
 			print "  " $1 " " $2 " " $3 " rep " $5 ": tps " $7 ", p99_us " $10 ", " $22 (NF > 22 ? ": " $23 : "") }' |
 		head -n 4
 }
+# the anomalies that summary.md names (a run whose counters disagree
+# carries a note, and stats.py then exits 1, which run.sh turns into 3)
+anomalies() {
+	sed -n '/^## Anomalies/,$p' "$out/summary.md" 2>/dev/null | grep '^| ' | tail -n +3 |
+		head -n 4 | sed 's/^/  anomaly: /'
+}
 fail() {
 	short_runs
+	anomalies
 	echo "bench smoke FAILED: $*"
 	exit 1
 }
