@@ -72,17 +72,25 @@ would_make() { # dir [make arguments]
 	local d=$1
 	shift
 	make -n -C "$d" PG_CONFIG="$PG_CONFIG" "$@" 2>&1 |
-		grep -o -- ' -o src/[A-Za-z_0-9]*\.\(o\|bc\) ' | awk '{print $2}' | sort -u
+		{ grep -o -- ' -o src/[A-Za-z_0-9]*\.\(o\|bc\) ' || true; } | awk '{print $2}' | sort -u
 }
 all=$(cd "$A" && find src \( -name '*.o' -o -name '*.bc' \) | sort)
+# Each header in turn is made newer than every object (2 s ahead of the
+# clock, so without waiting) and then given back its own time; the tree is
+# up to date before and after, so that what make would do follows from
+# that header alone.
+pending=$(would_make "$A")
+[[ -z $pending ]] || fail "make would remake before any header is touched: $pending"
+ahead=$(($(date +%s) + 2))
 for h in "$A"/src/*.h; do
-	sleep 1
-	touch "$h"
+	own=$(stat -c %Y "$h")
+	touch -d "@$ahead" "$h"
 	left=$(comm -23 <(echo "$all") <(would_make "$A"))
+	touch -d "@$own" "$h"
 	[[ -z $left ]] || fail "touching ${h#"$A"/} would not remake: $left"
-	# up to date again for the next header (nothing changed in them)
-	make -t -s -C "$A" PG_CONFIG="$PG_CONFIG" >/dev/null
 done
+pending=$(would_make "$A")
+[[ -z $pending ]] || fail "make would remake after the headers are given back their times: $pending"
 echo "ok: every header of src/ would remake all $(echo "$all" | wc -l) objects and bitcode files"
 
 sleep 1
