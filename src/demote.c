@@ -20,16 +20,18 @@
  *	  1. claims the move (ASKED -> ASKED|BUSY, for the ticket it read);
  *	  2. counts the slot at the levels of the target's chain that are not in
  *		 the source's, beyond their limits, under the target's tree lock,
- *		 and writes the entry's new chain, budget and the budget it came
- *		 from; a level common to both chains does not change (if the
- *		 source's child took it through a reservation, the reservation gets
- *		 its slot back and the statement is counted once more there);
+ *		 and there writes the entry's new chain, budget and the budget it
+ *		 came from, counts demoted_out and demoted_in and adds DONE to the
+ *		 word (with BUSY: a reader of dbgate.status or dbgate.backends sees
+ *		 the extra slot together with what explains it); a level common to
+ *		 both chains does not change (if the source's child took it through
+ *		 a reservation, the reservation gets its slot back and the
+ *		 statement is counted once more there);
  *	  3. moves the entry's open memory grants from the source-only levels
  *		 to the target-only ones;
  *	  4. returns the slot at the source-only levels as a release does
  *		 (queue.c: their waiters go on at once);
- *	  5. counts demoted_out and demoted_in, and sets DONE (clearing ASKED
- *		 and BUSY).
+ *	  5. writes the word DONE alone (clearing ASKED and BUSY).
  * Steps 1-5 run in a critical section: nothing there can fail but a
  * corrupt table, and a failure must not leave a backend waiting for BUSY
  * to clear.  Levels are taken before the others are returned, so that the
@@ -604,6 +606,17 @@ move_levels(DbgateProc *p, const DbgateChain *s, const ChainLimits *tcl,
 	p->chain = nc;
 	p->budget = nc.idx[0];
 	p->incarnation = nc.inc[0];
+
+	/*
+	 * Counted and shown as moved from here on, with the target's count:
+	 * dbgate.backends names the source once DONE is set (BUSY stays until
+	 * step 5, so the backend still waits), and demoted_in grows with the
+	 * active count it explains.  Nothing else writes the word while ASKED
+	 * and BUSY are set.
+	 */
+	pg_atomic_fetch_add_u64(&budget_entry(s->idx[0])->demoted_out, 1);
+	pg_atomic_fetch_add_u64(&budget_entry(nc.idx[0])->demoted_in, 1);
+	(void) pg_atomic_fetch_or_u64(&p->move, DBGATE_MV_DONE);
 	unlock_tree(root);
 
 	/* 3. the memory grants */
@@ -712,8 +725,6 @@ dbgate_demote_move(int procno, uint32 ticket, int budget,
 		}
 		now = GetCurrentTimestamp();
 		move_levels(p, &s, &tcl, ns, nt, now);
-		pg_atomic_fetch_add_u64(&src->demoted_out, 1);
-		pg_atomic_fetch_add_u64(&tb->demoted_in, 1);
 		pg_write_barrier();
 		pg_atomic_write_u64(&p->move, mv_make(ticket, DBGATE_MV_DONE));
 		result = 1;
