@@ -54,7 +54,7 @@
 # regression tests, isolation specs, TAP files and smoke scripts whose
 # names match it run, as when working on one test), CHECK_SUITES,
 # CHECK_TAP_JOBS (TAP files run side by side in this many lanes, default
-# 2; the load tests 09x run alone afterwards), CHECK_VERSION_ONLY=1 (skip
+# 3; the load tests 09x run alone afterwards), CHECK_VERSION_ONLY=1 (skip
 # what does not depend on the server's version: the "alone" suite and the
 # smoke scripts of $HOST_ONLY_SMOKE; set by the matrix for the versions in
 # roots when this system's version is in the same run),
@@ -737,25 +737,46 @@ tap_file() {
 	count "$p" "$f_" "$s"
 }
 
-# tap_lane LANE FILE...: tap_file for each FILE, in a background lane: its
-# output goes to $WORK/logs/lane-LANE.out (printed when the lane ends), its
-# counts to $WORK/logs/lane-LANE.counts.
-tap_lane() {
-	local lane=$1 f
-	shift
-	passed=0 failed=0 skipped=0
-	trap 'cleanup_child; exit 130' TERM INT HUP
-	for f in "$@"; do
-		tap_file "$f" "$lane"
-	done
-	echo "$passed $failed $skipped" >"$WORK/logs/lane-$lane.counts"
+# The files that take longest (tens of seconds each), started first so
+# that no lane gets one of them last; the rest follow in reverse order
+# (later files test later features and tend to be longer).  Only the time
+# depends on this list.
+TAP_LONG="060_adapt 055_demote 007_timeouts 012_kept_slots 042_lifo_standing_queue 041_parallel_maintenance 025_config_state_formats 053_runaway 033_config_script"
+
+# tap_next: print the index of the next file of the lanes' shared queue
+# (TAP_QUEUE) and advance it.
+tap_next() {
+	local i
+	{
+		flock 9
+		i=$(<"$WORK/logs/tap-next")
+		echo $((i + 1)) >"$WORK/logs/tap-next"
+	} 9>"$WORK/logs/tap-next.lock"
+	echo "$i"
 }
 
-# The TAP files.  CHECK_TAP_JOBS (default 2) lanes run the files side by
-# side, each file in one lane, one after the other; the load tests (09x:
-# soak, fuzz) run afterwards, alone, as they would fill any lane's machine.
+# tap_lane LANE: tap_file for the files of the shared queue, one after the
+# other, until it is empty; in a background lane (LANE > 0) its output
+# goes to $WORK/logs/lane-LANE.out (printed when the lane ends), its
+# counts to $WORK/logs/lane-LANE.counts.
+tap_lane() {
+	local lane=$1 i
+	if ((lane > 0)); then
+		passed=0 failed=0 skipped=0
+		trap 'cleanup_child; exit 130' TERM INT HUP
+	fi
+	while i=$(tap_next) && ((i < ${#TAP_QUEUE[@]})); do
+		tap_file "${TAP_QUEUE[i]}" "$lane"
+	done
+	((lane == 0)) || echo "$passed $failed $skipped" >"$WORK/logs/lane-$lane.counts"
+}
+
+# The TAP files.  CHECK_TAP_JOBS (default 3) lanes run the files side by
+# side, each lane taking the next file of one queue when its last one
+# ends (the long ones first); the load tests (09x: soak, fuzz) run
+# afterwards, alone, as they would fill any lane's machine.
 suite_tap() {
-	local files=() serial=() f n jobs=${CHECK_TAP_JOBS:-2}
+	local files=() serial=() f n jobs=${CHECK_TAP_JOBS:-3} l
 	for f in "$WORK"/tree/test/t/*.pl; do
 		n=${f##*/}
 		[[ -e $f ]] && wanted "${n%.pl}" || continue
@@ -765,20 +786,25 @@ suite_tap() {
 	heading "tap: $((${#files[@]} + ${#serial[@]})) file(s)${files[*]:+, $jobs lane(s)}"
 	mkdir -p "$WORK/tap/portlock"
 	[[ $EUID -eq 0 ]] && chown "$DBGATE_OS_USER:" "$WORK/tap" "$WORK/tap/portlock"
+	# the queue: the long files first, then the others from the last
+	TAP_QUEUE=()
+	for l in $TAP_LONG; do
+		for f in ${files[@]+"${files[@]}"}; do
+			[[ ${f##*/} == "$l.pl" ]] && TAP_QUEUE+=("$f")
+		done
+	done
+	for ((n = ${#files[@]} - 1; n >= 0; n--)); do
+		[[ " $TAP_LONG " == *" $(basename "${files[n]}" .pl) "* ]] || TAP_QUEUE+=("${files[n]}")
+	done
+	echo 0 >"$WORK/logs/tap-next"
 	if ((jobs > 1 && ${#files[@]} > 1)); then
-		local lane i pids=() lanefiles
+		local lane pids=()
 		for ((lane = 1; lane < jobs; lane++)); do
-			lanefiles=()
-			for ((i = lane; i < ${#files[@]}; i += jobs)); do
-				lanefiles+=("${files[i]}")
-			done
-			tap_lane "$lane" "${lanefiles[@]}" >"$WORK/logs/lane-$lane.out" 2>&1 &
+			tap_lane "$lane" >"$WORK/logs/lane-$lane.out" 2>&1 &
 			pids+=($!)
 		done
 		LANE_PIDS=("${pids[@]}")
-		for ((i = 0; i < ${#files[@]}; i += jobs)); do
-			tap_file "${files[i]}" 0
-		done
+		tap_lane 0
 		for ((lane = 1; lane < jobs; lane++)); do
 			wait "${pids[lane - 1]}"
 			echo "==== tap lane $lane (ran beside the above)"
@@ -793,9 +819,7 @@ suite_tap() {
 		done
 		LANE_PIDS=()
 	else
-		for f in ${files[@]+"${files[@]}"}; do
-			tap_file "$f" 0
-		done
+		tap_lane 0
 	fi
 	for f in ${serial[@]+"${serial[@]}"}; do
 		tap_file "$f" 0
