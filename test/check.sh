@@ -787,15 +787,18 @@ suite_tap() {
 	mkdir -p "$WORK/tap/portlock"
 	[[ $EUID -eq 0 ]] && chown "$DBGATE_OS_USER:" "$WORK/tap" "$WORK/tap/portlock"
 	# the queue: the long files first, then the others from the last
+	local long=() rest=()
+	for f in ${files[@]+"${files[@]}"}; do
+		n=${f##*/}
+		if [[ " $TAP_LONG " == *" ${n%.pl} "* ]]; then long+=("$f"); else rest=("$f" ${rest[@]+"${rest[@]}"}); fi
+	done
 	TAP_QUEUE=()
 	for l in $TAP_LONG; do
-		for f in ${files[@]+"${files[@]}"}; do
+		for f in ${long[@]+"${long[@]}"}; do
 			[[ ${f##*/} == "$l.pl" ]] && TAP_QUEUE+=("$f")
 		done
 	done
-	for ((n = ${#files[@]} - 1; n >= 0; n--)); do
-		[[ " $TAP_LONG " == *" $(basename "${files[n]}" .pl) "* ]] || TAP_QUEUE+=("${files[n]}")
-	done
+	TAP_QUEUE+=(${rest[@]+"${rest[@]}"})
 	echo 0 >"$WORK/logs/tap-next"
 	if ((jobs > 1 && ${#files[@]} > 1)); then
 		local lane pids=()
