@@ -3,7 +3,7 @@
 #
 # test/check.sh - build, install and run every dbgate test suite.
 #
-# Usage: sudo test/check.sh [--pg VERSION]... [--host] [--no-install] [--keep] [SUITE...]
+# Usage: sudo test/check.sh [--pg VERSION]... [--host] [--quick] [--no-install] [--keep] [SUITE...]
 #
 #   SUITE         regress, alone, isolation, tap, smoke or package; default
 #                 all of them (or the list in $CHECK_SUITES)
@@ -12,6 +12,10 @@
 #                 its own, see test/roots.sh); may be given more than once;
 #                 default all three (or the list in $CHECK_PG)
 #   --host        this system's PostgreSQL only (like --pg 15)
+#   --quick       the inner loop of development: this system's PostgreSQL,
+#                 the build, regress and isolation in full, and the TAP
+#                 files that $CHECK_ONLY names or, without it, the short
+#                 ones (all but $TAP_LONG and the load tests 09x)
 #   --no-install  skip apt-get and `make install` and test the dbgate that is
 #                 already installed (the build is still checked); allows
 #                 running as a non-root user.  A root file system that
@@ -19,9 +23,10 @@
 #   --keep        keep the scratch directory (test results and logs)
 #
 # As root, the root file systems that later versions and the package suite
-# need are made (or brought up to date) in the background while the first
-# version's suites run.  Each version's suites run as below, one version
-# after the other; a line
+# need are made (or brought up to date) first, before any suite runs: the
+# suites time things, and a machine busy with debootstrap and apt-get is
+# not the one they were written for.  Each version's suites run as below,
+# one version after the other; a line
 # "PG N: N passed, N failed, N skipped (T s)" follows each, and the last
 # line of output is the sum over all versions.  A version whose root file
 # system cannot be made (no network, say) counts as one failure.
@@ -101,8 +106,8 @@ usage() {
 # check.sh --prepare-roots LOGDIR KIND:VERSION...: make or update the named
 # roots one after the other (pg: a version's test root, pkg: its package
 # root), each under its lock, and leave a file LOGDIR/ready/KINDVERSION for
-# each that is ready.  The matrix runs this in the background (see
-# prepare_roots) while the first version's suites run.
+# each that is ready.  The matrix runs this before its suites (see
+# prepare_roots).
 if [[ ${1:-} == --prepare-roots ]]; then
 	logdir=$2
 	shift 2
@@ -128,6 +133,7 @@ if [[ ${1:-} == --prepare-roots ]]; then
 fi
 
 do_install=1
+quick=''
 keep=${CHECK_KEEP:-}
 suites=()
 versions=()
@@ -139,6 +145,7 @@ while (($# > 0)); do
 	--no-install) do_install='' pass_args+=("$arg") ;;
 	--keep) keep=1 pass_args+=("$arg") ;;
 	--host) versions+=("$PG_MAJOR") ;;
+	--quick) quick=1 pass_args+=("$arg") ;;
 	--pg=*) versions+=("${arg#--pg=}") ;;
 	--pg)
 		(($# > 0)) || usage
@@ -154,7 +161,11 @@ while (($# > 0)); do
 	esac
 done
 if ((${#versions[@]} == 0)); then
-	read -r -a versions <<<"${CHECK_PG:-$PG_MAJOR 17 18}"
+	if [[ -n $quick ]]; then
+		versions=("$PG_MAJOR")
+	else
+		read -r -a versions <<<"${CHECK_PG:-$PG_MAJOR 17 18}"
+	fi
 fi
 for v in "${versions[@]}"; do
 	if [[ $v != "$PG_MAJOR" ]] && ! root_suite "$v" >/dev/null; then
@@ -164,7 +175,11 @@ for v in "${versions[@]}"; do
 	fi
 done
 if ((${#suites[@]} == 0)); then
-	read -r -a suites <<<"${CHECK_SUITES:-${ALL_SUITES[*]}}"
+	if [[ -n $quick ]]; then
+		suites=(regress isolation tap)
+	else
+		read -r -a suites <<<"${CHECK_SUITES:-${ALL_SUITES[*]}}"
+	fi
 fi
 for s in "${suites[@]}"; do
 	case " ${ALL_SUITES[*]} " in
@@ -381,13 +396,13 @@ matrix_finish() {
 	exit "$rc"
 }
 
-# prepare_roots: as root, start making (or updating) in the background
-# every root file system this run needs, the first version's package root
-# first, while the first version's suites run: debootstrap and apt-get
-# mostly wait for the network and the disk.  The packages of this system
-# (debootstrap among them) are installed first, so that no two apt-gets
-# meet.  A root that is not made there is tried again, in the foreground,
-# by the suite that needs it.
+# prepare_roots: as root, start making (or updating) every root file
+# system this run needs, the first version's package root first, in a
+# process group of its own (so that an interrupt ends all of it); the
+# matrix waits for it (prepare_wait) before any suite runs.  The packages
+# of this system (debootstrap among them) are installed first, so that no
+# two apt-gets meet.  A root that is not made there is tried again by the
+# suite that needs it.
 prepare_roots() {
 	local v items=() pkg=''
 	[[ $EUID -eq 0 && -n $do_install ]] || return 0
@@ -402,24 +417,23 @@ prepare_roots() {
 		fi
 	done
 	((${#items[@]} > 1)) || return 0
-	heading "packages of this system, then the roots in the background"
+	heading "packages of this system, then the roots: ${items[*]}"
 	install_packages debootstrap "${PACKAGES[@]}" || return 0
 	export DBGATE_ROOTS_READY=$M_LOGS/ready
 	setsid bash "${BASH_SOURCE[0]}" --prepare-roots "$M_LOGS" "${items[@]}" \
 		</dev/null >"$M_LOGS/prepare.log" 2>&1 &
 	M_PREP=$!
-	echo "making ${items[*]} in the background (pid $M_PREP)"
 }
 
-# prepare_wait: wait for the roots made in the background; show their log.
+# prepare_wait: wait for the roots of prepare_roots, showing their log as
+# it grows.
 prepare_wait() {
+	local t0=$SECONDS
 	[[ -n $M_PREP ]] || return 0
-	if kill -0 "$M_PREP" 2>/dev/null; then
-		echo "waiting for the roots made in the background"
-	fi
+	tail -n +1 -f --pid="$M_PREP" "$M_LOGS/prepare.log" | sed 's/^/  (roots) /'
 	wait "$M_PREP"
 	M_PREP=''
-	sed 's/^/  (background) /' "$M_LOGS/prepare.log"
+	echo "roots done ($((SECONDS - t0)) s)"
 }
 
 run_matrix() {
@@ -433,10 +447,12 @@ run_matrix() {
 	# system's, when this run includes it (CHECK_VERSION_ONLY in the others).
 	host_too=''
 	[[ " ${versions[*]} " == *" $PG_MAJOR "* ]] && host_too=1
+	# The roots first: the suites must not share the machine with
+	# debootstrap, apt-get and dpkg while they run.
 	prepare_roots
+	prepare_wait
 	for v in "${versions[@]}"; do
 		heading "PostgreSQL $v"
-		[[ $v != "$PG_MAJOR" ]] && prepare_wait
 		t0=$SECONDS M_VER=$v
 		if [[ $v == "$PG_MAJOR" ]]; then
 			# shellcheck disable=SC2046 # one word per suite
@@ -471,8 +487,20 @@ WORK='' CHILD='' TAILPID='' LANE_PIDS=()
 # ---------------------------------------------------------------------------
 # Running commands
 
-# wanted NAME: is test NAME selected by $CHECK_ONLY (all are without it)?
+# wanted NAME [tap]: is test NAME selected by $CHECK_ONLY (all are
+# without it)?  With --quick, every regression test and isolation spec is,
+# and of the TAP files those that CHECK_ONLY names or, without it, the
+# short ones (neither in TAP_LONG nor a load test 09x).
 wanted() {
+	if [[ -n $quick ]]; then
+		[[ ${2:-} == tap ]] || return 0
+		if [[ -n ${CHECK_ONLY:-} ]]; then
+			[[ $1 =~ $CHECK_ONLY ]]
+		else
+			[[ $1 != 09* && " $TAP_LONG " != *" $1 "* ]]
+		fi
+		return
+	fi
 	[[ -z ${CHECK_ONLY:-} || $1 =~ $CHECK_ONLY ]]
 }
 
@@ -779,7 +807,7 @@ suite_tap() {
 	local files=() serial=() f n jobs=${CHECK_TAP_JOBS:-3} l
 	for f in "$WORK"/tree/test/t/*.pl; do
 		n=${f##*/}
-		[[ -e $f ]] && wanted "${n%.pl}" || continue
+		[[ -e $f ]] && wanted "${n%.pl}" tap || continue
 		if [[ $n == 09* ]]; then serial+=("$f"); else files+=("$f"); fi
 	done
 	[[ $jobs =~ ^[1-9][0-9]*$ ]] || jobs=1
