@@ -6,14 +6,26 @@
 #      pg_stat_activity does not show it);
 #   2. latency: 24 runaways of four sessions at once, each counted and
 #      logged within 100 ms of runaway_after (from the LOG line's elapsed,
-#      and from its timestamp against that of the statement's own log line);
+#      and from its timestamp against the statement's admission as
+#      dbgate.backends shows it); the statements wait on a lock that the
+#      test holds until all four of a round are logged;
 #   3. 'cancel' of a statement with parallel workers: 57014 with the
 #      budget's message, and its workers end with it;
 #   4. a kept slot (scope 'transaction'): each statement counts from its
-#      own start, idle time never;
+#      own start, idle time never (a statement after a runaway of the same
+#      transaction and after idle time runs its full runaway_after);
 #   5. kill -9 of the worker: a crash restart, the worker is back, and the
 #      counts start from zero and are exact;
-#   6. a streaming standby counts its own runaways.
+#   6. a streaming standby counts its own runaways, with the runaway_after
+#      that it replayed.
+#
+# Timing: no verdict waits a guessed time.  The upper bounds that remain
+# are the feature's: "within 100 ms" of the SPEC, measured by the server
+# (the worker's elapsed, log times against the admission time), to the
+# millisecond of the log.  Section 3 is the one order that SQL cannot
+# force: the parallel workers must be seen before the 2 s runaway_after
+# cancels the statement (its clock starts at ExecutorRun, and the workers
+# start inside that run).
 use strict;
 use warnings FATAL => 'all';
 
@@ -33,7 +45,6 @@ my $node = dbgate_node('runaway',
 $node->safe_psql(
 	'postgres', q{
 	CREATE ROLE ra_u LOGIN;
-	ALTER ROLE ra_u SET log_statement = 'all';
 	SELECT dbgate.create_budget('ra_b', 10, runaway_after => '100ms');
 	SELECT dbgate.assign_role('ra_u', 'ra_b');
 	CREATE TABLE ra_t (i int) WITH (parallel_workers = 2);
@@ -56,12 +67,12 @@ sub worker_pid
 }
 
 # worker_runs(n, name, not => pid): one assertion that a worker (other
-# than pid) runs within 60 s
+# than pid) runs within the default timeout
 sub worker_runs
 {
 	my ($n, $name, %p) = @_;
 	my $pid = '';
-	for (1 .. 600)
+	for (1 .. 10 * $PostgreSQL::Test::Utils::timeout_default)
 	{
 		$pid = worker_pid($n);
 		last if $pid ne '' && (!defined $p{not} || $pid ne $p{not});
@@ -104,58 +115,101 @@ sub runaway_lines
 	return @l;
 }
 
+# wait_lines(n, offset, count): wait (the default timeout at most) until
+# the log from offset on has count runaway lines; returns whether it has.
+# The worker counts a runaway before it logs it, so a count seen in
+# dbgate.status does not mean that its line is written yet.
+sub wait_lines
+{
+	my ($n, $offset, $count) = @_;
+	for (1 .. 10 * $PostgreSQL::Test::Utils::timeout_default)
+	{
+		return 1 if scalar(runaway_lines($n, $offset)) >= $count;
+		select(undef, undef, undef, 0.1);
+	}
+	return 0;
+}
+
+# wait_count(n, budget, count): wait until the budget's runaways are at
+# least count (returns whether they are): a runaway counted before the
+# same backend's next one fires gets a LOG line of its own (the worker
+# folds the runaways of one backend that it finds together into one).
+sub wait_count
+{
+	my ($n, $budget, $count) = @_;
+	return $n->poll_query_until('postgres',
+		"SELECT runaways >= $count FROM dbgate.status WHERE budget = '$budget'");
+}
+
 # 1. The worker.
 worker_runs($node, 'the runaway worker runs');
 
-# 2. Latency over 24 runaways of four sessions at once.
+# 2. Latency over 24 runaways of four sessions at once.  In each round the
+# four statements wait on an advisory lock that the test holds until all
+# four are counted and logged: none ends before its runaway, a backend's
+# next runaway never comes before the worker took the last (so each has a
+# LOG line of its own), and the clock start of each (its admission:
+# dbgate.backends.state_since of a slot taken at once) is read while it
+# still runs.
 {
 	my $offset = -s $node->logfile;
+	my $holder = DbgateTest::Session->new($node);
 	my @s = map { DbgateTest::Session->new($node, user => 'ra_u') } 1 .. 4;
 	my $errors = '';
+	my %starts;    # pid -> the clock starts of its statements (seconds)
 	for my $round (1 .. 6)
 	{
-		$_->send('SELECT pg_sleep(0.25)') for @s;
+		$holder->query('SELECT pg_advisory_lock(53)');
+		$_->send('SELECT pg_advisory_xact_lock_shared(53)') for @s;
+		wait_count($node, 'ra_b', 4 * $round);
+		wait_lines($node, $offset, 4 * $round);
+		my $rows = $node->safe_psql('postgres',
+			q{SELECT pid, extract(epoch FROM state_since) FROM dbgate.backends
+			   WHERE budget = 'ra_b' AND state = 'active'});
+		for (split /\n/, $rows)
+		{
+			my ($pid, $t) = split /\|/;
+			push @{ $starts{$pid} }, $t;
+		}
+		$holder->query('SELECT pg_advisory_unlock(53)');
 		for (@s)
 		{
 			my (undef, $err) = $_->result;
 			$errors .= $err;
 		}
 	}
+	$holder->quit;
 	is($errors, '', "latency: 'log' lets every statement end");
 	poll_ok($node, q{SELECT runaways FROM dbgate.status WHERE budget = 'ra_b'},
 		'24', 'latency: 24 runaways counted');
 	my @l = runaway_lines($node, $offset);
 	is(scalar(@l), 24, 'latency: 24 LOG lines');
-	my $log = slurp_file($node->logfile, $offset);
-	my %starts;
-	while ($log =~ /^(\S+ \S+) UTC \[(\d+)\] LOG:  statement: SELECT pg_sleep\(0\.25\)/mg)
-	{
-		push @{ $starts{$2} }, log_time($1);
-	}
 	my %seen;
-	my ($max_el, $max_ts) = (0, 0);
+	my ($min_el, $max_el, $min_ts, $max_ts) = (1e9, -1e9, 1e9, -1e9);
 	for my $x (@l)
 	{
 		my ($t, $pid, $budget, $elapsed, $action) = @$x;
 		my $k = $seen{$pid}++;
 		my $start = $starts{$pid}[$k];
 		my $late_el = $elapsed - 100;
+		$min_el = $late_el if $late_el < $min_el;
 		$max_el = $late_el if $late_el > $max_el;
-		if (defined $start)
-		{
-			my $late_ts = ($t - $start) * 1000 - 100;
-			$max_ts = $late_ts if $late_ts > $max_ts;
-		}
-		else
-		{
-			$max_ts = 1e9;
-		}
+		# the log's time is cut to the millisecond: a line at the deadline
+		# may show up to 1 ms before it
+		my $late_ts = defined $start ? ($t - $start) * 1000 - 100 : 1e9;
+		$min_ts = $late_ts if $late_ts < $min_ts;
+		$max_ts = $late_ts if $late_ts > $max_ts;
 	}
-	ok($max_el >= 0 && $max_el < 100,
-		"latency: counted at most 100 ms after runaway_after (by elapsed; worst $max_el ms)");
-	ok($max_ts < 100,
-		"latency: logged at most 100 ms after runaway_after (by log times; worst "
-		  . sprintf('%.0f', $max_ts) . ' ms)');
+	# The bound of 100 ms is the feature (SPEC: counted, logged and acted on
+	# within 100 ms after runaway_after), measured by the server: the
+	# worker's elapsed (its clock against the statement's clock start), and
+	# the LOG line's time against the admission time that dbgate.backends
+	# showed.  Neither may come before runaway_after.
+	ok($min_el >= 0 && $max_el < 100,
+		"latency: counted at most 100 ms after runaway_after (by elapsed; $min_el to $max_el ms)");
+	ok($min_ts > -1 && $max_ts < 100,
+		'latency: logged at most 100 ms after runaway_after (by log times against the admission; '
+		  . sprintf('%.1f to %.1f', $min_ts, $max_ts) . ' ms)');
 	is(join(',', sort keys %seen), join(',', sort map { $_->pid } @s),
 		'latency: the lines name the sessions\' pids');
 	ok((grep { $_->[5] != 0 } @l) == 24, 'latency: with the query id computed');
@@ -172,7 +226,11 @@ worker_runs($node, 'the runaway worker runs');
 	  . "SET parallel_tuple_cost = 0; SET min_parallel_table_scan_size = 0;";
 	my ($plan) = $s->query("$gucs EXPLAIN (COSTS OFF) SELECT count(*) FROM ra_t WHERE pg_sleep(0.01) IS NOT NULL");
 	like($plan, qr/Gather/, 'parallel: the plan is parallel');
-	my $t0 = time;
+	# 2000 rows of 10 ms in at most three processes: at least 6.6 s, so the
+	# runaway (2 s) ends it.  The workers must be seen before that: the
+	# runaway clock starts at the statement's ExecutorRun and its workers
+	# start inside that run, and no SQL can hold the cancel back until the
+	# test has seen them (the one order here that only timing gives).
 	$s->send('SELECT count(*) FROM ra_t WHERE pg_sleep(0.01) IS NOT NULL');
 	poll_ok($node,
 		"SELECT count(*) > 0 FROM pg_stat_activity WHERE backend_type = 'parallel worker' AND leader_pid = "
@@ -194,35 +252,49 @@ worker_runs($node, 'the runaway worker runs');
 	$s->quit;
 }
 
-# 4. A kept slot: each statement counts from its own start.
+# 4. A kept slot: each statement counts from its own start.  The first
+# statement of the transaction runs away (canceled, in a savepoint); then
+# the slot is idle for longer than runaway_after, and the next statement
+# must still run its full runaway_after: counted from the transaction's
+# admission or from the first statement's start, its deadline would have
+# passed before it began.  No statement has to be shorter than
+# runaway_after.
 {
 	$node->safe_psql('postgres',
 		"SELECT dbgate.alter_budget('ra_b', runaway_after => '500ms', scope => 'transaction');
 		 SELECT dbgate.reset_stats('ra_b')");
 	my $offset = -s $node->logfile;
 	my $s = DbgateTest::Session->new($node, user => 'ra_u');
-	my ($out, $err) = $s->query('BEGIN; SELECT pg_sleep(0.35)');
-	is($err, '', 'kept slot: the first statement runs');
-	is($node->safe_psql('postgres',
-			'SELECT state FROM dbgate.backends WHERE pid = ' . $s->pid),
+	my (undef, $err, $state) = $s->query('BEGIN; SAVEPOINT a; SELECT pg_sleep(5)');
+	is($state, '57014', 'kept slot: the first statement runs away and is canceled');
+	(undef, $err) = $s->query('ROLLBACK TO SAVEPOINT a');
+	is($err, '', 'kept slot: the transaction goes on');
+	# counted before the next runaway of this backend: a LOG line each
+	wait_count($node, 'ra_b', 1);
+	poll_ok($node, 'SELECT state FROM dbgate.backends WHERE pid = ' . $s->pid,
 		'idle in transaction', 'kept slot: the slot is kept');
-	select(undef, undef, undef, 0.6);    # idle in the transaction
-	($out, $err) = $s->query('SELECT pg_sleep(0.35)');
-	is($err, '', 'kept slot: the second statement runs (idle time does not count)');
-	($out, $err) = $s->query('SELECT pg_sleep(0.35)');
-	is($err, '', 'kept slot: so does the third (nor do earlier statements)');
-	my $t0 = time;
-	(undef, $err, my $state) = $s->query('SELECT pg_sleep(5)');
-	my $took = time - $t0;
-	is($state, '57014', 'kept slot: a statement longer than runaway_after is canceled');
-	ok($took < 1.5, "kept slot: counted from its own start (took $took s)");
+	# idle in the transaction for longer than runaway_after (only time has
+	# to pass: the assertions below are lower bounds that follow from it)
+	select(undef, undef, undef, 0.6);
+	(undef, $err, $state) = $s->query('SELECT pg_sleep(5)');
+	my $took = $s->done_at - $s->sent_at;
+	is($state, '57014', 'kept slot: the next statement longer than runaway_after is canceled');
+	# a lower bound, which cannot race: the statement started after
+	# sent_at, and its deadline is runaway_after after its own start
+	ok($took >= 0.5,
+		"kept slot: not before its own runaway_after (idle time and the earlier statement do not count; took $took s)");
 	$s->query('ROLLBACK');
 	poll_ok($node, q{SELECT runaways FROM dbgate.status WHERE budget = 'ra_b'},
-		'1', 'kept slot: one runaway');
+		'2', 'kept slot: two runaways');
+	wait_lines($node, $offset, 2);
 	my @l = runaway_lines($node, $offset);
-	ok(@l == 1 && $l[0][3] >= 500 && $l[0][3] < 600,
-		'kept slot: its elapsed is counted from its start ('
-		  . (@l ? $l[0][3] : '-') . ' ms)');
+	# 500 to 600 ms: runaway_after and the SPEC's 100 ms (elapsed is the
+	# worker's, from the statement's clock start); counted from the
+	# admission, the second would show 1100 ms or more (the first ran
+	# 500 ms, then 600 ms idle)
+	ok(@l == 2 && !grep({ $_->[3] < 500 || $_->[3] >= 600 } @l),
+		'kept slot: each elapsed is counted from its statement\'s start ('
+		  . join(', ', map { $_->[3] } @l) . ' ms)');
 	$s->quit;
 	$node->safe_psql('postgres',
 		"SELECT dbgate.alter_budget('ra_b', runaway_after => '100ms', runaway_action => 'log', scope => 'statement')");
@@ -240,16 +312,27 @@ worker_runs($node, 'the runaway worker runs');
 	worker_runs($node, 'crash: a new runaway worker runs', not => $wpid);
 	is(runaways($node, 'ra_b'), '0', 'crash: the counts start from zero');
 	$offset = -s $node->logfile;
+	# one session, so that the runaways share one record of the worker
+	my $s = DbgateTest::Session->new($node, user => 'ra_u');
 	for my $i (1 .. 3)
 	{
-		my ($state, $out, $err) = run_sql($node, 'SELECT pg_sleep(0.2)', user => 'ra_u');
-		is($state, '', "crash: runaway $i runs to its end ('log')");
+		my (undef, $err) = $s->query('SELECT pg_sleep(0.2)');
+		is($err, '', "crash: runaway $i runs to its end ('log')");
+		# counted before the next one fires: a LOG line each
+		wait_count($node, 'ra_b', $i);
 	}
 	poll_ok($node, q{SELECT runaways FROM dbgate.status WHERE budget = 'ra_b'},
 		'3', 'crash: three runaways counted');
-	select(undef, undef, undef, 0.3);
-	is(runaways($node, 'ra_b'), '3', 'crash: exactly three');
+	wait_lines($node, $offset, 3);
 	is(scalar(runaway_lines($node, $offset)), 3, 'crash: three LOG lines');
+	# exactly: a fourth runaway of the same backend is counted from the
+	# same record, after the worker's first pass (which found any record of
+	# before the crash); a runaway counted twice, or one of before the
+	# crash, would show in the count once the fourth is logged
+	$s->query('SELECT pg_sleep(0.2)');
+	wait_lines($node, $offset, 4);
+	is(runaways($node, 'ra_b'), '4', 'crash: exactly four after a fourth (none counted twice)');
+	$s->quit;
 }
 
 # 6. A streaming standby counts its own runaways.
@@ -276,14 +359,27 @@ worker_runs($node, 'the runaway worker runs');
 			q{SELECT runaway_after FROM dbgate.budgets WHERE budget = 'ra_b'}),
 		'00:00:00.15', 'standby: the budget is replicated');
 	worker_runs($standby, 'standby: the runaway worker runs there too');
+	my $soffset = -s $standby->logfile;
 	for my $i (1 .. 2)
 	{
 		my ($state) = run_sql($standby, 'SELECT pg_sleep(0.25)', user => 'ra_u');
 		is($state, '', "standby: runaway $i runs to its end");
+		# counted before the next one fires: a LOG line each
+		wait_count($standby, 'ra_b', $i);
 	}
-	my ($state) = run_sql($standby, 'SELECT pg_sleep(0.05)', user => 'ra_u');
 	poll_ok($standby, q{SELECT runaways FROM dbgate.status WHERE budget = 'ra_b'},
 		'2', 'standby: two runaways counted on the standby');
+	# the standby's log has its own prefix: only the message is read
+	my $re = qr/LOG:  runaway statement in budget "ra_b": pid \d+, query id -?\d+, elapsed \d+ ms \(runaway_after (\d+) ms, action log\)/;
+	my @after;
+	for (1 .. 10 * $PostgreSQL::Test::Utils::timeout_default)
+	{
+		@after = slurp_file($standby->logfile, $soffset) =~ /$re/g;
+		last if @after >= 2;
+		select(undef, undef, undef, 0.1);
+	}
+	is(join(',', @after), '150,150',
+		'standby: its LOG lines name the runaway_after that it replayed (150 ms)');
 	is(runaways($primary, 'ra_b'), '0', 'standby: none on the primary');
 	$standby->stop;
 	$primary->stop;
