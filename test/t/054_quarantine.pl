@@ -11,6 +11,14 @@
 #      on the primary; the standby's entries survive its clean restart;
 #   6. dbgate.max_quarantine = 0 (the default): quarantine_add is refused
 #      (55000), the view is empty, runaways are still counted.
+#
+# Timing: the runaway that makes the entry waits on a lock that the test
+# holds until the entry is seen (the worker reads the text while the
+# statement runs); the entries that a restart keeps are read back by the
+# runaway worker after the server accepts connections, so the test waits
+# for its LOG line (or for the entries) first; a statement that must run
+# to its end does so under runaway_after '1h' (a short statement is not
+# bound to end within 100 ms); no entry has to end during the test.
 use strict;
 use warnings FATAL => 'all';
 
@@ -52,50 +60,79 @@ sub quarantined
 		q{SELECT quarantined FROM dbgate.status WHERE budget = 'qa_b'});
 }
 
-# 1. A runaway's query is quarantined; a repeat is refused.  ('log' first:
-# the worker reads the text while the statement still runs.)
-my ($state) = run_sql($node, 'SELECT pg_sleep(0.6)', user => 'qa_u');
-is($state, '', "the runaway runs to its end ('log')");
+# wait_log(n, re, offset): wait (the default timeout at most) until the
+# log of node n from offset on matches re; returns whether it does
+sub wait_log
+{
+	my ($n, $re, $offset) = @_;
+	for (1 .. 10 * $PostgreSQL::Test::Utils::timeout_default)
+	{
+		return 1 if slurp_file($n->logfile, $offset) =~ $re;
+		select(undef, undef, undef, 0.1);
+	}
+	return 0;
+}
+
+# 1. A runaway's query is quarantined; a repeat is refused.  ('log' first,
+# and the statement waits on a lock that the test holds until the entry is
+# there: the worker reads the text while the statement still runs.)
+my $holder = DbgateTest::Session->new($node);
+$holder->query('SELECT pg_advisory_lock(54)');
+my $r = DbgateTest::Session->new($node, user => 'qa_u');
+$r->send('SELECT pg_advisory_xact_lock_shared(54)');
 poll_ok($node, q{SELECT count(*) FROM dbgate.quarantine WHERE budget = 'qa_b'},
 	'1', 'its query is quarantined');
+$holder->query('SELECT pg_advisory_unlock(54)');
+my (undef, undef, $state) = $r->result;
+is($state, '', "the runaway runs to its end ('log')");
+$r->quit;
+$holder->quit;
+# 'cancel' refuses the repeats; runaway_after '1h' keeps the statements
+# that must run to their end from running away (the entry stays)
 $node->safe_psql('postgres',
-	q{SELECT dbgate.alter_budget('qa_b', runaway_action => 'cancel')});
-($state) = run_sql($node, 'SELECT pg_sleep(0.01)', user => 'qa_u');
+	q{SELECT dbgate.alter_budget('qa_b', runaway_action => 'cancel', runaway_after => '1h')});
+($state) = run_sql($node, 'SELECT pg_advisory_xact_lock_shared(1)', user => 'qa_u');
 is($state, '53000', 'a repeat with other constants is refused');
 ($state) = run_sql($node, 'SELECT 1', user => 'qa_u');
 is($state, '', 'another query runs');
 $node->safe_psql('postgres',
 	q{SELECT dbgate.quarantine_add('qa_other', 77, '1 day')});
 my $before = $node->safe_psql('postgres', $view);
-like($before, qr/^qa_b\|SELECT pg_sleep\(0\.6\)\|1\|1\|/m,
+like($before, qr/^qa_b\|SELECT pg_advisory_xact_lock_shared\(54\);?\|1\|1\|/m,
 	'the entry: the text, one runaway, one hit');
 
 # 2. A clean restart keeps the entries; so does a SIGTERM of the worker.
+# The runaway worker reads them back after the server accepts
+# connections: its LOG line comes first.
 my $offset = -s $node->logfile;
 $node->restart;
+ok(wait_log($node, qr/dbgate: 2 quarantined queries kept across the restart/, $offset),
+	'clean restart: the LOG line says how many');
 is($node->safe_psql('postgres', $view), $before,
 	'clean restart: the entries are kept as they were');
-ok($node->log_contains(qr/dbgate: 2 quarantined queries kept across the restart/, $offset),
-	'clean restart: the LOG line says how many');
 ok(!-e $node->data_dir . '/dbgate.quarantine', 'clean restart: the file is gone once read');
-($state) = run_sql($node, 'SELECT pg_sleep(0.01)', user => 'qa_u');
+($state) = run_sql($node, 'SELECT pg_advisory_xact_lock_shared(1)', user => 'qa_u');
 is($state, '53000', 'clean restart: the repeat is still refused');
 is(quarantined($node), '1', 'clean restart: counted in quarantined (from zero)');
 my $after = $node->safe_psql('postgres', $view);
 my $wpid = worker_pid($node);
 ok($wpid ne '', 'the runaway worker runs');
+$offset = -s $node->logfile;
 kill('TERM', $wpid);
 ok($node->poll_query_until('postgres',
 		q{SELECT count(*) FROM dbgate.quarantine}, '2'),
 	'SIGTERM of the worker: the entries are there');
 my $wpid2 = '';
-for (1 .. 600)
+for (1 .. 10 * $PostgreSQL::Test::Utils::timeout_default)
 {
 	$wpid2 = worker_pid($node);
 	last if $wpid2 ne '' && $wpid2 ne $wpid;
 	select(undef, undef, undef, 0.1);
 }
 isnt($wpid2, $wpid, 'SIGTERM of the worker: a new worker runs');
+# the old worker wrote them to the file, the new one read them back
+ok(wait_log($node, qr/dbgate: 2 quarantined queries kept across the restart/, $offset),
+	'SIGTERM of the worker: the new worker read the entries back');
 is($node->safe_psql('postgres', $view), $after,
 	'SIGTERM of the worker: the entries are as they were');
 
@@ -109,7 +146,7 @@ ok($node->poll_query_until('postgres', 'SELECT 1', '1'),
 	'crash: the server accepts connections after the crash restart');
 is($node->safe_psql('postgres', 'SELECT count(*) FROM dbgate.quarantine'), '0',
 	'crash: no entries');
-($state) = run_sql($node, 'SELECT pg_sleep(0.01)', user => 'qa_u');
+($state) = run_sql($node, 'SELECT pg_advisory_xact_lock_shared(1)', user => 'qa_u');
 is($state, '', 'crash: the repeat runs');
 
 # 4. A full table (4 entries): the one that would end first gives way.
@@ -153,10 +190,15 @@ $node->safe_psql('postgres', 'SELECT dbgate.quarantine_remove()');
 	is($state, '53000', 'standby: a repeat is refused there');
 	is($primary->safe_psql('postgres', 'SELECT count(*) FROM dbgate.quarantine'),
 		'0', 'standby: the primary has none');
+	# runaway_after '1h' (replayed by the standby too, whose entries stay):
+	# the repeat on the primary then runs to its end however slowly
+	$primary->safe_psql('postgres',
+		q{SELECT dbgate.alter_budget('qa_b', runaway_after => '1h')});
 	($state) = run_sql($primary, 'SELECT pg_sleep(0.01)', user => 'qa_u');
 	is($state, '', 'standby: the repeat runs on the primary');
 	$standby->restart;
-	is($standby->safe_psql('postgres', 'SELECT count(*) FROM dbgate.quarantine'),
+	# read back by the standby's runaway worker after it accepts connections
+	poll_ok($standby, 'SELECT count(*) FROM dbgate.quarantine',
 		'2', 'standby: a clean restart keeps its entries');
 	$standby->stop;
 	$primary->stop;
@@ -180,6 +222,9 @@ $node->safe_psql('postgres', 'SELECT dbgate.quarantine_remove()');
 	is($state, '57014', 'off: the runaway is canceled');
 	poll_ok($off, q{SELECT runaways FROM dbgate.status WHERE budget = 'qa_b'}, '1',
 		'off: and counted');
+	# the repeat runs to its end however slowly
+	$off->safe_psql('postgres',
+		q{SELECT dbgate.alter_budget('qa_b', runaway_after => '1h')});
 	($state) = run_sql($off, 'SELECT pg_sleep(0.01)', user => 'qa_u');
 	is($state, '', 'off: a repeat runs');
 	is($off->safe_psql('postgres', 'SELECT count(*) FROM dbgate.quarantine'), '0',
