@@ -22,8 +22,19 @@
  * subtree, each level by name), each kept while there is room and its
  * parent is kept -- a budget whose parent is left out is left out too,
  * never made top-level or given another parent; then the assignments to
- * the budgets kept, by OID, while there is room.  One WARNING names what
- * was left out.
+ * the budgets kept, by OID, while there is room.  A budget kept whose
+ * runaway_budget is left out loses it, as drop_budget(..., force => true)
+ * takes it away: its runaway_budget is cleared and a runaway_action
+ * 'demote' becomes 'log' (a 'demote' needs a runaway_budget).  Without
+ * that the image would name a budget it lacks: the decoder refuses such an
+ * image (persist.c), so the next committed change would write a state file
+ * and a WAL record that no server loads.  One WARNING names what was left
+ * out and the runaway_budgets cleared.
+ *
+ * An image that already names a runaway_budget it lacks (written by a
+ * dbgate that fitted without that rule) is fitted the same way, also when
+ * everything fits: the decoder lets that one fault through for the fit
+ * to clear (persist.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -447,9 +458,11 @@ typedef struct FitReport
 	int			budgets_out;	/* left out */
 	int			roles_out;
 	int			dbs_out;
+	int			runaways_out;	/* budgets kept whose runaway_budget is not */
 	StringInfoData budget_names;	/* the first FIT_NAMES of each */
 	StringInfoData role_oids;
 	StringInfoData db_oids;
+	StringInfoData runaway_names;	/* "budget" ("target"[, 'demote' ...]) */
 } FitReport;
 
 static void
@@ -499,14 +512,69 @@ fit_budgets(const DbgateConfig *config, int max_budgets, bool *keep)
 	pfree(order);
 }
 
-/* Whether budget 'name' of 'config' (sorted by name) is kept. */
+/*
+ * Whether budget 'name' of 'config' (sorted by name) is kept; keep == NULL:
+ * whether the image has it.
+ */
 static bool
 budget_kept(const DbgateConfig *config, const bool *keep, const char *name)
 {
 	DbgateBudgetConf *b = bsearch(name, config->budgets, config->nbudgets,
 								  sizeof(DbgateBudgetConf), dbgate_image_budget_cmp);
 
-	return b != NULL && keep[b - config->budgets];
+	return b != NULL && (keep == NULL || keep[b - config->budgets]);
+}
+
+/*
+ * Whether a budget of 'config' (sorted by name) names a runaway_budget
+ * that the image lacks.
+ */
+static bool
+runaway_missing(const DbgateConfig *config)
+{
+	int			i;
+
+	for (i = 0; i < config->nbudgets; i++)
+	{
+		const DbgateBudgetConf *c = &config->budgets[i];
+
+		if (c->runaway_budget[0] != '\0' &&
+			!budget_kept(config, NULL, c->runaway_budget))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * A budget kept whose runaway_budget is not loses it, as with
+ * drop_budget(..., force => true) (config.c): no runaway_budget, and
+ * 'demote' becomes 'log'.  Noted in 'r'.
+ */
+static void
+fit_runaways(DbgateConfig *config, const bool *keep, FitReport *r)
+{
+	int			i;
+
+	for (i = 0; i < config->nbudgets; i++)
+	{
+		DbgateBudgetConf *c = &config->budgets[i];
+		bool		demote = c->runaway_action == DBGATE_RUNAWAY_DEMOTE;
+
+		if (!keep[i] || c->runaway_budget[0] == '\0' ||
+			budget_kept(config, keep, c->runaway_budget))
+			continue;
+		if (++r->runaways_out <= FIT_NAMES)
+		{
+			if (r->runaway_names.len > 0)
+				appendStringInfoString(&r->runaway_names, ", ");
+			appendStringInfo(&r->runaway_names, "\"%s\" (\"%s\"%s)", c->name,
+							 c->runaway_budget,
+							 demote ? ", runaway_action 'demote' set to 'log'" : "");
+		}
+		memset(c->runaway_budget, 0, NAMEDATALEN);
+		if (demote)
+			c->runaway_action = DBGATE_RUNAWAY_LOG;
+	}
 }
 
 int
@@ -586,6 +654,23 @@ append_names(StringInfo detail, const char *what, const char *names, int count)
 	appendStringInfoChar(detail, '.');
 }
 
+/* "<label>: "a" ("t"), ... and 3 more." */
+static void
+append_runaways(StringInfo detail, const char *label, const FitReport *r)
+{
+	if (r->runaways_out == 0)
+		return;
+	appendStringInfo(detail, "%s: %s", label, r->runaway_names.data);
+	if (r->runaways_out > FIT_NAMES)
+		appendStringInfo(detail, " and %d more", r->runaways_out - FIT_NAMES);
+	appendStringInfoChar(detail, '.');
+}
+
+/*
+ * The WARNING of a fit.  An image that left nothing out here but named a
+ * runaway_budget it lacks gets a message of its own: the caller's hint
+ * (raise the settings) does not apply to it.
+ */
 static void
 fit_warning(const FitReport *r, int max_budgets, int max_roles,
 			const char *what, const char *hint)
@@ -593,6 +678,18 @@ fit_warning(const FitReport *r, int max_budgets, int max_roles,
 	StringInfoData detail;
 
 	initStringInfo(&detail);
+	if (r->budgets_out + r->roles_out + r->dbs_out == 0)
+	{
+		append_runaways(&detail, "Budgets whose runaway_budget is not a budget of it", r);
+		appendStringInfoString(&detail, " A server that had left those runaway_budgets out wrote it so; each budget loses its runaway_budget, as with drop_budget(..., force => true).");
+		ereport(WARNING,
+				(errmsg("dbgate cleared the runaway_budget of %d of %d budgets of %s",
+						r->runaways_out, r->nbudgets, what),
+				 errdetail_internal("%s", detail.data),
+				 errhint("Give those budgets a runaway_budget again with alter_budget() where they need one.")));
+		pfree(detail.data);
+		return;
+	}
 	appendStringInfo(&detail, "This server has dbgate.max_budgets = %d and dbgate.max_roles = %d.",
 					 max_budgets, max_roles);
 	append_names(&detail, "Budgets", r->budget_names.data, r->budgets_out);
@@ -600,7 +697,10 @@ fit_warning(const FitReport *r, int max_budgets, int max_roles,
 				 r->roles_out);
 	append_names(&detail, "Assignments of databases (OIDs)", r->db_oids.data,
 				 r->dbs_out);
+	append_runaways(&detail, " Budgets kept whose runaway_budget is left out", r);
 	appendStringInfoString(&detail, " Budgets are kept in the order of config_script() while there is room and their parent is kept; assignments by OID while there is room and their budget is kept.");
+	if (r->runaways_out > 0)
+		appendStringInfoString(&detail, " A budget kept loses a runaway_budget left out, as with drop_budget(..., force => true).");
 	ereport(WARNING,
 			(errmsg("dbgate left out %d of %d budgets, %d of %d role assignments and %d of %d database assignments of %s",
 					r->budgets_out, r->nbudgets, r->roles_out, r->nroles,
@@ -613,10 +713,12 @@ fit_warning(const FitReport *r, int max_budgets, int max_roles,
 /*
  * Make 'config' fit in max_budgets budgets and max_roles role (and
  * database) assignments by the rule in the file header, with one WARNING
- * naming what was left out: "dbgate left out ... of 'what'", and 'hint'.
- * The image's budgets come out sorted by name, its assignments by OID.
- * Returns whether anything was left out.  Nothing is allocated when
- * everything fits.
+ * naming what was left out: "dbgate left out ... of 'what'", and 'hint'
+ * (or, when nothing was left out but runaway_budgets the image lacks were
+ * cleared, "dbgate cleared the runaway_budget ... of 'what'").  The
+ * image's budgets may come out sorted by name, its assignments by OID.
+ * Returns whether anything was left out or cleared.  Nothing is allocated
+ * when everything fits.
  */
 bool
 dbgate_image_fit(DbgateConfig *config, int max_budgets, int max_roles,
@@ -624,11 +726,14 @@ dbgate_image_fit(DbgateConfig *config, int max_budgets, int max_roles,
 {
 	FitReport	r;
 	bool	   *keep;
+	bool		changed;
 	int			i;
 	int			n;
 
+	qsort(config->budgets, config->nbudgets, sizeof(DbgateBudgetConf),
+		  dbgate_image_budget_cmp);
 	if (config->nbudgets <= max_budgets && config->nroles <= max_roles &&
-		config->ndbs <= max_roles)
+		config->ndbs <= max_roles && !runaway_missing(config))
 		return false;			/* an image's parents are in it: all fits */
 
 	memset(&r, 0, sizeof(r));
@@ -638,11 +743,11 @@ dbgate_image_fit(DbgateConfig *config, int max_budgets, int max_roles,
 	initStringInfo(&r.budget_names);
 	initStringInfo(&r.role_oids);
 	initStringInfo(&r.db_oids);
+	initStringInfo(&r.runaway_names);
 
-	qsort(config->budgets, config->nbudgets, sizeof(DbgateBudgetConf),
-		  dbgate_image_budget_cmp);
 	keep = palloc(sizeof(bool) * Max(config->nbudgets, 1));
 	fit_budgets(config, max_budgets, keep);
+	fit_runaways(config, keep, &r);
 	fit_assignments(config, keep, max_roles, false, &r);
 	fit_assignments(config, keep, max_roles, true, &r);
 
@@ -658,10 +763,12 @@ dbgate_image_fit(DbgateConfig *config, int max_budgets, int max_roles,
 	config->nbudgets = n;
 	pfree(keep);
 
-	if (r.budgets_out + r.roles_out + r.dbs_out > 0)
+	changed = r.budgets_out + r.roles_out + r.dbs_out + r.runaways_out > 0;
+	if (changed)
 		fit_warning(&r, max_budgets, max_roles, what, hint);
 	pfree(r.budget_names.data);
 	pfree(r.role_oids.data);
 	pfree(r.db_oids.data);
-	return r.budgets_out + r.roles_out + r.dbs_out > 0;
+	pfree(r.runaway_names.data);
+	return changed;
 }

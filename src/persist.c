@@ -57,7 +57,16 @@
  * (fields.c), and the rules of the hierarchy of budgets (config.c): a
  * parent is a budget of the image, there is no cycle and no chain of more
  * than DBGATE_MAX_DEPTH budgets, and no budget that has children has an
- * assignment.
+ * assignment.  One rule of config.c is not enforced here: a runaway_budget
+ * that is not a budget of the image.  Every image decoded is fitted to the
+ * server before it is installed (confimage.c, dbgate_image_fit(): the load
+ * below, WAL replay in budgets.c), and the fit clears such a reference with
+ * a WARNING, as for a runaway_budget it leaves out itself.  Earlier
+ * builds of dbgate 1.3 fitted without clearing it and then wrote such
+ * images (state file and WAL records); refusing them would set the file
+ * aside and start with no budgets, or stop recovery at the record at every
+ * start.  A runaway_budget with children is still refused: no fit makes
+ * one.
  *
  *-------------------------------------------------------------------------
  */
@@ -400,8 +409,8 @@ decode_budget(const char *p, uint32 version, DbgateBudgetConf *c)
  * sorted by name: every parent exists, no chain is longer than
  * DBGATE_MAX_DEPTH (which also excludes cycles), the reservations of a
  * budget's children add up to at most its max_active, a runaway_budget
- * exists and has no children.  Marks the budgets
- * that have children in 'has_children'.
+ * has no children (one that does not exist is left to the fit: see the
+ * file header).  Marks the budgets that have children in 'has_children'.
  */
 static bool
 check_hierarchy(const DbgateConfig *config, bool *has_children, char *why,
@@ -448,11 +457,12 @@ check_hierarchy(const DbgateConfig *config, bool *has_children, char *why,
 		if (c->runaway_budget[0] == '\0')
 			continue;
 		target = sorted_find_budget(config, c->runaway_budget);
-		if (target < 0 || has_children[target])
+		if (target < 0)
+			continue;			/* cleared by dbgate_image_fit() */
+		if (has_children[target])
 		{
-			snprintf(why, whylen, "The runaway_budget \"%s\" of budget \"%s\" %s.",
-					 c->runaway_budget, c->name,
-					 target < 0 ? "does not exist" : "has children");
+			snprintf(why, whylen, "The runaway_budget \"%s\" of budget \"%s\" has children.",
+					 c->runaway_budget, c->name);
 			return false;
 		}
 	}
@@ -586,7 +596,8 @@ decode_records(const char *p, uint32 version, uint32 nbudgets, uint32 nroles,
 /*
  * A lowered dbgate.max_budgets or max_roles keeps what fits, by the rule
  * that WAL replay follows too (confimage.c), with a WARNING; the file is
- * left as it is until the next committed change.
+ * left as it is until the next committed change.  The same fit clears a
+ * runaway_budget that the file names and lacks (see the file header).
  */
 static void
 trim_to_capacity(DbgateConfig *config)

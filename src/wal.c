@@ -30,7 +30,10 @@
  * What does not fit this server's dbgate.max_budgets and max_roles is left
  * out of the installed configuration by the rule of the state file's load
  * (confimage.c, dbgate_image_fit()), with a WARNING; the state file that
- * replay writes holds the whole image, as the primary's does.
+ * replay writes holds the whole image, as the primary's does.  The same
+ * fit clears a runaway_budget that the image names and lacks, which the
+ * decoder lets through for it (persist.c): such a record is replayed with
+ * a WARNING, never refused as damaged.
  *
  * Budgets dropped and created again.  Replay matches the budgets of an
  * image with those installed by name (the primary's entries mean nothing
@@ -177,7 +180,9 @@
  * Formats: an IMAGE record is encoded like the state file (persist.c),
  * with its format version.  A record of a newer format than this library
  * reads stops recovery with FATAL and a message that says to upgrade
- * dbgate on this server (see refuse_newer()); a damaged record is a PANIC.
+ * dbgate on this server (see refuse_newer()); a damaged record (one that
+ * does not decode: persist.c's checks, which let through what a fit can
+ * clear) is a PANIC.
  *
  *-------------------------------------------------------------------------
  */
