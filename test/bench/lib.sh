@@ -45,6 +45,7 @@ BOUNCER_TICKS=0
 BG_PIDS=()
 SAMPLER_PID=
 BENCH_ROLES=${BENCH_ROLES:-}
+BENCH_TXNS=
 BOUNCER_USERS=${BOUNCER_USERS:-postgres}
 
 # Usage text: the script's header comment, from line 2 to "set -euo".
@@ -299,27 +300,20 @@ bouncer_stop() {
 # a transaction in microseconds, from pgbench's per-transaction log).  With
 # LOG=keep the log stays in TXLOG/TAG.* for the caller to read and delete.
 # pgbench runs as postgres when root (it writes the log into TXLOG).
-# BENCH_RETRY_EMPTY=1 (the smoke's 1 s points): a run that ended without
-# error but without one transaction (its clients were still connecting on
-# a busy machine) is run again, twice at most, and the log says so (not
-# R_NOTE: a note marks the run an anomaly); a third empty run is an error
-# as before.
+# BENCH_TXNS=N (set by the script, e.g. run.sh --transactions): -t N instead
+# of -T DURATION.  pgbench -T counts from its own start, the connections
+# included, so a short point whose clients are still connecting when the
+# time is up completes nothing (64 clients on a busy machine can take
+# seconds); with -t every client runs N transactions, counted (tps and the
+# log) from the moment all clients have connected, however long that took.
 run_pgbench() {
-	local again=0
-	_run_pgbench_once "$@"
-	while [ "${BENCH_RETRY_EMPTY:-}" = 1 ] && [ "$R_EMPTY" = 1 ] && [ $again -lt 2 ]; do
-		again=$((again + 1))
-		_run_pgbench_once "$@"
-	done
-	[ $again = 0 ] ||
-		log "$1: run $((again + 1)) times: the first completed no transaction${R_NOTE:+; $R_NOTE}" >&2
-}
-_run_pgbench_once() {
 	local tag=$1 port=$2 user=$3 clients=$4 dur=$5 logit=$6
 	shift 6
 	local j=$((clients < NPROC ? clients : NPROC)) out="$RAW/$tag.txt" rc=0 la=() ta=()
 	[ "$logit" = 0 ] || la=(-l "--log-prefix=$TXLOG/$tag")
-	[ "$dur" = - ] || ta=(-T "$dur")
+	if [ "$dur" != - ]; then
+		if [ -n "$BENCH_TXNS" ]; then ta=(-t "$BENCH_TXNS"); else ta=(-T "$dur"); fi
+	fi
 	local limit=$(( ${dur/-/0} + ${RUN_SLACK:-60} ))
 	rm -f "$TXLOG/$tag".*
 	timeout -k 5 "$limit" "$PGBIN/pgbench" -n -h "$WORK" -p "$port" -U "$user" \
@@ -328,7 +322,7 @@ _run_pgbench_once() {
 	R_PROC=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$out" | head -n 1)
 	local failed
 	failed=$(sed -n 's/^number of failed transactions: \([0-9]*\).*/\1/p' "$out" | head -n 1)
-	R_STATUS=ok R_NOTE= R_EMPTY=
+	R_STATUS=ok R_NOTE=
 	if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
 		R_STATUS=timeout R_NOTE="pgbench still running $limit s after start; killed"
 	elif [ $rc -ne 0 ]; then
@@ -337,7 +331,8 @@ _run_pgbench_once() {
 		R_STATUS=error R_NOTE="$failed failed transactions"
 	elif [ -z "$R_TPS" ]; then
 		R_STATUS=error R_NOTE="no tps in pgbench output"
-		[ "${R_PROC:-0}" != 0 ] || R_EMPTY=1
+		[ "${R_PROC:-0}" != 0 ] || [ -n "$BENCH_TXNS" ] ||
+			R_NOTE="no transaction completed (pgbench -T counts from its start, the clients' connections included)"
 	fi
 	R_N= R_P50= R_P99= R_MEAN=
 	if [ "$logit" != 0 ]; then

@@ -12,6 +12,11 @@
 #                     (default: all four)
 #   --quick           3 s per point, 1 repetition, short calibration
 #   --duration S      seconds per measured point (default 12)
+#   --transactions N  every client of a point runs N transactions (pgbench -t)
+#                     instead of --duration seconds: the count starts once all
+#                     clients have connected, so a point never comes out empty
+#                     on a busy machine (the smoke; such points check the
+#                     tooling, their figures measure nothing)
 #   --reps N          repetitions of every point (default 3)
 #   --scale N         pgbench scale factor (default 10)
 #   --max-active LIST saturation: budget max_active / PgBouncer pool sizes
@@ -65,6 +70,7 @@ BOUNCER_USERS="reporting interactive postgres"
 
 SCENARIOS=overhead,bulkhead,saturation,handoff
 DUR=12
+TXNS=
 REPS=3
 CAL_DUR=4
 SCALE=10
@@ -84,6 +90,7 @@ while [ $# -gt 0 ]; do
 	--scenario) SCENARIOS=$2; shift ;;
 	--quick) MODE=quick; DUR=3; REPS=1; CAL_DUR=2 ;;
 	--duration) DUR=$2; shift ;;
+	--transactions) TXNS=$2; shift ;;
 	--reps) REPS=$2; shift ;;
 	--scale) SCALE=$2; shift ;;
 	--max-active) MAX_ACTIVE=$2; shift ;;
@@ -109,8 +116,9 @@ want() { case ",$SCENARIOS," in *",$1,"*) return 0 ;; esac; return 1; }
 for s in ${LOADS//,/ }; do
 	case "$s" in S|1ms) ;; *) die "unknown saturation load '$s' (S or 1ms)" ;; esac
 done
-need_ints "$DUR" "$REPS" "$SCALE" "$SAT_CLIENTS" "$HEAVY_ROWS" ${RANGE_WIDTH:+"$RANGE_WIDTH"} ${MAX_ACTIVE//,/ }
+need_ints "$DUR" ${TXNS:+"$TXNS"} "$REPS" "$SCALE" "$SAT_CLIENTS" "$HEAVY_ROWS" ${RANGE_WIDTH:+"$RANGE_WIDTH"} ${MAX_ACTIVE//,/ }
 need_root
+BENCH_TXNS=$TXNS
 
 # ---------------------------------------------------------------------------
 # packages, build, directories
@@ -325,7 +333,8 @@ scenario_overhead() {
 # bulkhead point: [GROUP:]CONTENDER, CONTENDER = alone | flood-ungated |
 # flood-gated | flood-gated-pw0.  (a) alone, (b) flood ungated, (c) flood
 # gated: the flood (32 reporting clients) starts 2 s before the interactive
-# clients and ends 2 s after them.  GROUP "" runs the flood query of
+# clients and ends 2 s after them (with --transactions it runs DUR + 4 s,
+# however long the interactive clients take).  GROUP "" runs the flood query of
 # heavy.sql with no parallel query; GROUP parallel runs a parallel table
 # scan (heavy-par.sql) with PostgreSQL's default parallel settings, and
 # adds (d) flood-gated-pw0: the same budget with parallel_workers => 0.
@@ -479,7 +488,7 @@ PGVER=$(psql_at "$PORT_PLAIN" postgres -c 'SHOW server_version')
 	echo "PgBouncer=$("$BOUNCER" --version | head -n 1 | sed 's/^PgBouncer //')"
 	echo "dbgate=$([ "$DBGATE" = 1 ] && (git -c safe.directory='*' -C "$REPO" describe --always --dirty 2>/dev/null || echo 'built from a tree without git metadata') || echo 'not measured (--no-dbgate)')"
 	echo "load average at start=$(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine shows here)"
-	echo "mode=$MODE: $DUR s per point, $REPS repetition(s), pgbench scale $SCALE, threads per pgbench = min(clients, $NPROC)"
+	echo "mode=$MODE: $([ -n "$TXNS" ] && echo "$TXNS transactions per client and point (pgbench -t; bulkhead flood $((DUR + 4)) s)" || echo "$DUR s per point"), $REPS repetition(s), pgbench scale $SCALE, threads per pgbench = min(clients, $NPROC)"
 	echo "statements=pgbench -S (p50 ${LAT_S} us with one ungated client); SELECT 1 (${LAT_ONE} us)${LAT_RANGE:+; ~1 ms query: SELECT sum(abalance) FROM pgbench_accounts WHERE aid BETWEEN :a AND :a + $RANGE_WIDTH (${LAT_RANGE} us)}${LAT_HEAVY:+; flood: SELECT count(*) FROM generate_series(1, $HEAVY_ROWS) (${LAT_HEAVY} us); parallel flood: SELECT sum(abalance) FROM pgbench_accounts}"
 	echo "servers=two clusters cloned from one data directory, unix sockets, shared_buffers 256MB, fsync/synchronous_commit/full_page_writes/autovacuum/jit off, no parallel query (except the bulkhead's parallel variant: max_parallel_workers_per_gather = 2 for database bench, PostgreSQL's default); 'gate' differs only by shared_preload_libraries = 'dbgate'; PgBouncer in transaction pooling mode in front of 'plain'"
 } >"$OUT/meta.txt"

@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
 # Smoke of the benchmark tooling (test/bench/run.sh): every scenario once,
-# tiny (scale 1, 1 s per point, one max_active / pool size), against the dbgate
-# that test/check.sh has just installed.  Passes when the tooling works: all
-# runs complete without errors, the gate's counters are consistent, and the
-# tables and plots are written.  Performance targets are never asserted here.
+# tiny (scale 1, 10 transactions per client and point, a flood query of a
+# tenth of the default, one max_active / pool size), against the dbgate that
+# test/check.sh has just installed.  It checks the tooling, not the machine:
+# every run completes without errors and with exactly its clients x 10
+# transactions, the latencies are read from pgbench's logs, the gate's
+# counters are consistent, and stats.py writes its tables, data files and
+# plots.  Nothing here depends on a throughput, a ratio or a time: a point
+# counts its transactions from the moment all its clients have connected
+# (pgbench -t; -T counts the connections too, and 64 clients took longer
+# than a 1 s point on a busy machine), and the targets are for test/bench,
+# never asserted here.
 # Exit 0 = pass, 77 = skipped (pgbench, pgbouncer, python3 or dbgate missing).
 set -euo pipefail
 
@@ -28,28 +35,37 @@ fi
 trap '[ -z "$own_work" ] || rm -rf "$work"' EXIT
 out=$work/out
 
+TXNS=10
 rc=0
-TMPDIR=$work BENCH_RETRY_EMPTY=1 bash "$SRC/test/bench/run.sh" --quick --no-install --scale 1 --duration 1 \
-	--max-active 2 --range-width 500 --out "$out" || rc=$?
-# the first runs that fall short (scenario, contender, tps, p99, status,
+TMPDIR=$work bash "$SRC/test/bench/run.sh" --quick --no-install --scale 1 --duration 1 \
+	--transactions $TXNS --max-active 2 --range-width 500 --heavy-rows 30000 --out "$out" || rc=$?
+# runs.csv: 1 scenario, 6 clients, 7 tps, 8 processed, 9-11 p50/p99/mean
+# (microseconds; none for overhead, which keeps no log), 22 status, 23 note
+NUM='^[0-9]+([.][0-9]+)?$'
+bad_runs() {
+	tail -n +2 "$out/runs.csv" 2>/dev/null |
+		awk -F, -v n="$TXNS" -v num="$NUM" '$22 != "ok" || $8 != $6 * n || $7 !~ num ||
+			($1 != "overhead" && ($9 !~ num || $10 !~ num || $11 !~ num))'
+}
+# the first runs that fall short (scenario, contender, transactions, status,
 # note), before the verdict, which test/check.sh repeats with its 5 lines
 # before at the end of its output
 short_runs() {
-	tail -n +2 "$out/runs.csv" 2>/dev/null |
-		awk -F, '$22 != "ok" || $7 + 0 <= 0 || ($1 != "overhead" && $10 + 0 <= 0) {
-			print "  " $1 " " $2 " " $3 " rep " $5 ": tps " $7 ", p99_us " $10 ", " $22 (NF > 22 ? ": " $23 : "") }' |
-		head -n 4
+	bad_runs | awk -F, -v n="$TXNS" '{
+		print "  " $1 " " $2 " " $3 " rep " $5 ": " $8 " of " $6 * n " transactions, tps \"" $7 "\", p50/p99/mean \"" $9 "/" $10 "/" $11 "\", " $22 ($23 != "" ? ": " $23 : "") }' |
+		head -n 4 || true
 }
-# the anomalies that summary.md names (a run whose counters disagree
-# carries a note, and stats.py then exits 1, which run.sh turns into 3)
+# the anomalies that summary.md names (a failed run, or a run whose counters
+# disagree, carries a note, and stats.py then exits 1, which run.sh turns
+# into 3)
 anomalies() {
 	sed -n '/^## Anomalies/,$p' "$out/summary.md" 2>/dev/null | grep '^| ' | tail -n +3 |
-		head -n 4 | sed 's/^/  anomaly: /'
+		head -n 4 | sed 's/^/  anomaly: /' || true
 }
 fail() {
 	short_runs
 	anomalies
-	echo "bench smoke FAILED: $*"
+	echo "bench smoke FAILED: $* ($SECONDS s)"
 	exit 1
 }
 [ $rc -eq 0 ] || fail "run.sh exited with status $rc"
@@ -58,18 +74,23 @@ fail() {
 # saturation 2 x (1 + 3 + 1) (ungated; fair, non-fair, lifo; PgBouncer),
 # handoff 6.
 rows=$(tail -n +2 "$out/runs.csv" | wc -l)
-okrows=$(tail -n +2 "$out/runs.csv" | awk -F, '$22 == "ok" && $7 + 0 > 0' | wc -l)
 [ "$rows" = 29 ] || fail "runs.csv has $rows rows, expected 29"
-[ "$okrows" = 29 ] || fail "only $okrows of 29 runs completed with a throughput"
-latrows=$(tail -n +2 "$out/runs.csv" | awk -F, '$1 != "overhead" && $10 + 0 > 0' | wc -l)
-[ "$latrows" = 23 ] || fail "only $latrows of 23 runs have latency percentiles"
-for section in "1. Idle overhead" "2. Bulkhead" "2b. Bulkhead with parallel" "3. Saturation" "4. Hand-off" "Targets"; do
+nbad=$(bad_runs | wc -l)
+[ "$nbad" = 0 ] || fail "$nbad of 29 runs fall short (not ok, not clients x $TXNS transactions, no tps, or no latencies)"
+for section in "1. Idle overhead" "2. Bulkhead" "2b. Bulkhead with parallel" "3. Saturation" "4. Hand-off" "Targets" "Anomalies"; do
 	grep -qE "^##+ $section" "$out/summary.md" || fail "summary.md lacks section '$section'"
 done
-[ -s "$out/summary.csv" ] || fail "summary.csv is empty"
+[ "$(head -n 1 "$out/summary.csv" | tr -d '\r')" = scenario,group,contender,n,metric,median ] ||
+	fail "summary.csv lacks its header"
+for scn in overhead bulkhead saturation handoff; do
+	grep -q "^$scn," "$out/summary.csv" || fail "summary.csv has no row of $scn"
+done
+for f in meta.txt bulkhead.dat saturation_S.dat saturation_1ms.dat; do
+	[ -s "$out/$f" ] || fail "$f was not written"
+done
 if command -v gnuplot >/dev/null; then
 	for png in bulkhead saturation; do
 		[ -s "$out/$png.png" ] || fail "$png.png was not written"
 	done
 fi
-echo "bench smoke passed: $rows runs, tables and plots in place"
+echo "bench smoke passed: $rows runs of clients x $TXNS transactions, tables and plots in place ($SECONDS s)"
