@@ -8,6 +8,13 @@
 -- ra_runaways() waits (at most wait_ms) until the budget's runaways
 -- reach n, and returns the count then.
 --
+-- What must happen is never left to time: a statement that must run away
+-- runs longer than runaway_after (its own timer, armed in the backend,
+-- then fires before it can end) or waits in ra_self() until the runaway
+-- worker has counted (and moved) it.  Statements that must not run away
+-- are the feature's bound: they run far below runaway_after (a trivial
+-- statement, or sleeps with at least 150 ms to spare).
+--
 -- Runs alone as well as after the other files (pg_regress NAME): the
 -- extension is created if it is not there yet.
 SET client_min_messages = warning;
@@ -111,16 +118,19 @@ RESET SESSION AUTHORIZATION;
 SELECT ra_runaways('ra_b', 1) AS runaways;
 
 -- a slot kept by scope 'transaction': each statement counts from its own
--- start, and the time idle in the transaction never counts
+-- start, and the time idle in the transaction never counts.  Each
+-- statement runs 0.4 s of the 1 s; a clock from the transaction's start
+-- would have run out before the second (0.4 s and 0.7 s idle), one that
+-- added up the statements' times during the third (1.2 s).
 SELECT dbgate.alter_budget('ra_b', enforce => true, scope => 'transaction',
-                           runaway_after => '300ms');
+                           runaway_after => '1s');
 SELECT dbgate.reset_stats('ra_b');
 SET SESSION AUTHORIZATION regress_dbgate_ra_u;
 BEGIN;
-SELECT pg_sleep(0.2) IS NOT NULL AS first;
-\! sleep 0.4
-SELECT pg_sleep(0.2) IS NOT NULL AS second;
-SELECT pg_sleep(0.2) IS NOT NULL AS third;
+SELECT pg_sleep(0.4) IS NOT NULL AS first;
+\! sleep 0.7
+SELECT pg_sleep(0.4) IS NOT NULL AS second;
+SELECT pg_sleep(0.4) IS NOT NULL AS third;
 COMMIT;
 -- ... while one statement that runs longer is canceled
 BEGIN;
@@ -201,9 +211,10 @@ BEGIN
         FROM dbgate.backends k WHERE k.pid = pg_backend_pid();
 END $$;
 
--- a statement that runs away is moved; it ends normally
+-- a statement that runs away is moved; it ends normally (it runs until it
+-- sees itself moved)
 SET SESSION AUTHORIZATION regress_dbgate_ra_d;
-SELECT pg_sleep(1) IS NOT NULL AS ran;
+SELECT demoted_from IS NOT NULL AS ran FROM ra_self('ra_d', 1, true);
 RESET SESSION AUTHORIZATION;
 SELECT ra_counts('ra_slow', 'demoted_in', 1) AS demoted_in;
 SELECT budget, active, admitted, runaways, demoted_out, demoted_in

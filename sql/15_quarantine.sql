@@ -61,6 +61,11 @@ SELECT database = current_database() AS this_db, budget, queryid <> 0 AS has_id,
        runaways, hits, last_hit
   FROM dbgate.quarantine;
 SELECT queryid AS qid FROM dbgate.quarantine WHERE budget = 'qa_b' \gset
+-- from here on no statement may run away (the short ones below must not
+-- be counted, nor canceled under 'cancel', however slowly they run); a
+-- change of runaway_after ends no entries
+SELECT dbgate.alter_budget('qa_b', runaway_after => '1h');
+SELECT count(*) AS entries_kept FROM dbgate.quarantine WHERE budget = 'qa_b';
 
 -- repeats of the query (other constants, same query id) are counted and,
 -- with 'log', run as usual
