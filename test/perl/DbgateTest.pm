@@ -180,7 +180,10 @@ sub wire_finish
 # ---------------------------------------------------------------------------
 # A psql session in the background, for statements that block (queued,
 # waiting for a lock) while the test goes on.  Errors do not end the
-# session (ON_ERROR_STOP is off).  The session is named by its
+# session (ON_ERROR_STOP is off).  BackgroundPsql gives a session one
+# timer for its whole life; here each send, result and wait_exit starts
+# it again, so that every wait gets the whole default timeout and a
+# session that lives long is not ended by a slow machine.  The session is named by its
 # application_name, which is how its backend pid is found without running a
 # statement (a gated role's statements would count in the budget).
 
@@ -234,6 +237,7 @@ sub send
 	# taken before psql can see the statement, so that sent_at to done_at
 	# is never shorter than the statement took in the server
 	$self->{sent_at} = time;
+	$psql->{timeout}->start;
 	$psql->{stdin} .= "$sql\n";
 	$psql->{run}->pump_nb;
 	return;
@@ -249,6 +253,7 @@ sub result
 	my ($self) = @_;
 	my $psql = $self->{psql};
 	my $m = 'dbgate_tap_done_' . ++$self->{marker};
+	$psql->{timeout}->start;
 	$psql->{stdin} .= "\\echo $m\n\\warn $m\n";
 	$psql->{run}->pump()
 	  until ($psql->{stdout} =~ /^$m\n/m && $psql->{stderr} =~ /^$m\n/m)
@@ -282,6 +287,7 @@ sub wait_exit
 {
 	my ($self) = @_;
 	my $psql = $self->{psql};
+	$psql->{timeout}->start;
 	eval { $psql->{run}->finish; };
 	$self->{closed} = 1;
 	return $psql->{stderr};
