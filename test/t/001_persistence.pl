@@ -93,7 +93,19 @@ is($node->safe_psql('postgres', $budgets_sql),
 
 # ---------------------------------------------------------------------------
 # Crash restart: kill -9 of a backend that holds a slot, while another
-# backend is queued and a third has an uncommitted budget change.
+# backend is queued and a third has an uncommitted budget change.  The
+# holder and the waiter of p_one wait until the test lets them go: p_one's
+# timeouts (a lock_timeout of 2 s on the holder's wait for the advisory
+# lock, a queue timeout of 5 s, a statement_timeout of 1 min) could end
+# those waits before the test's next step on a busy machine, so they are 0
+# for this part and set again after it (both changes must survive too).
+
+my $expected_timed = $expected;
+$node->safe_psql('postgres',
+	q{SELECT dbgate.alter_budget('p_one', queue_timeout => '0',
+	                             statement_timeout => '0', lock_timeout => '0')});
+$expected =~ s/^p_one\|1\|2\|00:00:05\|00:01:00\|00:00:02\|/p_one|1|2|00:00:00|00:00:00|00:00:00|/m
+  or die 'p_one is not in the expected configuration';
 
 my $locker = DbgateTest::Session->new($node);
 $locker->query('SELECT pg_advisory_lock(7)');
@@ -165,6 +177,10 @@ counters_are(
 	'counters after the crash restart count from zero');
 
 $_->quit for ($holder, $waiter, $locker);
+$node->safe_psql('postgres',
+	q{SELECT dbgate.alter_budget('p_one', queue_timeout => '5s',
+	                             statement_timeout => '1 min', lock_timeout => '2s')});
+$expected = $expected_timed;
 
 # A change committed after the crash restart survives the next restart.
 $node->safe_psql('postgres', q{SELECT dbgate.drop_budget('p_three')});
