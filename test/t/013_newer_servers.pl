@@ -25,7 +25,8 @@ if ($node->pg_version < 17)
 $node->safe_psql(
 	'postgres', q{
 	CREATE ROLE tt_user LOGIN;
-	SELECT dbgate.create_budget('tt_b', 1, 2, queue_timeout => '60s');
+	SELECT dbgate.create_budget('tt_b', 1, 2, queue_timeout => '60s',
+	                            queue_order => 'lifo', overtake_limit => '1h');
 	SELECT dbgate.assign_role('tt_user', 'tt_b');
 });
 my $locker = DbgateTest::Session->new($node);
@@ -39,9 +40,14 @@ sub state_of
 
 # ---------------------------------------------------------------------------
 # transaction_timeout while queued: a holder keeps the only slot (waiting
-# for an advisory lock the superuser holds), w1 is queued behind it with a
-# transaction_timeout far shorter than the budget's queue_timeout, and w2
-# is queued behind w1.
+# for an advisory lock the superuser holds) and w2 queues; then w1 queues
+# with a transaction_timeout far shorter than the budget's queue_timeout.
+# The budget is 'lifo' (nobody becomes overdue), so w1, the newer, is
+# first in line and w2 second.  The timer of w1 starts with its statement,
+# after w2 was seen queued: the test has nothing left to do before it
+# fires (the transaction timer starts before the statement reaches the
+# gate, so w1 is not watched in the queue; that it was there when the
+# timer fired shows afterwards: canceled_waiting, peak_queued).
 
 $locker->query('SELECT pg_advisory_lock(1)');
 my $h = DbgateTest::Session->new($node, user => 'tt_user');
@@ -50,12 +56,11 @@ poll_ok($node, state_of($h), 'active:-', 'holder is admitted');
 
 my $w1 = DbgateTest::Session->new($node, user => 'tt_user');
 my $w2 = DbgateTest::Session->new($node, user => 'tt_user');
+$w2->send(q{SELECT 'w2 ran'});
+poll_ok($node, state_of($w2), 'queued:1', 'w2 is queued');
 my (undef, $err) = $w1->query(q{SET transaction_timeout = '5s'});
 is($err, '', 'transaction_timeout is set');
 $w1->send(q{SELECT 'w1 ran'});
-poll_ok($node, state_of($w1), 'queued:1', 'w1 is queued');
-$w2->send(q{SELECT 'w2 ran'});
-poll_ok($node, state_of($w2), 'queued:2', 'w2 is queued behind w1');
 
 $err = $w1->wait_exit;
 like(
@@ -67,7 +72,7 @@ poll_ok($node, 'SELECT count(*) FROM pg_stat_activity WHERE pid = ' . $w1->pid,
 	'0', 'the timed-out session is gone');
 is( backends_of($node, 'tt_b'),
 	$h->pid . ':active:-,' . $w2->pid . ':queued:1',
-	'w1 left the queue and w2 moved up');
+	'w1 left the queue and w2 is first in line again');
 counters_are(
 	$node, 'tt_b',
 	{ active => 1, queued => 1, admitted => 1, canceled_waiting => 1 },
