@@ -5,11 +5,12 @@
 # get what they ask for; SHOW afterwards gives the session's own value.
 #
 # Observed two ways: VACUUM VERBOSE reports "launched N parallel vacuum
-# workers ... (planned: M)"; for an index build (which reports nothing) a
-# sampler counts the builder's parallel workers in pg_stat_activity every
-# 10 ms while the build runs.  The index expression sleeps on every fifth
-# row, so each participant scans for a second or more and cannot be
-# missed.
+# workers ... (planned: M)"; for an index build (which reports nothing) the
+# postmaster's log (log_min_messages = debug1) names every worker it
+# starts, "parallel worker for PID <the builder>".  The postmaster writes
+# that line before it starts the worker, and the build waits for every
+# worker it launched, so once the build has returned the log holds all of
+# them, however fast or slow the workers were.
 use strict;
 use warnings FATAL => 'all';
 
@@ -22,7 +23,8 @@ my $node = dbgate_node(
 	'parallel_maintenance',
 	conf => "max_worker_processes = 16\n"
 	  . "max_parallel_workers = 16\n"
-	  . "autovacuum = off\n");
+	  . "autovacuum = off\n"
+	  . "log_min_messages = debug1\n");
 
 $node->safe_psql(
 	'postgres', q{
@@ -40,15 +42,6 @@ $node->safe_psql(
 	SELECT dbgate.assign_role('pm_one', 'pm1');
 	SELECT dbgate.assign_role('pm_shadow', 'pm_sh');
 
-	-- slow in every participant of a build: 10 ms on every fifth row
-	CREATE FUNCTION pm_slow(i int) RETURNS int
-		LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
-	BEGIN
-		IF i % 5 = 0 THEN
-			PERFORM pg_sleep(0.01);
-		END IF;
-		RETURN i;
-	END $$;
 	-- about 110 pages; four workers whatever the size
 	CREATE TABLE pm_build (id int, pad text) WITH (parallel_workers = 4);
 	INSERT INTO pm_build SELECT i, repeat('x', 400) FROM generate_series(1, 2000) i;
@@ -72,54 +65,32 @@ my $session_settings = q{
 	SET min_parallel_index_scan_size = 0;
 };
 
-# build(ROLE, SQL) -> the most parallel workers of the build seen at once
+# build(ROLE, SQL) -> the parallel workers that the postmaster started for
+# the build, and SHOW max_parallel_maintenance_workers after it
 sub build
 {
 	my ($role, $sql) = @_;
 	my $b = DbgateTest::Session->new($node, user => $role);
 	my $bpid = $b->pid;
 	$b->query($session_settings);
-	$b->send($sql);
-	if (!$node->poll_query_until('postgres',
-			"SELECT state = 'active' FROM pg_stat_activity WHERE pid = $bpid"))
-	{
-		my (undef, $berr) = $b->result;
-		die "the build did not start: $berr";
-	}
-	my ($ret, $out, $err) = $node->psql(
-		'postgres', qq{
-		DO \$\$
-		DECLARE
-			n int;
-			m int := 0;
-			busy boolean := true;
-		BEGIN
-			WHILE busy LOOP
-				PERFORM pg_stat_clear_snapshot();
-				SELECT count(*) FILTER (WHERE leader_pid = $bpid
-										AND backend_type = 'parallel worker'),
-					   coalesce(bool_or(pid = $bpid AND state = 'active'), false)
-				  INTO n, busy FROM pg_stat_activity;
-				m := greatest(m, n);
-				PERFORM pg_sleep(0.01);
-			END LOOP;
-			RAISE NOTICE 'max_workers %', m;
-		END \$\$});
-	my ($bout, $berr) = $b->result;
+	my $offset = -s $node->logfile;
+	my (undef, $berr) = $b->query($sql);
 	die "build failed: $berr" if $berr =~ /ERROR/;
 	my ($show) = $b->query('SHOW max_parallel_maintenance_workers');
 	$b->quit;
-	die "sampler failed: $err" unless $err =~ /max_workers (\d+)/;
-	return ($1, $show);
+	my $log = slurp_file($node->logfile, $offset);
+	my $n = () = $log =~
+	  /starting background worker process "parallel worker for PID $bpid"/g;
+	return ($n, $show);
 }
 
 my ($max, $show);
 
-($max, $show) = build('pm_free', 'CREATE INDEX pm_i ON pm_build (pm_slow(id))');
-cmp_ok($max, '>=', 2, "ungated CREATE INDEX: parallel workers ($max seen)");
+($max, $show) = build('pm_free', 'CREATE INDEX pm_i ON pm_build (id)');
+cmp_ok($max, '>=', 2, "ungated CREATE INDEX: parallel workers ($max started)");
 $node->safe_psql('postgres', 'DROP INDEX pm_i');
 
-($max, $show) = build('pm_zero', 'CREATE INDEX pm_i ON pm_build (pm_slow(id))');
+($max, $show) = build('pm_zero', 'CREATE INDEX pm_i ON pm_build (id)');
 is($max, 0, 'parallel_workers = 0: CREATE INDEX launches no parallel worker');
 is($show, '4', 'parallel_workers = 0: SHOW gives the session\'s value afterwards');
 
@@ -127,13 +98,13 @@ is($show, '4', 'parallel_workers = 0: SHOW gives the session\'s value afterwards
 is($max, 0, 'parallel_workers = 0: REINDEX launches no parallel worker');
 $node->safe_psql('postgres', 'DROP INDEX pm_i');
 
-($max, $show) = build('pm_one', 'CREATE INDEX pm_i ON pm_build (pm_slow(id))');
+($max, $show) = build('pm_one', 'CREATE INDEX pm_i ON pm_build (id)');
 is($max, 1, 'parallel_workers = 1: CREATE INDEX launches one parallel worker');
 is($show, '4', 'parallel_workers = 1: SHOW gives the session\'s value afterwards');
 $node->safe_psql('postgres', 'DROP INDEX pm_i');
 
-($max, $show) = build('pm_shadow', 'CREATE INDEX pm_i ON pm_build (pm_slow(id))');
-cmp_ok($max, '>=', 2, "shadow mode caps nothing: CREATE INDEX ($max seen)");
+($max, $show) = build('pm_shadow', 'CREATE INDEX pm_i ON pm_build (id)');
+cmp_ok($max, '>=', 2, "shadow mode caps nothing: CREATE INDEX ($max started)");
 $node->safe_psql('postgres', 'DROP INDEX pm_i');
 
 # vacuum_workers(ROLE) -> (launched, planned) of VACUUM (PARALLEL 4), the
