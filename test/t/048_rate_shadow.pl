@@ -11,12 +11,16 @@
 # 3. A shadow child's flood does not hold its enforcing sibling back
 #    beyond the tokens it used: at an enforcing parent a shadow statement
 #    takes a token if one is there and otherwise takes none (counted in the
-#    parent's would_queue), so the sibling waits for the next token (5 s
-#    at most), not for the tokens of every statement of the flood (40 s;
-#    its queue timeout is 25 s).
+#    parent's would_queue).  So the sibling (no queue places) is refused
+#    while the token the flood took is not back, and finds one as soon as
+#    one token interval has passed after the flood; had the flood taken a
+#    token for each of its statements, the next would be seven intervals
+#    away.
 #
-# Assertions are on counters and on what succeeded; the only timing is a
-# queue timeout five times the longest wait that may happen.
+# Assertions are on counters and on what succeeded.  Every rate is low
+# enough (one token per 100 s) that no token comes due while the test
+# runs, except in the second part of 3, which lets one interval (5 s) pass
+# on purpose and asserts only what that guarantees: a token is due.
 use strict;
 use warnings FATAL => 'all';
 
@@ -26,6 +30,7 @@ use DbgateTest;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes ();
 
 my $node = dbgate_node('rateshadow');
 
@@ -108,22 +113,37 @@ $node->safe_psql(
 	'postgres', q{
 	CREATE ROLE sf_shadow LOGIN;
 	CREATE ROLE sf_enforce LOGIN;
-	SELECT dbgate.create_budget('sf_p', 20, max_rate => 0.2, rate_burst => 1);
+	SELECT dbgate.create_budget('sf_p', 20, max_rate => 0.01, rate_burst => 1);
 	SELECT dbgate.create_budget('sf_s', 20, parent => 'sf_p', enforce => false);
-	SELECT dbgate.create_budget('sf_e', 5, 5, parent => 'sf_p', queue_timeout => '25s');
+	SELECT dbgate.create_budget('sf_e', 5, 0, parent => 'sf_p');
 	SELECT dbgate.assign_role('sf_shadow', 'sf_s');
 	SELECT dbgate.assign_role('sf_enforce', 'sf_e');
 });
-($st) = run_sql($node, join(' ', ('SELECT 1;') x 8), user => 'sf_shadow');
+my $flood = join(' ', ('SELECT 1;') x 8);
+($st) = run_sql($node, $flood, user => 'sf_shadow');
 is($st, '', 'flood: eight statements of the shadow child, none held back');
 is(counts('sf_s,sf_p', 'admitted, would_queue'), 'sf_p:0:7 sf_s:8:0',
 	'flood: the first took the token of sf_p, the parent would have held back seven');
 my ($err, $state);
 ($st, $out, $err) = run_sql($node, 'SELECT 6', user => 'sf_enforce');
-is($st, '', 'flood: the enforcing sibling waits only for the next token of sf_p')
+is($st, '53300', 'flood: the enforcing sibling finds no token of sf_p (one per 100 s)')
   or diag($err);
-is(counts('sf_e', 'admitted, rejected_timeout'), 'sf_e:1:0',
-	'flood: admitted, not timed out');
+
+# The same flood at one token per 5 s (the change fills the bucket); one
+# interval after its last statement, a token is due whatever the flood
+# took of the bucket meanwhile -- unless the flood took one for every
+# statement.  (The 0.1 s beyond the interval covers the difference between
+# the clock the test sleeps on and the server's monotonic one.)
+$node->safe_psql('postgres',
+	"SELECT dbgate.alter_budget('sf_p', max_rate => 0.2); SELECT dbgate.reset_stats()");
+($st) = run_sql($node, $flood, user => 'sf_shadow');
+is($st, '', 'flood again: none held back');
+Time::HiRes::sleep(5 + 0.1);
+($st, $out, $err) = run_sql($node, 'SELECT 6', user => 'sf_enforce');
+is($st, '', 'flood: the enforcing sibling finds the next token of sf_p')
+  or diag($err);
+is(counts('sf_e', 'admitted, rejected_full'), 'sf_e:1:0',
+	'flood: admitted, not refused');
 
 $node->stop;
 done_testing();
