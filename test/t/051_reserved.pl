@@ -26,6 +26,20 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use DbgateTest;
 
+# A background psql has one timer for its whole life (BackgroundPsql), so a
+# session that lives long would be ended by a slow machine, not by a slow
+# statement: each wait of a session here gets the whole default timeout.
+for my $m (qw(send result wait_exit))
+{
+	no strict 'refs';
+	no warnings 'redefine';
+	my $orig = \&{"DbgateTest::Session::$m"};
+	*{"DbgateTest::Session::$m"} = sub {
+		$_[0]->{psql}->{timeout}->start;
+		goto &$orig;
+	};
+}
+
 my $node = dbgate_node('reserved');
 $node->safe_psql(
 	'postgres', q{
@@ -102,13 +116,32 @@ sub waiter
 	return $w;
 }
 
+my $ctl = DbgateTest::Session->new($node);
+
+# at_once(USER, NAME): a statement of USER arrives and is seen active --
+# admitted at once, not queued -- while it waits for advisory lock 99,
+# which ctl holds; then ctl lets go and the statement ends.  Nothing frees
+# a slot meanwhile, so the state it is seen in is the one its arrival gave
+# it.
 sub at_once
 {
 	my ($user, $name) = @_;
-	my ($state, $out, $err) = run_sql($node,
-		"SET statement_timeout = '10s'; SELECT 'ran'", user => $user);
-	is("$state/$out", '/ran', "$name: a newcomer of $user is admitted at once")
-	  or diag $err;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	$ctl->query('SELECT pg_advisory_lock(99)');
+	my $n = DbgateTest::Session->new($node, user => $user);
+	$n->send("SELECT pg_advisory_lock_shared(99), pg_advisory_unlock_shared(99), 'ran'");
+	$node->poll_query_until('postgres',
+		"SELECT state IN ('active', 'queued') FROM dbgate.backends WHERE pid = "
+		  . $n->pid)
+	  or die "$name: the statement of $user did not reach the gate";
+	my $state = state_of($n);
+	is($state, 'active', "$name: a newcomer of $user is admitted at once");
+	$node->safe_psql('postgres', 'SELECT pg_cancel_backend(' . $n->pid . ')')
+	  if $state ne 'active';
+	$ctl->query('SELECT pg_advisory_unlock(99)');
+	my ($out, $err) = $n->result;
+	is($out, '|t|ran', "$name: the newcomer of $user ran") or diag $err;
+	$n->quit;
 }
 
 sub finish
@@ -118,8 +151,6 @@ sub finish
 	is($err, '', "$name: no error") if !defined $expect;
 	is($out, $expect, "$name: $expect") if defined $expect;
 }
-
-my $ctl = DbgateTest::Session->new($node);
 
 # 1. The fast path.
 {
@@ -190,10 +221,14 @@ my $ctl = DbgateTest::Session->new($node);
 		'rs_g 4/1, rs_m 3/0, rs_mc 0/0, rs_mf 2/0, rs_s 2/1',
 		"$name: the middle level's reservation covered its children's statements");
 	my $f3 = waiter('rs_f1', 'f3', $name);
-	my ($state, $out) = run_sql($node,
-		"SET statement_timeout = '500ms'; SELECT 'ran'", user => 'rs_c1');
-	is($state, '57014',
-		"$name: rs_mc waits too once rs_m's reservation is used (no further)");
+	my $c2 = DbgateTest::Session->new($node, user => 'rs_c1');
+	$c2->send("SELECT 'c2 ran'");
+	poll_ok($node, 'SELECT state FROM dbgate.backends WHERE pid = ' . $c2->pid,
+		'queued', "$name: rs_mc waits too once rs_m's reservation is used (no further)");
+	$node->safe_psql('postgres', 'SELECT pg_cancel_backend(' . $c2->pid . ')');
+	my (undef, undef, $state) = $c2->result;
+	is($state, '57014', "$name: rs_mc's waiter is canceled");
+	$c2->quit;
 	$ctl->query('SELECT pg_advisory_unlock(2)');
 	finish($_, undef, "$name: rs_mf") for ($f1, $f2);
 	finish($f3, 'f3 ran', "$name: rs_mf's waiter gets rs_m's kept slot");
