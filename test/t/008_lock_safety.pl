@@ -1,8 +1,11 @@
 # Lock safety (B = 1): a queued statement whose transaction holds a lock
 # that the slot holder waits for (directly or through a chain of lock
-# waits) is admitted beyond the limit within about deadlock_timeout and
-# counted in admitted_lock_holder.  A queued statement that blocks nobody
-# keeps waiting.
+# waits) is admitted beyond the limit, not before deadlock_timeout, while
+# the slot holder still waits for it, and counted in admitted_lock_holder.
+# A queued statement that blocks nobody keeps waiting: a lock check that
+# admits another waiter of its budget (which does block the holder) leaves
+# it queued.  No queue timeout is set: nothing but the lock check can end a
+# wait here, and a regression fails at the poll's timeout.
 #
 # A transaction that holds a transaction ID keeps its slot (scope
 # 'statement'), so its next statement never queues; the queued
@@ -14,8 +17,21 @@ use warnings FATAL => 'all';
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(usleep);
 use DbgateTest;
+
+# A background psql has one timer for its whole life (BackgroundPsql), so a
+# session that lives long would be ended by a slow machine, not by a slow
+# statement: each wait of a session here gets the whole default timeout.
+for my $m (qw(send result wait_exit))
+{
+	no strict 'refs';
+	no warnings 'redefine';
+	my $orig = \&{"DbgateTest::Session::$m"};
+	*{"DbgateTest::Session::$m"} = sub {
+		$_[0]->{psql}->{timeout}->start;
+		goto &$orig;
+	};
+}
 
 my $node = dbgate_node('lock_safety', conf => "deadlock_timeout = '200ms'\n");
 $node->safe_psql(
@@ -43,17 +59,27 @@ sub waits_for_lock
 		'Lock:active', $what);
 }
 
-# Runs SQL in T1 and checks it is admitted as a lock holder after about
-# deadlock_timeout.
+# Runs SQL in T1 and checks it is admitted as a lock holder while T2 (the
+# slot holder, which waits for T1) still waits, and not before
+# deadlock_timeout: T1 is the only waiter, and a waiter first looks for
+# lock holders deadlock_timeout after it joined the queue.  The wait is
+# measured by the server (wait_time_max, since reset_stats).
 sub lock_holder_admitted
 {
 	my ($sql, $expected, $what) = @_;
 	local $Test::Builder::Level = $Test::Builder::Level + 1;
 	my ($out, $err) = $t1->query($sql);
-	my $secs = $t1->done_at - $t1->sent_at;
 	is("$out|$err", "$expected|", "$what: T1's next statement runs");
-	ok($secs >= 0.2 && $secs < 10,
-		"$what: admitted after about deadlock_timeout ($secs s)");
+	is( $node->safe_psql(
+			'postgres',
+			q{SELECT a.wait_event_type || ':' || b.state FROM pg_stat_activity a
+			  JOIN dbgate.backends b USING (pid) WHERE pid = } . $t2->pid),
+		'Lock:active',
+		"$what: T1 ran while T2 still holds the slot and waits for T1's lock");
+	my $waited = $node->safe_psql('postgres',
+		q{SELECT wait_time_max FROM dbgate.status WHERE budget = 'ls_budget'});
+	cmp_ok($waited, '>=', 200,
+		"$what: admitted not before deadlock_timeout ($waited ms in the queue)");
 	counters_are(
 		$node, 'ls_budget',
 		{
@@ -179,23 +205,54 @@ end_counters('chain');
 
 # ---------------------------------------------------------------------------
 # Control: T1 holds a lock nobody waits for; the slot holder T2 waits
-# for a lock of the superuser.  T1's statement stays queued (for several
-# deadlock_timeout periods) and is admitted normally when T2 finishes.
+# for a lock of the superuser.  T1's statement stays queued and is
+# admitted normally when T2 finishes.  That lock checks have looked at T1
+# is seen from a witness X queued behind T1: the superuser waits for X's
+# lock, so X is admitted as a lock holder by a check of the budget, and
+# such a check looks at every waiter of the budget, T1 included.  T1 is
+# still queued after it, and after it has waited five deadlock_timeout
+# periods by the server's clock.
 
+my $x = DbgateTest::Session->new($node, user => 'ls_user', name => 'x');
 $t1->query('BEGIN; SELECT pg_advisory_xact_lock(5);');
+$x->query('BEGIN; SELECT pg_advisory_xact_lock(7);');
 $su->query('BEGIN; UPDATE ls_rows SET v = v + 100 WHERE id = 6;');
 $t2->send('UPDATE ls_rows SET v = v + 10 WHERE id = 6');
 waits_for_lock($t2, 'control: T2 holds the slot and waits for the superuser');
 $t1->send('SELECT v FROM ls_rows WHERE id = 5');
 poll_ok($node, 'SELECT state FROM dbgate.backends WHERE pid = ' . $t1->pid,
 	'queued', 'control: T1 is queued');
-usleep(1_000_000);
+$su->send('SELECT pg_advisory_xact_lock(7)');
+poll_ok($node,
+	'SELECT wait_event_type FROM pg_stat_activity WHERE pid = ' . $su->pid,
+	'Lock', 'control: the superuser waits for X\'s lock');
+$x->send(q{SELECT 'x'});
+poll_ok($node,
+	q{SELECT admitted_lock_holder FROM dbgate.status WHERE budget = 'ls_budget'},
+	'1', 'control: X, queued behind T1, is admitted as a lock holder');
+($out, $err) = $x->result;
+is("$out|$err", 'x|', 'control: X\'s statement ran');
+poll_ok($node,
+	q{SELECT now() - state_since >= interval '1 s' FROM dbgate.backends WHERE pid = }
+	  . $t1->pid,
+	't', 'control: T1 has waited five deadlock_timeout periods');
 is($node->safe_psql('postgres', 'SELECT state FROM dbgate.backends WHERE pid = ' . $t1->pid),
-	'queued', 'control: T1 is still queued after five deadlock_timeout periods');
+	'queued', 'control: T1 is still queued after lock checks that admitted X');
 counters_are(
 	$node, 'ls_budget',
-	{ active => 1, queued => 1, admitted => 2 },
-	'control: nobody admitted beyond the limit');
+	{
+		active => 1,
+		queued => 1,
+		admitted => 4,
+		admitted_after_wait => 1,
+		admitted_lock_holder => 1,
+		peak_active => 2,
+		peak_queued => 2
+	},
+	'control: only X admitted beyond the limit');
+$x->query('COMMIT');
+($out, $err) = $su->result;
+is($err, '', 'control: the superuser gets X\'s lock once X commits');
 $su->query('COMMIT');
 ($out, $err) = $t2->result;
 is($err, '', 'control: T2 finishes after the superuser commits');
@@ -204,22 +261,30 @@ is("$out|$err", '0|', 'control: T1\'s statement runs once the slot is free');
 $t1->query('COMMIT');
 counters_are(
 	$node, 'ls_budget',
-	{ admitted => 3, admitted_after_wait => 1, peak_active => 1, peak_queued => 1 },
+	{
+		admitted => 5,
+		admitted_after_wait => 2,
+		admitted_lock_holder => 1,
+		peak_active => 2,
+		peak_queued => 2
+	},
 	'control: counters at the end');
 is(backends_of($node, 'ls_budget'), '', 'control: dbgate.backends is empty');
+$x->quit;
 
 # ---------------------------------------------------------------------------
 # Across budgets: T1 (budget A) waits for A's slot, held by S, which waits
 # for U's lock; U (budget B) waits for B's slot, held by V, which waits
 # for T1's lock.  Each queued statement waits for a slot that only its
-# own transaction can free; one of them must be admitted as a lock holder
-# (queue_timeout bounds the test if neither is).
+# own transaction can free; one of them must be admitted as a lock holder.
+# (No queue timeout: the one not admitted first waits until the test ends
+# the other's transaction.  If neither is admitted, both are canceled once
+# the poll gives up, and the checks below fail.)
 
 $node->safe_psql(
 	'postgres', q{
 	SELECT dbgate.reset_stats('ls_budget');
-	SELECT dbgate.create_budget('ls_other', 1, 5, queue_timeout => '5s');
-	SELECT dbgate.alter_budget('ls_budget', queue_timeout => '5s');
+	SELECT dbgate.create_budget('ls_other', 1, 5);
 	CREATE ROLE ls_other_user LOGIN;
 	GRANT SELECT, UPDATE ON ls_rows TO ls_other_user;
 	SELECT dbgate.assign_role('ls_other_user', 'ls_other');
@@ -232,12 +297,20 @@ $v->send('SELECT pg_advisory_xact_lock(1)');
 waits_for_lock($v, 'across budgets: V holds B\'s slot and waits for T1');
 $t2->send('SELECT pg_advisory_xact_lock(2)');
 waits_for_lock($t2, 'across budgets: S holds A\'s slot and waits for U');
-$t1->send('SELECT 1');
-$u->send('SELECT 2');
+$t1->send(q{SELECT 'across'});
+$u->send(q{SELECT 'across'});
 my $both = q{FROM dbgate.status WHERE budget IN ('ls_budget', 'ls_other')};
-$node->poll_query_until('postgres',
-	"SELECT sum(admitted_lock_holder) + sum(rejected_timeout) > 0 $both");
-# (both may be, if they look at the same moment)
+# the statement admitted as a lock holder runs and its session goes idle in
+# its transaction; the other one stays queued (both may be admitted, if
+# they look at the same moment)
+my $done = q{SELECT string_agg(pid::text, ',' ORDER BY pid) FROM pg_stat_activity
+	WHERE state = 'idle in transaction' AND query LIKE 'SELECT ''across''%'
+	  AND pid IN (} . $t1->pid . ', ' . $u->pid . ')';
+if (!$node->poll_query_until('postgres', "SELECT ($done) IS NOT NULL"))
+{
+	$node->safe_psql('postgres',
+		'SELECT pg_cancel_backend(' . $t1->pid . '), pg_cancel_backend(' . $u->pid . ')');
+}
 is( $node->safe_psql(
 		'postgres',
 		"SELECT sum(admitted_lock_holder) BETWEEN 1 AND 2, sum(rejected_timeout) $both"),
@@ -246,8 +319,9 @@ is( $node->safe_psql(
 
 # The one admitted first ends its transaction; then the other one runs.
 my ($first, $second) =
-  $node->safe_psql('postgres', 'SELECT count(*) FROM dbgate.backends WHERE pid = ' . $t1->pid)
-  eq '0' ? ($t1, $u) : ($u, $t1);
+  ((split /,/, $node->safe_psql('postgres', $done))[0] // 0) == $t1->pid
+  ? ($t1, $u)
+  : ($u, $t1);
 my ($out1, $err1, $state1) = $first->result;
 is($err1, '', 'across budgets: the statement admitted as a lock holder ran');
 $first->query('ROLLBACK');
