@@ -7,9 +7,13 @@
 # session with synchronous_commit = on waits until it is canceled
 # (PostgreSQL then warns that the transaction committed locally).  A commit
 # that waits for no standby (synchronous_commit = local) keeps its slot
-# through the local WAL flush, which commit_delay stretches to 100 ms here
-# (it needs fsync on).  The queue timeout only makes a regression fail
-# quickly.
+# until it is done: the test holds such a commit after its start (its
+# NOTIFY waits at commit for the lock that serializes NOTIFY commits, which
+# a superuser's commit holds while it waits for the standby), sees the slot
+# held and a statement of the budget queued meanwhile, then lets it go; the
+# queued statement sees the commit.  The queue timeout only makes a
+# regression of the commits that wait for the standby fail quickly; the
+# local commits run without one.
 use strict;
 use warnings FATAL => 'all';
 
@@ -25,14 +29,13 @@ synchronous_commit = local
 wal_level = replica
 max_wal_senders = 2
 max_prepared_transactions = 4
-fsync = on
-commit_siblings = 0
 });
 $node->safe_psql(
 	'postgres', q{
 	CREATE ROLE cw_user LOGIN;
 	CREATE TABLE cw_rows (id int PRIMARY KEY, v int NOT NULL);
 	INSERT INTO cw_rows VALUES (1, 0), (2, 0);
+	CREATE TABLE cw_hold (n int);
 	GRANT SELECT, UPDATE ON cw_rows TO cw_user;
 	SELECT dbgate.create_budget('cw_stmt', 1, 4, queue_timeout => '5s');
 	SELECT dbgate.create_budget('cw_txn', 1, 4, queue_timeout => '5s',
@@ -43,45 +46,7 @@ $node->safe_psql(
 		COMMIT;
 	END $$;
 	GRANT EXECUTE ON PROCEDURE cw_proc() TO cw_user;
-	-- what dbgate.backends shows for backend p while its COMMIT runs
-	CREATE FUNCTION cw_watch(p int) RETURNS text LANGUAGE plpgsql AS $$
-	DECLARE
-		s text;
-	BEGIN
-		FOR i IN 1..10000 LOOP
-			PERFORM pg_stat_clear_snapshot();
-			SELECT coalesce(b.state, 'no slot') INTO s
-			  FROM pg_stat_activity a
-			  LEFT JOIN dbgate.backends b ON b.pid = a.pid
-			 WHERE a.pid = p AND a.state = 'active' AND a.query ILIKE 'COMMIT%';
-			-- (pg_stat_activity shows the COMMIT a moment before the commit
-			-- starts: until then the slot is still held idle)
-			IF FOUND AND s <> 'idle in transaction' THEN
-				RETURN s;
-			END IF;
-			PERFORM pg_sleep(0.0005);
-		END LOOP;
-		RETURN 'commit not seen';
-	END $$;
 });
-
-# watch(WATCHER, PID): start cw_watch(PID) in session WATCHER and return
-# once it runs (it looks for PID's COMMIT for 5 s or more), so that the
-# COMMIT cannot end (its flush takes 100 ms) before the watcher looks: on a
-# busy machine a statement sent first may start later than one sent after
-# it.  Called before the transaction begins: the wait for the watcher
-# must not count as the session's idle time (the timeout of 30 ms below).
-sub watch
-{
-	my ($w, $pid) = @_;
-	$w->send("SELECT cw_watch($pid)");
-	my $wpid = $w->pid;
-	$node->poll_query_until('postgres',
-		"SELECT count(*) = 1 FROM pg_stat_activity WHERE pid = $wpid
-		    AND state = 'active' AND query LIKE 'SELECT cw_watch%'")
-	  or die "the watcher did not start";
-	return;
-}
 
 # wait_case(NAME, BUDGET, SQL, END): SQL makes the session wait for the
 # standby at its commit; END ('cancel' or 'terminate') ends the wait.
@@ -171,58 +136,104 @@ wait_case('statement scope, procedure that commits', 'cw_stmt',
 		'prepare: counters exact after COMMIT PREPARED');
 }
 
-# A commit that waits for no standby keeps its slot through the local WAL
-# flush, and returns it once, when the commit is done
+# A commit that waits for no standby keeps its slot until it is done, and
+# returns it once.  H's transaction (one message, so that H is never idle
+# in it: see the idle timeout below) updates a row, sends a NOTIFY and
+# commits; the commit starts (the slot goes to the commit) and then waits
+# for the lock that PostgreSQL takes for a commit with NOTIFY, which the
+# holder of the lock keeps: a superuser whose NOTIFY's commit waits for the
+# standby that never comes.  While H's commit waits, the slot is held and
+# W, a statement of the budget, is queued; the holder's wait is canceled,
+# H's commit ends, and W, admitted then, sees H's update.
+
+# hold_notify(): a superuser session whose commit holds the NOTIFY lock
+# (it writes a row: a commit that wrote no WAL before its commit record
+# does not wait for the standby)
+sub hold_notify
+{
+	my $x = DbgateTest::Session->new($node);
+	$x->query('SET synchronous_commit = on');
+	$x->send('BEGIN; INSERT INTO cw_hold VALUES (1); NOTIFY cw_hold; COMMIT;');
+	poll_ok($node,
+		'SELECT wait_event FROM pg_stat_activity WHERE pid = ' . $x->pid,
+		'SyncRep', 'the holder of the NOTIFY lock waits for the standby');
+	return $x;
+}
+
+# Which lock pid waits for ('' when none): the NOTIFY lock is the object
+# lock on database 0 of pg_database.
+sub waits_for
+{
+	my ($pid) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT coalesce(string_agg(locktype || ':' || classid::regclass || ':' || objid, ','), '')
+		   FROM pg_locks WHERE NOT granted AND pid = $pid");
+}
+
 foreach my $budget ('cw_stmt', 'cw_txn')
 {
-	$node->safe_psql('postgres', qq{
-		SELECT dbgate.assign_role('cw_user', '$budget');
-		SELECT dbgate.reset_stats('$budget');
-		ALTER ROLE cw_user SET commit_delay = 100000;
-	});
-	my $h = DbgateTest::Session->new($node, user => 'cw_user');
-	my $pid = $h->pid;
-	# the watcher is connected and looking before the commit starts: the
-	# flush takes 100 ms, less than starting a client may take
-	my $watcher = DbgateTest::Session->new($node);
-	my ($sc) = $h->query('SHOW synchronous_commit');
-	is($sc, 'local',
-		"$budget, local commit: no standby is waited for");
-	watch($watcher, $pid);
-	$h->query('BEGIN');
-	$h->query('UPDATE cw_rows SET v = v + 1 WHERE id = 1');
-	$h->send('COMMIT');
-	is(($watcher->result)[0], 'active',
-		"$budget, local commit: the slot is held while the commit flushes");
-	my (undef, $herr) = $h->result;
-	is($herr, '', "$budget, local commit: COMMIT succeeds");
-	counters_are($node, $budget, { admitted => 1 },
-		"$budget, local commit: the slot is returned when the commit is done");
+	foreach my $idle ('0', '30ms')
+	{
+		my $what = "$budget, local commit"
+		  . ($idle eq '0' ? '' : " with idle timeout $idle");
+		$node->safe_psql('postgres', qq{
+			SELECT dbgate.assign_role('cw_user', '$budget');
+			SELECT dbgate.reset_stats('$budget');
+			SELECT dbgate.alter_budget('$budget', queue_timeout => '0',
+			                           idle_in_transaction_timeout => '$idle');
+		});
+		my $h = DbgateTest::Session->new($node, user => 'cw_user');
+		my $w = DbgateTest::Session->new($node, user => 'cw_user');
+		my $pid = $h->pid;
+		my ($sc) = $h->query('SHOW synchronous_commit');
+		is($sc, 'local', "$what: no standby is waited for");
+		my $v = $node->safe_psql('postgres', 'SELECT v FROM cw_rows WHERE id = 1');
+		my $x = hold_notify();
 
-	# the idle timeout does not run while the commit flushes: the session
-	# is committing, not idle
+		$h->send('BEGIN\; UPDATE cw_rows SET v = v + 1 WHERE id = 1\; NOTIFY cw_h\; COMMIT');
+		poll_ok($node, "SELECT state FROM pg_stat_activity WHERE pid = $pid
+			AND EXISTS (SELECT FROM pg_locks WHERE pid = $pid AND NOT granted)",
+			'active', "$what: the commit has started and waits");
+		is(waits_for($pid), 'object:pg_database:0',
+			"$what: for the NOTIFY lock");
+		is($node->safe_psql('postgres', "SELECT state FROM dbgate.backends WHERE pid = $pid"),
+			'active', "$what: the slot is held while the commit runs");
+		$w->send('SELECT v FROM cw_rows WHERE id = 1');
+		poll_ok($node, 'SELECT state FROM dbgate.backends WHERE pid = ' . $w->pid,
+			'queued', "$what: another statement of the budget queues meanwhile");
+		if ($idle ne '0')
+		{
+			# the idle timeout does not run while the commit waits: the
+			# session is committing, not idle
+			poll_ok($node, qq{SELECT clock_timestamp() - waitstart > interval '$idle'
+				FROM pg_locks WHERE NOT granted AND pid = $pid},
+				't', "$what: the commit has waited longer than the idle timeout");
+			is($node->safe_psql('postgres',
+					"SELECT count(*) FROM pg_stat_activity WHERE pid = $pid"),
+				'1', "$what: the session is still there");
+		}
+		counters_are($node, $budget, { active => 1, queued => 1, admitted => 1 },
+			"$what: one slot taken, by the commit");
+
+		$node->safe_psql('postgres', 'SELECT pg_cancel_backend(' . $x->pid . ')');
+		my (undef, $xerr) = $x->result;
+		like($xerr, qr/committed locally/, "$what: the holder of the NOTIFY lock lets go");
+		my (undef, $herr) = $h->result;
+		is($herr, '', "$what: COMMIT succeeds");
+		my ($wout, $werr) = $w->result;
+		is("$wout|$werr", ($v + 1) . '|',
+			"$what: the queued statement ran after the commit was done (it sees the update)");
+		counters_are($node, $budget, { admitted => 2, admitted_after_wait => 1 },
+			"$what: the slot is returned once, when the commit is done");
+		my ($one, $err1) = $h->query('SELECT 1');
+		is("$one|$err1", '1|', "$what: the session lives on");
+		is($node->safe_psql('postgres',
+				"SELECT terminated_idle FROM dbgate.status WHERE budget = '$budget'"),
+			'0', "$what: nothing terminated");
+		$_->quit for ($x, $w, $h);
+	}
 	$node->safe_psql('postgres', qq{
-		SELECT dbgate.alter_budget('$budget',
-		                           idle_in_transaction_timeout => '30ms')});
-	watch($watcher, $pid);
-	$h->query('BEGIN');
-	$h->query('UPDATE cw_rows SET v = v + 1 WHERE id = 1');
-	$h->send('COMMIT');
-	is(($watcher->result)[0], 'active',
-		"$budget, local commit with idle timeout: shown active while it flushes");
-	(undef, $herr) = $h->result;
-	is($herr, '', "$budget, local commit with idle timeout: COMMIT succeeds");
-	my ($one, $err1) = $h->query('SELECT 1');
-	is("$one|$err1", '1|',
-		"$budget, local commit with idle timeout: the session lives on");
-	is($node->safe_psql('postgres',
-			"SELECT terminated_idle FROM dbgate.status WHERE budget = '$budget'"),
-		'0', "$budget, local commit with idle timeout: nothing terminated");
-	$watcher->quit;
-	$h->quit;
-	$node->safe_psql('postgres', qq{
-		ALTER ROLE cw_user RESET commit_delay;
-		SELECT dbgate.alter_budget('$budget',
+		SELECT dbgate.alter_budget('$budget', queue_timeout => '5s',
 		                           idle_in_transaction_timeout => '0')});
 }
 
