@@ -3,8 +3,11 @@
 #     promises never to queue);
 #   - a portal bound by the extended protocol and not executed holds its
 #     slot with nothing running: dbgate.backends says 'idle in
-#     transaction', and the budget's idle_in_transaction_timeout ends the
-#     session;
+#     transaction' (seen under a timeout of an hour, so that the state
+#     lasts until the test has looked), and the budget's
+#     idle_in_transaction_timeout ends the session (a second session bound
+#     under a timeout of 2 s, which the budget has when it binds: a slot
+#     keeps the limits of its admission);
 #   - a session ended by the budget's idle timeout is counted in
 #     terminated_idle also when the server does not log the FATAL
 #     (log_min_messages = panic);
@@ -18,6 +21,20 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use DbgateTest;
+
+# A background psql has one timer for its whole life (BackgroundPsql), so a
+# session that lives long would be ended by a slow machine, not by a slow
+# statement: each wait of a session here gets the whole default timeout.
+for my $m (qw(send result wait_exit))
+{
+	no strict 'refs';
+	no warnings 'redefine';
+	my $orig = \&{"DbgateTest::Session::$m"};
+	*{"DbgateTest::Session::$m"} = sub {
+		$_[0]->{psql}->{timeout}->start;
+		goto &$orig;
+	};
+}
 
 # A synchronous standby that never comes; only the sessions that ask for
 # it (synchronous_commit = on) wait for it.
@@ -70,14 +87,16 @@ $waiter->quit;
 $holder->quit;
 
 # ---------------------------------------------------------------------------
-# A bound portal that is not executed.
+# A bound portal that is not executed.  The client waits (pgwire's
+# 'waitfor') until the test has looked at the server.
+my $go = PostgreSQL::Test::Utils::tempdir();
 $node->safe_psql('postgres',
 	"SELECT dbgate.create_budget('sl_bound', max_active => 2, "
-	  . "idle_in_transaction_timeout => '2s')");
+	  . "idle_in_transaction_timeout => '1h')");
 use_budget('sl_bound');
 my $w = wire_start($node, 'sl_user',
 	join("\n", 'query BEGIN', 'parse s SELECT 1', 'bind p s', 'sync',
-		'sleep 6', 'query SELECT 2', 'quit'));
+		"waitfor $go/seen", 'query SELECT 2', 'quit'));
 poll_ok($node,
 	"SELECT b.state FROM dbgate.backends b JOIN pg_stat_activity a USING (pid)
 	  WHERE a.application_name = 'pgwire'",
@@ -85,10 +104,33 @@ poll_ok($node,
 is($node->safe_psql('postgres',
 		"SELECT active || ':' || idle_in_transaction FROM dbgate.status WHERE budget = 'sl_bound'"),
 	'1:1', 'bound: counted in active and idle_in_transaction');
+PostgreSQL::Test::Utils::append_to_file("$go/seen", '');
+my $lines = wire_finish($w);
+ok((grep { /^ROW 2$/ } @$lines), 'bound: the session goes on when its client does')
+  or diag(join("\n", @$lines));
+poll_ok($node,
+	"SELECT active || ':' || idle_in_transaction FROM dbgate.status WHERE budget = 'sl_bound'",
+	'0:0', 'bound: the slot is returned when the session ends');
+poll_ok($node,
+	"SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgwire'",
+	'0', 'bound: the session is gone');
+
+# the same under a timeout of 2 s: the timeout ends the session (seen in
+# the server log: the session may be gone before a poll sees it)
+$node->safe_psql('postgres',
+	"SELECT dbgate.alter_budget('sl_bound', idle_in_transaction_timeout => '2s')");
+my $offset = -s $node->logfile;
+$w = wire_start($node, 'sl_user',
+	join("\n", 'query BEGIN', 'parse s SELECT 1', 'bind p s', 'sync',
+		"waitfor $go/gone", 'query SELECT 2', 'quit'));
+$node->wait_for_log(
+	qr/pgwire FATAL:  terminating connection due to idle-in-transaction timeout/,
+	$offset);
 poll_ok($node,
 	"SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgwire'",
 	'0', 'bound: the idle timeout ended the session');
-my $lines = wire_finish($w);
+PostgreSQL::Test::Utils::append_to_file("$go/gone", '');
+$lines = wire_finish($w);
 ok((grep { /^FATAL 25P03 / } @$lines), 'bound: with PostgreSQL\'s idle-in-transaction FATAL')
   or diag(join("\n", @$lines));
 is($node->safe_psql('postgres',
