@@ -172,7 +172,8 @@ is($primary->safe_psql('postgres',
 		"SELECT admitted FROM dbgate.status WHERE budget = 's_gate'"),
 	'0', 'not in the primary\'s');
 my $holder = DbgateTest::Session->new($standby, user => 's_bob');
-$holder->send('SELECT pg_sleep(60)');
+# (a statement that runs until it is canceled below)
+$holder->send('SELECT pg_sleep(600)');
 ok($standby->poll_query_until('postgres',
 		"SELECT active FROM dbgate.status WHERE budget = 's_gate'", '1'),
 	'a statement holds the standby\'s only slot');
