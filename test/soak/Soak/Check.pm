@@ -5,19 +5,27 @@
 #
 #   - 0 <= active <= max_active and 0 <= queued <= max_queued, with three
 #     excuses for active: slots admitted before the latest lowering of
-#     max_active, lock-holder admissions (admitted_lock_holder grew
-#     within the last lh_window seconds) and (1.3) statements demoted into
+#     max_active, lock-holder admissions that may still hold their slot
+#     and (1.3) statements demoted into
 #     the budget (its rows with demoted_from, in this sample or the
 #     previous one, and the growth of demoted_in since the previous
 #     sample: a demoted statement counts beyond the target's limits); and
 #     one for queued: statements
-#     queued before the latest lowering of max_queued.  The same bounds
+#     queued before the latest lowering of max_queued.  A lock-holder
+#     admission that may still hold its slot is one counted since the
+#     earliest time that a slot counted in the sample may date from (the
+#     rows of this sample and of the previous one, and the previous
+#     sample's time for a slot taken and returned in between, see
+#     below): admitted_lock_holder now less its value in the last sample
+#     read before that time, however long ago.  The same bounds
 #     apply to the rows of dbgate.backends per budget, where a slot kept
 #     idle in a transaction counts as active.  A kept slot's state_since
 #     moves with each statement and pause, so a slot may date from before a
 #     lowering if its holder held a slot in the same transaction
 #     (pg_stat_activity.xact_start) at an earlier state_since, or was not
-#     seen in the previous sample;
+#     seen in the previous sample.  A change of a limit is in effect in a
+#     sample if it may have committed before the sample's views were
+#     read (before t_end, the time taken after them);
 #   - 0 <= idle_in_transaction <= active;
 #   - a transaction that keeps its slot never queues again: no backend is
 #     queued in a transaction in which it was seen holding a slot while the
@@ -86,7 +94,7 @@ my @COUNTERS = qw(admitted admitted_after_wait rejected_full rejected_timeout
 #   budgets => { budget => 1 }, may_vanish => { budget => 1 },
 #   sentinels => { budget => { column => value } }, queued_age => { budget =>
 #   seconds }, idle_age => { budget => seconds }, max_age => seconds,
-#   lh_window => seconds, fair => { budget => 1 }, starve_limit => seconds,
+#   fair => { budget => 1 }, starve_limit => seconds,
 #   scope => { budget => 'statement' or 'transaction' } (the budgets whose
 #   scope never changes), gate_windows => [[t_off, t_on], ...],
 #   parents => { budget => 1 }, no_starve => { budget => 1 },
@@ -98,7 +106,9 @@ my @COUNTERS = qw(admitted admitted_after_wait rejected_full rejected_timeout
 # Returns a hash: samples, violations (list, the first 30), nviolations,
 # max_active / max_queued / max_idle (seen per budget), max_gap (seconds between
 # samples), lh_excused / lowering_excused / demote_excused (samples where an
-# excuse was used), demoted_rows (rows with demoted_from seen).
+# excuse was used), demoted_rows (rows with demoted_from seen).  The
+# objects of 'extra' get, with each sample, the lock-holder admissions
+# that may still hold a slot, per budget (lh => { budget => n }).
 sub check_samples
 {
 	my (%p) = @_;
@@ -124,7 +134,7 @@ sub check_samples
 	my %qpos;       # "pid@since" -> last queue position seen
 	my %starved;    # budget -> time since when a slot is free while others wait
 	my %prev_rows;  # budget -> state -> rows of the previous sample
-	my %lh_hist;    # same key -> [[t, admitted_lock_holder], ...]
+	my %lh_hist;    # same key -> [[t_end, admitted_lock_holder], ...]
 	my %held_from;  # "pid@xact_start" -> earliest time its slot may date from
 	my %kept_in;    # "pid@xact_start" -> when it was seen keeping a slot
 	my %xid_held;   # "pid@xact_start" -> when seen holding a slot with an ID
@@ -143,6 +153,7 @@ sub check_samples
 		next unless defined $t_end;
 		my $status = Soak::Monitor::read_rows($sj);
 		my $backends = Soak::Monitor::read_rows($bj);
+		my $last_t = $prev_t;    # the previous sample's time
 		$r{samples}++;
 		$r{max_gap} = $t - $prev_t
 		  if defined $prev_t && $t - $prev_t > $r{max_gap};
@@ -287,6 +298,7 @@ sub check_samples
 
 		my %seen_budget;
 		my %st;    # budget -> the status row as a hash
+		my %lh_now;    # budget -> lock-holder admissions that may hold a slot
 		for my $s (@$status)
 		{
 			my %v = map { $_ => $s->[ $S{$_} ] } keys %S;
@@ -340,21 +352,25 @@ sub check_samples
 			$dm += $v{demoted_in} - $pr->{demoted_in}
 			  if $pr && $v{demoted_in} > $pr->{demoted_in};
 
-			# lock-holder admissions within the window
+			# lock-holder admissions that may still hold a slot: those
+			# counted since the earliest time a slot counted now may date
+			# from
 			my $h = $lh_hist{$key} //= [];
-			push @$h, [ $t, $v{admitted_lock_holder} ];
-			shift @$h while @$h > 1 && $h->[1][0] < $t - $p{lh_window};
-			my $lh = $v{admitted_lock_holder} - $h->[0][1];
-			# the window may reach back before the first sample of this key
-			$lh = $v{admitted_lock_holder} if $h->[0][0] >= $t - $p{lh_window};
+			my $since = earliest_slot($last_t,
+				[ @{ $rows{$budget}{active} // [] }, @{ $prev_rows{$budget}{active} // [] } ]);
+			my $lh = $v{admitted_lock_holder} - lh_before($h, $since);
+			push @$h, [ $t_end, $v{admitted_lock_holder} ];
+			$lh_now{$budget} = $lh;
 
 			# dbgate.backends is read a moment after dbgate.status: a row
 			# that counted in the status may be gone from it, so rows of
 			# the previous sample count too
 			my $ga = grandfathered($p{lowerings}{$budget}{max_active}, $t,
-				[ @{ $rows{$budget}{active} // [] }, @{ $prev_rows{$budget}{active} // [] } ]);
+				[ @{ $rows{$budget}{active} // [] }, @{ $prev_rows{$budget}{active} // [] } ],
+				$t_end);
 			my $gq = grandfathered($p{lowerings}{$budget}{max_queued}, $t,
-				[ @{ $rows{$budget}{queued} // [] }, @{ $prev_rows{$budget}{queued} // [] } ]);
+				[ @{ $rows{$budget}{queued} // [] }, @{ $prev_rows{$budget}{queued} // [] } ],
+				$t_end);
 
 			$r{max_active}{$budget} = $v{active}
 			  if $v{active} > ($r{max_active}{$budget} // -1);
@@ -382,8 +398,9 @@ sub check_samples
 				delete $starved{$budget};
 			}
 
-			# dbgate.backends is read a moment after dbgate.status: a
-			# limit raised in between already applies to its rows
+			# dbgate.backends is read after dbgate.status: a limit raised
+			# in between (committed before t_end) already applies to its
+			# rows
 			my %lim;
 			for my $f (qw(max_active max_queued))
 			{
@@ -391,7 +408,7 @@ sub check_samples
 				for my $c (@{ $p{changes}{$budget}{$f} // [] })
 				{
 					$lim{$f} = $c->[2]
-					  if $c->[0] <= $t + 0.1 && $c->[1] >= $t && $c->[2] > $lim{$f};
+					  if $c->[0] <= $t_end && $c->[1] >= $t && $c->[2] > $lim{$f};
 				}
 			}
 			my $nact = scalar @{ $rows{$budget}{active} // [] };
@@ -411,7 +428,7 @@ sub check_samples
 				}
 				$viol->($t,
 					"$budget: $what $n > max_active $max "
-					  . "(admitted before a lowering: $ga, recent lock-holder admissions: $lh, "
+					  . "(admitted before a lowering: $ga, lock-holder admissions that may hold a slot: $lh, "
 					  . "demoted in: $dm)"
 				);
 			}
@@ -441,6 +458,7 @@ sub check_samples
 		$_->sample(
 			t => $t,
 			t_end => $t_end,
+			lh => \%lh_now,
 			status => \%st,
 			rows => \%rows,
 			prev_rows => \%prev_rows,
@@ -453,19 +471,21 @@ sub check_samples
 }
 
 # Rows admitted (or queued) before the latest lowering that may already be
-# in effect at time t.  A lowering is [t_before, t_after]: the commit
-# happened in between.  A slot holder's row carries, after the columns of
-# %B, the earliest time its slot may date from (see check_samples).
+# in effect in the sample read between t and t_end.  A lowering is
+# [t_before, t_after]: the commit happened in between.  A slot holder's
+# row carries, after the columns of %B, the earliest time its slot may
+# date from (see check_samples).
 sub grandfathered
 {
-	my ($lowerings, $t, $rows) = @_;
+	my ($lowerings, $t, $rows, $t_end) = @_;
 	return 0 unless $lowerings && $rows;
+	die 'grandfathered() needs the time after the sample was read' unless defined $t_end;
 	my $latest;
-	# (the sample's time is taken before the views are read: a lowering
-	# that began a moment after it may be in effect in them)
+	# (a lowering that began before the views were read may be in effect
+	# in them)
 	for my $l (@$lowerings)
 	{
-		$latest = $l->[1] if $l->[0] <= $t + 0.1;
+		$latest = $l->[1] if $l->[0] <= $t_end;
 	}
 	return 0 unless defined $latest;
 	my %seen;
@@ -477,6 +497,44 @@ sub grandfathered
 		  ? ($from < $latest && !$seen{"$_->[$B{pid}]"}++)
 		  : ($_->[ $B{since} ] < $latest && !$seen{"$_->[$B{pid}]\@$_->[$B{since}]"}++)
 	} @$rows;
+}
+
+# earliest_slot(PREV_T, ROWS) -> the earliest time a slot counted in a
+# sample may date from: each slot holder's row (of this sample or the
+# previous one) carries the earliest time its slot may date from; a slot
+# in neither was taken after the previous sample's views were read (after
+# PREV_T), and given back before this sample's dbgate.backends was.
+# -9**9**9 before the first sample.
+sub earliest_slot
+{
+	my ($prev_t, $rows) = @_;
+	return -9**9**9 unless defined $prev_t;
+	my $e = $prev_t;
+	for my $r (@$rows)
+	{
+		my $from = $r->[ scalar(keys %B) ] // $r->[ $B{since} ];
+		$e = $from if $from < $e;
+	}
+	return $e;
+}
+
+# lh_before(HIST, T) -> admitted_lock_holder in the last sample of HIST
+# ([[t_end, count], ...] in time order) read wholly before T, or 0 when
+# there is none.  The admissions counted after that sample were granted
+# after T, or before it and counted late: both are excused, which errs on
+# the side of the excuse.
+sub lh_before
+{
+	my ($h, $t) = @_;
+	my ($lo, $hi) = (0, scalar @$h);
+	# the first entry with t_end >= t
+	while ($lo < $hi)
+	{
+		my $mid = int(($lo + $hi) / 2);
+		if ($h->[$mid][0] < $t) { $lo = $mid + 1; }
+		else { $hi = $mid; }
+	}
+	return $lo > 0 ? $h->[ $lo - 1 ][1] : 0;
 }
 
 # scan_log(file => F, killed => [pids]) -> (problems, deliberate kills seen)

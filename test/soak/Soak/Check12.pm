@@ -31,7 +31,8 @@
 #       reservation, max(0, reserved - active), and up to one slot per
 #       waiter of a fair 'lifo' child (held for it, freed in it only);
 #     - P.active <= P.max_active, except slots admitted before a lowering
-#       of P's max_active and recent lock-holder admissions in the tree;
+#       of P's max_active and lock-holder admissions in the tree that may
+#       still hold their slot (Soak::Check counts them per budget);
 #     - every counter of P but active, queued, their peaks, oldest_wait
 #       and rate_limited is 0 (statements are counted at their own
 #       budget), and so are its idle_in_transaction and wait_time_max.
@@ -47,7 +48,8 @@
 #   Memory.  A budget with max_memory_mb M: memory_mb_active <= M, and
 #   each of its dbgate.backends rows at most M / max_active (a slot's
 #   share), except for slots that may date from before a lowering of M or
-#   a raise of max_active and after recent lock-holder admissions; queued
+#   a raise of max_active and after lock-holder admissions that may still
+#   hold their slot; queued
 #   rows have 0; rows of budgets without M have NULL.  A parent's
 #   memory_mb_active is its children's (a grant counts at every level of
 #   the slot's chain; not one reading: only a lasting mismatch fails, as
@@ -82,16 +84,21 @@
 #   stretch of samples with one rate r, burst b and set of members: the
 #   admissions A (the members' admitted minus admitted_lock_holder, which
 #   take no token) between any two samples i < j satisfy
-#       A_j - A_i <= b + r * (t_end_j - t_i + late) + inflight
+#       A_j - A_i <= b + 1 + r * (t_end_j - t_i + catchup) + inflight
 #   (a token bucket of b tokens filled at r per second; inflight, the
 #   number of client sessions of the members, covers admissions whose
 #   token was taken before t_i but counted after it, as a waiter counts
-#   its own admission when it runs again; late covers the token waiter,
-#   which takes its token as of the time it was due however late it woke:
-#   the tokens its wake-up delay would have lost may go at once after
-#   it).  A stretch ends at every uncertain sample, change of the rate or
-#   of the members, crash restart (stats_reset) and dbgate.enabled
-#   window.
+#   its own admission when it runs again).  The rest is what src/rate.c
+#   allows, however late a waiter wakes: the bucket's theoretical arrival
+#   time moves on by 1/r with every token and never goes back, and a
+#   token needs it within (b - 1) / r of the present; only the tree's
+#   token waiter may take its token as of an earlier time (when it was
+#   due), which adds one token to a window, and the waiters granted with
+#   it take theirs as of at most catchup seconds back
+#   (DBGATE_TOKEN_CATCHUP_NS, 2 ms).  So no wake-up delay, however long,
+#   widens the bound.  A stretch ends at every uncertain sample, change of
+#   the rate or of the members, crash restart (stats_reset) and
+#   dbgate.enabled window.
 package Soak::Check12;
 
 use strict;
@@ -107,8 +114,9 @@ my %B = %Soak::Monitor::B;
 #   clients => { budget => sessions }, rated => { entity => 1 } (budgets
 #   whose rate is checked; a parent's covers its children),
 #   gate_windows => [[off, on], ...] (dbgate.enabled off and on),
-#   lh_window => s, persist => s, starve_limit => s, tol => s,
-#   late => s (the longest a woken token waiter may take to run),
+#   persist => s, starve_limit => s, tol => s,
+#   catchup => s (how far back a waiter granted with the token waiter may
+#   take its token: DBGATE_TOKEN_CATCHUP_NS of src/rate.h),
 #   live => { budget => 1 } (liveness checked here),
 #   queued_age => { budget => s }, max_age => s (the longest waits))
 sub new
@@ -120,7 +128,6 @@ sub new
 		transient => {},      # parent -> mismatches that did not last
 		judged => {},         # parent -> samples judged
 		skipped => {},        # parent -> samples skipped (uncertain shape)
-		lh_hist => {},        # budget@reset -> [[t, lock holders], ...]
 		seg => {},            # entity -> current stretch
 		rate_fig => {},       # entity -> { windows, worst }
 		starving => {},       # budget -> { t, admitted, reset, reported }
@@ -130,7 +137,7 @@ sub new
 	}, $class;
 	$self->{persist} //= 1.0;
 	$self->{tol} //= 0.005;
-	$self->{late} //= 0.25;
+	$self->{catchup} //= 0.002;
 	return $self;
 }
 
@@ -211,20 +218,12 @@ sub check_trees
 	my ($self, %s) = @_;
 	my ($t, $te, $st, $viol) = @s{qw(t t_end status viol)};
 
-	# lock-holder admissions of the last lh_window seconds, per budget and
-	# in the trees
+	# lock-holder admissions that may still hold a slot, in the trees
+	# (Soak::Check counts them per budget)
 	my $lh = 0;
-	for my $b (@{ $self->{leaves} })
+	for my $b (@{ $self->{children} })
 	{
-		my $v = $st->{$b} or next;
-		my $h = $self->{lh_hist}{"$b\@$v->{stats_reset}"} //= [];
-		push @$h, [ $t, $v->{admitted_lock_holder} ];
-		shift @$h while @$h > 1 && $h->[1][0] < $t - $self->{lh_window};
-		my $n = $h->[0][0] >= $t - $self->{lh_window}
-		  ? $v->{admitted_lock_holder}
-		  : $v->{admitted_lock_holder} - $h->[0][1];
-		$self->{lh_recent}{$b} = $n;
-		$lh += $n if grep { $_ eq $b } @{ $self->{children} };
+		$lh += $s{lh}{$b} // 0 if $st->{$b};
 	}
 
 	# the rows of each child that may hold a slot taken under its former
@@ -240,7 +239,7 @@ sub check_trees
 		$parent{$c} = $pv;
 		my @rows = (@{ $s{rows}{$c}{active} // [] }, @{ $s{prev_rows}{$c}{active} // [] });
 		push @all_rows, @rows;
-		$u{$c} = Soak::Check::grandfathered($self->windows($c, 'parent'), $t, \@rows);
+		$u{$c} = Soak::Check::grandfathered($self->windows($c, 'parent'), $t, \@rows, $te);
 	}
 
 	for my $p (@{ $self->{parents} })
@@ -251,10 +250,10 @@ sub check_trees
 
 		# its limit
 		my $ga = Soak::Check::grandfathered($self->windows($p, 'max_active', 1), $t,
-			\@all_rows);
+			\@all_rows, $te);
 		$viol->($t,
 			"$p: active $pv->{active} > max_active $pv->{max_active} "
-			  . "(admitted before a lowering: $ga, recent lock-holder admissions: $lh)")
+			  . "(admitted before a lowering: $ga, lock-holder admissions that may hold a slot: $lh)")
 		  if $pv->{active} > $pv->{max_active} + $ga + $lh;
 
 		# counted at its children, never at itself
@@ -430,7 +429,7 @@ sub check_memory
 			grep { 1 } @{ $self->raises($bud, 'max_active') });
 		my $old = @changes
 		  ? Soak::Check::grandfathered([ sort { $a->[1] <=> $b->[1] } @changes ], $t,
-			[ @active, @{ $s{prev_rows}{$bud}{active} // [] } ])
+			[ @active, @{ $s{prev_rows}{$bud}{active} // [] } ], $te)
 		  : 0;
 		next if $old;
 		my $share = $m / $n;
@@ -444,7 +443,7 @@ sub check_memory
 			  if $mb > $share + 0.001;
 		}
 		my $v = $st->{$bud} or next;
-		my $lh = $self->{lh_recent}{$bud} // 0;
+		my $lh = $s{lh}{$bud} // 0;
 		$viol->($t,
 			sprintf('%s: memory_mb_active %.3f > max_memory_mb %d', $bud, $v->{memory_mb_active}, $m))
 		  if $v->{memory_mb_active} > $m + $lh * $share + 0.001;
@@ -621,12 +620,12 @@ sub check_rates
 			$fig->{windows}++;
 			$fig->{worst} = $excess if !defined $fig->{worst} || $excess > $fig->{worst};
 			$fig->{span} = $t - $cur->{first_t} if $t - $cur->{first_t} > $fig->{span};
-			my $allowed = $burst + $cur->{inflight} + $rate * $self->{late};
+			my $allowed = $burst + $cur->{inflight} + 1 + $rate * $self->{catchup};
 			$viol->($t,
 				sprintf('%s: %.1f admissions beyond %s per second in a window of this stretch '
 					  . '(burst %d, %d client sessions may have been counted late, '
-					  . '%.1f tokens of a late token waiter)',
-					$e, $excess, $rate, $burst, $cur->{inflight}, $rate * $self->{late}))
+					  . 'one token taken as of when it was due, %.2f of the catch-up)',
+					$e, $excess, $rate, $burst, $cur->{inflight}, $rate * $self->{catchup}))
 			  if $excess > $allowed && !$cur->{reported}++;
 		}
 		my $m = $a - $rate * $t;

@@ -32,11 +32,12 @@
 #            admission are the target's; it counts in quarantined)
 #   long     (1.3) statements that ran at least ra_long_ms (any mode, any
 #            outcome): a runaway of the budget is one of them
-#   ra_sure  (1.3) statements that asked for an admission, were admitted
-#            for certain (succeeded, failed executing, or hit a statement
-#            timeout) and took at least ra_sure_ms (the longest wait and
-#            the longest runaway_after, and a margin): each one was a
-#            runaway of the budget, or was quarantined
+#   ra_sure  (1.3) pg_sleep()s of at least ra_sure_ms (more than the
+#            longest runaway_after) that asked for an admission and ended
+#            normally: each one executed that long under its slot, so
+#            the budget's runaway timer fired (it was a runaway of the
+#            budget), or it was quarantined.  The time the client measured
+#            is not used: it includes the wait and the machine's delays
 #
 # A slot is kept to the end of the transaction once the transaction holds a
 # transaction ID (scope 'statement': after its first UPDATE or SELECT FOR
@@ -448,7 +449,8 @@ sub collect_error
 # Options: params => [...] (extended protocol); writes => 1: once it runs,
 # the statement gets its transaction a transaction ID (UPDATE, SELECT FOR
 # UPDATE, CREATE TABLE AS); fail_held => 1 (multi): a failure at the end
-# of the block hits a statement that runs under a kept slot.
+# of the block hits a statement that runs under a kept slot; min_run_ms
+# => N: ended normally, the statement executed at least N ms (a sleep).
 sub sql
 {
 	my ($self, $sql, $mode, %opt) = @_;
@@ -593,8 +595,8 @@ sub account
 	my $ms = $o->{elapsed_ms} // 0;
 	$acc->{long}++ if $self->{ra_long_ms} && $ms >= $self->{ra_long_ms};
 	$acc->{ra_sure}++
-	  if $self->{ra_sure_ms} && $mode eq 'one' && $ms >= $self->{ra_sure_ms}
-	  && ($kind eq 'ok' || $kind eq 'exec' || $kind eq 'st');
+	  if $self->{ra_sure_ms} && $mode eq 'one' && $kind eq 'ok'
+	  && ($opt{min_run_ms} // 0) >= $self->{ra_sure_ms};
 	$acc->{ra}++ if $orig eq 'ra';
 	$acc->{quar}++ if $orig eq 'quar';
 	# (1.3) any other failure, in any mode: it may have hidden a runaway
@@ -902,11 +904,12 @@ sub op_sleep
 {
 	my ($self) = @_;
 	my $s = rand_sleep();
-	if (rand() < 0.5) { $self->sql("SELECT pg_sleep($s)", 'one'); }
+	# (a sleep that ends normally ran at least that long)
+	if (rand() < 0.5) { $self->sql("SELECT pg_sleep($s)", 'one', min_run_ms => $s * 1000); }
 	else
 	{
 		# extended protocol, server-side prepared
-		$self->sql('SELECT pg_sleep($1)', 'one', params => [$s]);
+		$self->sql('SELECT pg_sleep($1)', 'one', params => [$s], min_run_ms => $s * 1000);
 	}
 	return;
 }
