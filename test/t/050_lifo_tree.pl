@@ -24,6 +24,20 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use DbgateTest;
 
+# A background psql has one timer for its whole life (BackgroundPsql), so a
+# session that lives long would be ended by a slow machine, not by a slow
+# statement: each wait of a session here gets the whole default timeout.
+for my $m (qw(send result wait_exit))
+{
+	no strict 'refs';
+	no warnings 'redefine';
+	my $orig = \&{"DbgateTest::Session::$m"};
+	*{"DbgateTest::Session::$m"} = sub {
+		$_[0]->{psql}->{timeout}->start;
+		goto &$orig;
+	};
+}
+
 my $node = dbgate_node('lifo_tree');
 $node->safe_psql(
 	'postgres', q{
@@ -107,6 +121,34 @@ sub resume
 	@stopped = grep { $_ != $w->pid } @stopped;
 }
 
+# newcomer(CTL, USER, NAME): a statement of USER arrives and is seen
+# active -- admitted at once, not queued -- while it waits for advisory
+# lock 9, which CTL holds; then CTL lets go and the statement ends.
+# Nothing else can free a slot meanwhile, so the state it is seen in is
+# the one its arrival gave it.
+sub newcomer
+{
+	my ($ctl, $user, $name) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	$ctl->query('SELECT pg_advisory_lock(9)');
+	my $n = DbgateTest::Session->new($node, user => $user);
+	$n->send("SELECT pg_advisory_lock_shared(9), pg_advisory_unlock_shared(9), 'newcomer ran'");
+	$node->poll_query_until('postgres',
+		"SELECT state IN ('active', 'queued') FROM dbgate.backends WHERE pid = "
+		  . $n->pid)
+	  or die "$name: the newcomer did not reach the gate";
+	my $state = state_of($n);
+	is($state, 'active', "$name: a newcomer of $user takes the held slot at once");
+	my $seen = figures();
+	$node->safe_psql('postgres', 'SELECT pg_cancel_backend(' . $n->pid . ')')
+	  if $state ne 'active';
+	$ctl->query('SELECT pg_advisory_unlock(9)');
+	my ($out, $err) = $n->result;
+	is($out, '|t|newcomer ran', "$name: the newcomer ran") or diag $err;
+	$n->quit;
+	return $seen;
+}
+
 sub release
 {
 	my ($ctl, $h, $key, $name) = @_;
@@ -125,16 +167,13 @@ sub release
 	is(figures(), 'lt_l 0/1, lt_p 2/2, lt_s 1/1',
 		"$name: freed in lt_l only, the parent holds it (not handed off)");
 	is(state_of($ws), 'queued', "$name: the sibling's waiter still waits");
-	my ($state, $out) = run_sql($node,
-		"SET statement_timeout = '10s'; SELECT 'newcomer ran'",
-		user => 'lt_l_user');
-	is("$state/$out", "/newcomer ran",
-		"$name: a newcomer of lt_l takes the held slot at once");
+	is(newcomer($ctl, 'lt_l_user', $name), 'lt_l 1/1, lt_p 2/2, lt_s 1/1',
+		"$name: the newcomer holds it in lt_l, the parent counts it once");
 	is(figures(), 'lt_l 0/1, lt_p 2/2, lt_s 1/1',
 		"$name: the newcomer's release is held for lt_l again");
 	is(state_of($ws), 'queued', "$name: the sibling's waiter still waits");
 	resume($wl);
-	($out) = $wl->result;
+	my ($out) = $wl->result;
 	is($out, 'lifo waiter ran', "$name: the woken waiter takes it once resumed");
 	($out) = $ws->result;
 	is($out, 'sibling ran', "$name: then the sibling's waiter, as lt_l has none");
