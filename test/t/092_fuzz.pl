@@ -55,12 +55,25 @@
 # internal errors of PostgreSQL are listed, run again ungated to tell
 # those that do not depend on the gate.
 #
+# Time in the verdicts.  The checks are states (a sample, a counter, the
+# log), not events per second.  The load goes on past FUZZ_LONG until
+# every sqlsmith session has run statements, every budget with roles has
+# admitted one and the monitor has taken 5 samples per second of
+# FUZZ_LONG, for at most 120 s (or FUZZ_LONG) more.  What is left are
+# hang detectors far above what they bound: a backend in one state (10 s
+# queued, 15 s active or idle in transaction) and wait_time_max (6 s),
+# where the sessions' statement_timeout of 3 s ends every statement; a
+# sqlsmith session without a finished statement (20 s, with its own
+# statement_timeout of 1 s); the clients' stop (60 s) and the drain
+# (30 s).
+#
 # Environment:
 #   FUZZ_SEED=<n>     seed of sqlsmith's sessions, the budget changes, the
 #                     faults and the utility clients (default 1); the
 #                     timing, and with it what sqlsmith generates after its
 #                     first failures, is not reproducible
-#   FUZZ_LONG=<s>     seconds of load (default 60); check.sh allows 600 s
+#   FUZZ_LONG=<s>     seconds of load, at least (default 60; see above);
+#                     check.sh allows 600 s
 #                     per TAP file: raise CHECK_TIMEOUT for long runs
 # tmp_check/fuzz/ keeps the samples, the statistics of every process, and
 # events.log (every fault, with its time).
@@ -375,13 +388,68 @@ sub faults
 # ---------------------------------------------------------------------
 # Load, stop, drain
 
+# What the checks need the load to have produced: every sqlsmith session
+# has run statements (it loads the catalog through the gate first, which
+# takes long on a busy machine), every budget with roles has admitted one,
+# and the monitor has taken 5 samples per second of FUZZ_LONG.  The load
+# goes on past $duration until all of that is there (a state, however
+# long the machine takes), $EXTRA_MAX s more at most; the checks that
+# lack it fail then.
+my $MIN_SAMPLES = 5 * $duration;
+my $EXTRA_MAX = $duration > 120 ? $duration : 120;
+my ($samples_fh, $samples_seen) = (undef, 0);
+
+# the monitor's samples so far (complete lines of monitor.samples)
+sub monitor_samples
+{
+	if (!$samples_fh)
+	{
+		open($samples_fh, '<', "$dir/monitor.samples") or return 0;
+	}
+	seek($samples_fh, 0, 1);    # forget the end of file seen before
+	while (defined(my $l = <$samples_fh>))
+	{
+		$samples_seen++ if $l =~ /\n\z/;
+	}
+	return $samples_seen;
+}
+
+my $premise_dbh;
+sub premises_missing
+{
+	my @m;
+	push @m, map { "sqlsmith session $_ ran no statement" }
+	  grep { !-e "$dir/smith-$_.ran" } 1 .. @SMITH;
+	$premise_dbh //= DBI->connect(dsn($host, $port, $dbname), $superuser, '',
+		{ AutoCommit => 1, RaiseError => 0, PrintError => 0, PrintWarn => 0 });
+	my $st = $premise_dbh
+	  ? $premise_dbh->selectall_hashref('SELECT budget, admitted FROM dbgate.status', 'budget')
+	  : undef;
+	for my $b (sort grep { $BUDGETS{$_} eq 'leaf' || $BUDGETS{$_} eq 'shadow' } keys %BUDGETS)
+	{
+		push @m, "$b admitted nothing" unless $st && ($st->{$b}{admitted} // 0) > 0;
+	}
+	push @m, "the monitor took fewer than $MIN_SAMPLES samples"
+	  if monitor_samples() < $MIN_SAMPLES + 1;
+	return @m;
+}
+
 my $t_start = time;
-while (time - $t_start < $duration)
+my @missing;
+while (1)
 {
 	sleep 1;
 	last if -e "$dir/died";
+	next if time - $t_start < $duration;
+	@missing = premises_missing();
+	last if !@missing || time - $t_start >= $duration + $EXTRA_MAX;
 }
+$premise_dbh->disconnect if $premise_dbh;
 my $load_seconds = time - $t_start;
+note sprintf('the load ran %.1f s longer than %d s to produce what the checks need',
+	$load_seconds - $duration, $duration)
+  if $load_seconds > $duration + 2;
+diag 'the load lacks what some checks need: ' . join('; ', @missing) if @missing;
 {
 	open(my $fh, '>', "$dir/stop") or die "stop: $!";
 	close $fh;
@@ -568,7 +636,7 @@ my $mon = check_samples(
 	# every wait ends by the sessions' statement timeout (3 s at most)
 	max_wait_ms => 6000,
 	ages => { queued => 10, active => 15, 'idle in transaction' => 15 });
-ok($mon->{samples} > $load_seconds * 5, "the monitor took samples ($mon->{samples})");
+ok($mon->{samples} >= $MIN_SAMPLES, "the monitor took samples ($mon->{samples} of at least $MIN_SAMPLES)");
 ok($mon->{nviolations} == 0, 'every sample of dbgate.status and dbgate.backends is possible')
   or diag join("\n", "$mon->{nviolations} violation(s), the first ones:", @{ $mon->{violations} });
 

@@ -18,6 +18,9 @@
 #     (sqlsmith's own timeout, not used with libpq), "C" connection lost;
 #     between them sqlsmith's reports and the schema loader's progress.
 #
+# The file smith-<id>.ran appears once sqlsmith has run a statement (for
+# the test, which goes on until every session has).
+#
 # Stats file, one "key TAB value" a line: ok, failed, syntax, timeout,
 # broken (statements by outcome), generated, starts, seeds (of each start,
 # comma-separated), stalls (no statement
@@ -206,6 +209,12 @@ sub count_progress
 	$self->{n}{syntax} += ($s =~ tr/S//);
 	$self->{n}{timeout} += ($s =~ tr/t//);
 	$self->{n}{broken} += ($s =~ tr/C//);
+	if (!$self->{ran} && $self->{n}{ok} + $self->{n}{failed} + $self->{n}{syntax} > 0)
+	{
+		$self->{ran} = 1;
+		my $fh;
+		close $fh if open($fh, '>', "$self->{dir}/smith-$self->{id}.ran");
+	}
 	return;
 }
 
