@@ -27,13 +27,16 @@
 # Also the budget's timeout after a subtransaction abort undoes a SET of
 # idle_in_transaction_session_timeout, and the session's setting as
 # PL/pgSQL sees it inside a DO block that keeps the slot.
+#
+# A session with a kept slot and an idle timeout never waits for its
+# client before the test has seen what it needs: its statements go in one
+# message (one_message()), so that it is not idle between them.
 use strict;
 use warnings FATAL => 'all';
 
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(usleep);
 use DbgateTest;
 
 my $node = dbgate_node('kept_slots',
@@ -86,6 +89,16 @@ sub unlock
 	$s->query("SELECT pg_advisory_unlock($s->{key})");
 	$s->quit;
 	return;
+}
+
+# SQL with its statements in one Query message (psql's \;): the session
+# does not wait for its client between them.
+sub one_message
+{
+	my ($sql) = @_;
+	$sql =~ s/;\s*(?=\S)/\\; /g;
+	$sql =~ s/\s+/ /g;
+	return $sql;
 }
 
 sub su_sql
@@ -302,7 +315,7 @@ for my $scope (@scopes)
 	# transaction aborts, the slot is returned.
 	$what = "$scope, cancel while active";
 	($h, $w) = start_case($scope, $what);
-	$h->send('SELECT pg_sleep(60)');
+	$h->send('SELECT pg_sleep(600)');
 	poll_ok($node,
 		'SELECT wait_event FROM pg_stat_activity WHERE pid = ' . $h->pid,
 		'PgSleep', "$what: H's statement runs");
@@ -333,7 +346,7 @@ for my $scope (@scopes)
 
 	$what = "$scope, terminate while active";
 	($h, $w) = start_case($scope, $what);
-	$h->send('SELECT pg_sleep(60)');
+	$h->send('SELECT pg_sleep(600)');
 	poll_ok($node,
 		'SELECT wait_event FROM pg_stat_activity WHERE pid = ' . $h->pid,
 		'PgSleep', "$what: H's statement runs");
@@ -444,7 +457,9 @@ for my $scope (@scopes)
 # Runs H's transaction with SQL, then has it wait for advisory lock 9 and
 # W queue, and lets H go on with the statements in 'after' (if any) and go
 # idle.  W, once admitted, waits for advisory lock 10 (see finish_case()).
-# Returns (H, W, H's output, H's errors, the locker of lock 10).
+# Each session's statements are one message: H is idle in its transaction
+# (where the timeout runs) only after all of them, W never before its
+# COMMIT.  Returns (H, W, H's output, H's errors, the locker of lock 10).
 sub start_idle_case
 {
 	my ($scope, $what, $sql, %p) = @_;
@@ -459,13 +474,13 @@ sub start_idle_case
 		is($e, '', "$what: H's session setting");
 	}
 	my $lk = lock_key(9);
-	$hs->send($sql . q{; SELECT 'locked' FROM pg_advisory_xact_lock_shared(9)}
-		  . (defined $p{after} ? "; $p{after}" : ''));
+	$hs->send(one_message($sql . q{; SELECT 'locked' FROM pg_advisory_xact_lock_shared(9)}
+		  . (defined $p{after} ? "; $p{after}" : '')));
 	poll_ok($node,
 		'SELECT wait_event_type FROM pg_stat_activity WHERE pid = ' . $hs->pid,
 		'Lock', "$what: H waits for the advisory lock");
 	my $lk10 = lock_key(10);
-	$ws->send("$wait; SELECT pg_advisory_xact_lock_shared(10); COMMIT");
+	$ws->send(one_message("$wait; SELECT pg_advisory_xact_lock_shared(10); COMMIT"));
 	poll_ok($node, state_of($ws), 'queued:1', "$what: W is queued");
 	is( backends_of($node, $b),
 		$hs->pid . ':active:-,' . $ws->pid . ':queued:1',
@@ -553,7 +568,7 @@ for my $scope (@scopes)
 
 # No kept slot, no budget timeout: a read-only transaction of scope
 # 'statement', and a transaction whose slot was returned at an error, stay
-# idle three times the budget's timeout and go on.
+# idle three times the budget's timeout (by the server's clock) and go on.
 {
 	my $what = 'statement, idle_in_transaction_timeout without a kept slot';
 	$node->safe_psql('postgres',
@@ -562,12 +577,17 @@ for my $scope (@scopes)
 	my $e = DbgateTest::Session->new($node, user => 'k_s');
 	($out, $err) = $r->query('BEGIN; SELECT 1');
 	is("$out|$err", '1|', "$what: read-only transaction runs");
-	($out, $err, $state) = $e->query(
-		'BEGIN; UPDATE k_rows SET v = v + 1 WHERE id = 1; SELECT 1 / (v - v) FROM k_rows WHERE id = 1');
+	($out, $err, $state) = $e->query(one_message(
+		'BEGIN; UPDATE k_rows SET v = v + 1 WHERE id = 1; SELECT 1 / (v - v) FROM k_rows WHERE id = 1'));
 	is($state, '22012', "$what: the other transaction fails");
 	is(backends_of($node, 'k_stmt'), '', "$what: no slot is held");
 	# a timeout that would fire must be given the time to
-	usleep(1_000_000);
+	poll_ok($node,
+		q{SELECT count(*) FROM pg_stat_activity
+		   WHERE state LIKE 'idle in transaction%'
+		     AND clock_timestamp() - state_change >= interval '900 ms'
+		     AND pid IN (} . $r->pid . ', ' . $e->pid . ')',
+		'2', "$what: both have been idle three times the budget's timeout");
 	($out, $err) = $r->query('SELECT 2; COMMIT');
 	is("$out|$err", '2|', "$what: the read-only transaction is still there");
 	($out, $err) = $e->query('ROLLBACK');
@@ -731,12 +751,12 @@ for my $scope (@scopes)
 # Lock safety with a kept slot: T2 keeps the slot and runs a utility command
 # (LOCK TABLE) that waits for a lock of T1, whose transaction took no
 # transaction ID and whose next statement queues behind T2's slot.  T1 must
-# be admitted as a lock holder within about deadlock_timeout (the queue
-# timeout bounds the test if it is not).
+# be admitted as a lock holder (no queue timeout: if it is not, it is
+# canceled when the poll gives up, and the checks fail).
 {
 	my $what = 'lock safety, kept slot';
 	$node->safe_psql('postgres',
-		q{SELECT dbgate.create_budget('k_lock', 1, 5, queue_timeout => '2s');
+		q{SELECT dbgate.create_budget('k_lock', 1, 5);
 		  SELECT dbgate.assign_role('k_d', 'k_lock')});
 	my $t1 = DbgateTest::Session->new($node, user => 'k_d');
 	my $t2 = DbgateTest::Session->new($node, user => 'k_d');
@@ -750,7 +770,11 @@ for my $scope (@scopes)
 		'Lock', "$what: T2's LOCK TABLE waits for T1");
 	is(backends_of($node, 'k_lock'), $t2->pid . ':active:-',
 		"$what: T2 shows as active while its LOCK TABLE runs");
-	($out, $err, $state) = $t1->query('SELECT 1');
+	$t1->send('SELECT 1');
+	$node->poll_query_until('postgres',
+		q{SELECT admitted_lock_holder FROM dbgate.status WHERE budget = 'k_lock'}, '1')
+	  or su_sql('SELECT pg_cancel_backend(' . $t1->pid . ')');
+	($out, $err, $state) = $t1->result;
 	is("$out|$state", '1|', "$what: T1's statement is admitted as a lock holder");
 	counters_are(
 		$node, 'k_lock',
