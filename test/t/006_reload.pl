@@ -9,20 +9,6 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use DbgateTest;
 
-# A background psql has one timer for its whole life (BackgroundPsql), so a
-# session that lives long would be ended by a slow machine, not by a slow
-# statement: each wait of a session here gets the whole default timeout.
-for my $m (qw(send result wait_exit))
-{
-	no strict 'refs';
-	no warnings 'redefine';
-	my $orig = \&{"DbgateTest::Session::$m"};
-	*{"DbgateTest::Session::$m"} = sub {
-		$_[0]->{psql}->{timeout}->start;
-		goto &$orig;
-	};
-}
-
 my $node = dbgate_node('reload');
 $node->safe_psql(
 	'postgres', q{

@@ -29,21 +29,6 @@ use Test::More;
 use Time::HiRes qw(time usleep);
 use DbgateTest;
 
-# A background psql has one timer for its whole life (BackgroundPsql), so a
-# session that lives long would be ended by a slow machine, not by a slow
-# statement: each wait of a session here gets the whole default timeout
-# (as in 005_queue.pl).
-for my $m (qw(send result))
-{
-	no strict 'refs';
-	no warnings 'redefine';
-	my $orig = \&{"DbgateTest::Session::$m"};
-	*{"DbgateTest::Session::$m"} = sub {
-		$_[0]->{psql}->{timeout}->start;
-		goto &$orig;
-	};
-}
-
 my $node = dbgate_node('timeouts');
 $node->safe_psql(
 	'postgres', q{

@@ -29,20 +29,6 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
 
-# A background psql has one timer for its whole life (BackgroundPsql), so a
-# session that lives long would be ended by a slow machine, not by a slow
-# statement: each wait of a session here gets the whole default timeout.
-for my $m (qw(send result wait_exit))
-{
-	no strict 'refs';
-	no warnings 'redefine';
-	my $orig = \&{"DbgateTest::Session::$m"};
-	*{"DbgateTest::Session::$m"} = sub {
-		$_[0]->{psql}->{timeout}->start;
-		goto &$orig;
-	};
-}
-
 my $INV_WRITE = 0x20000;
 my $INV_READ = 0x40000;
 

@@ -35,21 +35,6 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time usleep);
 
-# A background psql has one timer for its whole life (BackgroundPsql), so a
-# session that lives long would be ended by a slow machine, not by a slow
-# statement: each wait of a session here gets the whole default timeout
-# (as in 005_queue.pl).
-for my $m (qw(send result))
-{
-	no strict 'refs';
-	no warnings 'redefine';
-	my $orig = \&{"DbgateTest::Session::$m"};
-	*{"DbgateTest::Session::$m"} = sub {
-		$_[0]->{psql}->{timeout}->start;
-		goto &$orig;
-	};
-}
-
 # the load that crowds the CPUs is sized from their number, as the server
 # counts them (sysconf(_SC_NPROCESSORS_ONLN))
 my $ncpu = ((`getconf _NPROCESSORS_ONLN` // '') =~ /(\d+)/)[0] || 1;
