@@ -43,15 +43,18 @@
  *	  version 1 (dbgate 1.0)	the six 1.0 fields as int32: 88 bytes
  *	  version 2 (dbgate 1.1)	also the five 1.1 fields as int32, and 4
  *								bytes of padding: 112 bytes
- *	  version 3 (dbgate 1.2)	every field: 208 bytes
+ *	  version 3 (dbgate 1.2)	also the eight 1.2 fields: 208 bytes
+ *	  version 4 (dbgate 1.3)	every field (the seven 1.3 fields too)
  * Version 1 has a header of magic, version, nbudgets and nroles only and
  * no database section.  Every version is read; the fields a version lacks
  * take their defaults (version 1: lsn 0, every logged change is newer).
  *
  * The encoder writes the oldest version that holds the image, but never
  * version 1 (which has no WAL position): version 2 while every field that
- * version 3 added has its default.  So a 1.2 primary that uses none of the
- * 1.2 fields writes WAL records that a 1.1 standby still replays.
+ * versions 3 and 4 added has its default, version 3 while every field that
+ * version 4 added has.  So a 1.2 primary that uses none of the 1.2 fields
+ * writes WAL records that a 1.1 standby still replays, and a 1.3 server
+ * that uses none of the 1.3 fields ones that 1.2 replays.
  *
  * Decoding checks every value with the checks of the SQL functions
  * (fields.c), and the rules of the hierarchy of budgets (config.c): a
