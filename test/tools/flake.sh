@@ -76,9 +76,13 @@ echo "flake: $runs run(s) of isolation and tap (${pg[*]}), $ncpu busy process(es
 # files).
 per_test() {
 	awk '
-		/^ok [0-9]+ +[-+] /        { n = $0; sub(/^ok [0-9]+ +[-+] +/, "", n); sub(/ .*/, "", n); print "iso:" n, "ok"; next }
-		/^not ok [0-9]+ +[-+] /    { n = $0; sub(/^not ok [0-9]+ +[-+] +/, "", n); sub(/ .*/, "", n); print "iso:" n, "FAILED"; next }
-		/^ *(test +)?[^ ]+ +\.\.\. +(ok|FAILED|failed)/ {
+		# the specs: only between the isolation heading and its summary
+		# (prove -v prints "ok N - name" lines of its own)
+		/^==== isolation: /        { iso = 1; next }
+		/^== isolation: /          { iso = 0; next }
+		iso && /^ok [0-9]+ +[-+] /     { n = $0; sub(/^ok [0-9]+ +[-+] +/, "", n); sub(/ .*/, "", n); print "iso:" n, "ok"; next }
+		iso && /^not ok [0-9]+ +[-+] / { n = $0; sub(/^not ok [0-9]+ +[-+] +/, "", n); sub(/ .*/, "", n); print "iso:" n, "FAILED"; next }
+		iso && /^ *(test +)?[^ ]+ +\.\.\. +(ok|FAILED|failed)/ {
 			n = $0; sub(/^ *(test +)?/, "", n); sub(/ .*/, "", n)
 			print "iso:" n, ($0 ~ /\.\.\. +ok/ ? "ok" : "FAILED"); next
 		}
