@@ -200,7 +200,7 @@ fi
 # on this system or inside the version's root file system.
 
 m_passed=0 m_failed=0 m_skipped=0 m_lines=() m_failures=()
-M_CHILD='' M_TAIL='' M_ROOT='' M_SRC='' M_LOGS='' M_VER='' M_PREP=''
+M_CHILD='' M_TAIL='' M_ROOT='' M_SRC='' M_LOGS='' M_VER='' M_PREP='' M_PKG='' M_PKG_SKIP=''
 
 # failure_lines LOG: the lines of LOG that say what failed, each with
 # what explains it: a failed TAP test with its diagnostics (up to 8 lines
@@ -329,23 +329,55 @@ matrix_root() {
 	matrix_leave_root
 }
 
-# matrix_package VERSION: the package suite of a version whose other suites
-# run in a root (test/package.sh, outside that root); v_* get its counts.
+# matrix_package VERSION: start the package suite of a version whose other
+# suites run in a root (test/package.sh, outside that root), in the
+# background; matrix_package_finish waits for it and puts its counts in v_*.
 matrix_package() {
 	local v=$1
-	v_passed=0 v_failed=0 v_skipped=0
+	M_PKG_SKIP=''
 	[[ " $(matrix_suites package | tr '\n' ' ') " == *" package "* ]] || return 0
 	[[ -z ${CHECK_ONLY:-} || package =~ $CHECK_ONLY ]] || return 0
 	if [[ $EUID -ne 0 ]]; then
-		echo "-- package: skipped (needs root)"
-		v_skipped=1
+		M_PKG_SKIP=1
 		return 0
 	fi
 	local opts=()
 	[[ -z $do_install ]] && opts+=(--no-update)
 	[[ -n $keep ]] && opts+=(--keep)
-	matrix_child "$M_LOGS/package$v.log" bash "$DBGATE_TOP/test/package.sh" \
-		${opts[@]+"${opts[@]}"} "$v"
+	# Beside the version's other suites (see side_start): its output is
+	# shown when they end (matrix_package_finish).
+	bash "$DBGATE_TOP/test/package.sh" ${opts[@]+"${opts[@]}"} "$v" \
+		</dev/null >"$M_LOGS/package$v.log" 2>&1 &
+	M_PKG=$!
+}
+
+# matrix_package_finish VERSION: wait for matrix_package, show its output
+# and put its counts in v_*.
+matrix_package_finish() {
+	local v=$1 rc line l
+	v_passed=0 v_failed=0 v_skipped=0
+	if [[ -n $M_PKG_SKIP ]]; then
+		echo "-- package: skipped (needs root)"
+		v_skipped=1
+		return 0
+	fi
+	[[ -n $M_PKG ]] || return 0
+	wait "$M_PKG"
+	rc=$?
+	M_PKG=''
+	heading "package $v (ran beside the suites above)"
+	cat "$M_LOGS/package$v.log"
+	while IFS= read -r l; do
+		m_failures+=("PG $v: $l")
+	done < <(failure_lines "$M_LOGS/package$v.log" | head -n 60)
+	line=$(tail -n 1 "$M_LOGS/package$v.log")
+	if [[ $line =~ ^([0-9]+)\ passed,\ ([0-9]+)\ failed,\ ([0-9]+)\ skipped$ ]]; then
+		v_passed=${BASH_REMATCH[1]} v_failed=${BASH_REMATCH[2]} v_skipped=${BASH_REMATCH[3]}
+		((rc != 0 && v_failed == 0)) && v_failed=1
+	else
+		echo "*** test/package.sh $v ended (status $rc) without its summary line: counted as one failure"
+		v_failed=1
+	fi
 }
 
 matrix_leave_root() {
@@ -366,6 +398,11 @@ matrix_finish() {
 		wait "$M_CHILD" 2>/dev/null
 		[[ -n $M_TAIL ]] && kill "$M_TAIL" 2>/dev/null
 		M_CHILD='' M_TAIL=''
+	fi
+	if [[ -n $M_PKG ]]; then
+		kill -TERM "$M_PKG" 2>/dev/null
+		wait "$M_PKG" 2>/dev/null
+		M_PKG=''
 	fi
 	if [[ -n $M_PREP ]]; then
 		kill -TERM -- "-$M_PREP" 2>/dev/null
@@ -459,9 +496,10 @@ run_matrix() {
 			matrix_child "$M_LOGS/pg$v.log" bash "${BASH_SOURCE[0]}" --host \
 				${pass_args[@]+"${pass_args[@]}"} $(matrix_suites package)
 		else
+			matrix_package "$v"
 			matrix_root "$v"
 			p0=$v_passed f0=$v_failed s0=$v_skipped
-			matrix_package "$v"
+			matrix_package_finish "$v"
 			v_passed=$((v_passed + p0)) v_failed=$((v_failed + f0))
 			v_skipped=$((v_skipped + s0))
 		fi
@@ -482,7 +520,7 @@ fi
 # One version: this system's PostgreSQL ($PG_MAJOR, $PG_CONFIG).
 
 passed=0 failed=0 skipped=0
-WORK='' CHILD='' TAILPID='' LANE_PIDS=()
+WORK='' CHILD='' TAILPID='' LANE_PIDS=() SIDE_PID='' SIDE_SUITES=''
 
 # ---------------------------------------------------------------------------
 # Running commands
@@ -946,6 +984,43 @@ suite_package() {
 }
 
 # ---------------------------------------------------------------------------
+# Suites beside the TAP lanes
+
+# side_start SUITE...: run_suite for each SUITE, one after the other, in
+# the background; the output goes to $WORK/logs/side.out (printed by
+# side_finish), the counts to $WORK/logs/side.counts.
+side_start() {
+	# shellcheck disable=SC2030,SC2031 # the lane's own counts, in a subshell
+	(
+		passed=0 failed=0 skipped=0 LANE_PIDS=() SIDE_PID=''
+		trap 'cleanup_child; exit 130' TERM INT HUP
+		for s in "$@"; do
+			run_suite "$s"
+		done
+		echo "$passed $failed $skipped" >"$WORK/logs/side.counts"
+	) >"$WORK/logs/side.out" 2>&1 &
+	SIDE_PID=$!
+	SIDE_SUITES="$*"
+}
+
+# side_finish: wait for the suites of side_start, print their output and
+# add their counts.
+side_finish() {
+	local p f_ s
+	[[ -n $SIDE_PID ]] || return 0
+	wait "$SIDE_PID"
+	SIDE_PID=''
+	heading "$SIDE_SUITES (ran beside the TAP lanes)"
+	cat "$WORK/logs/side.out"
+	if read -r p f_ s <"$WORK/logs/side.counts" 2>/dev/null; then
+		count "$p" "$f_" "$s"
+	else
+		echo "*** $SIDE_SUITES ended without their counts: counted as one failure"
+		count 0 1 0
+	fi
+}
+
+# ---------------------------------------------------------------------------
 # Clean-up and summary
 
 cleanup_child() {
@@ -964,6 +1039,10 @@ cleanup() {
 		kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
 	done
 	LANE_PIDS=()
+	if [[ -n $SIDE_PID ]]; then
+		kill -TERM "$SIDE_PID" 2>/dev/null && wait "$SIDE_PID" 2>/dev/null
+		SIDE_PID=''
+	fi
 	cleanup_child
 	[[ -n $WORK ]] || return 0
 	stop_servers "$WORK"
@@ -1037,7 +1116,25 @@ fi
 echo "== build: ok ($((SECONDS - t0)) s)"
 
 cd "$WORK/tree" || exit 1
+# The smoke scripts and the package suite run beside the TAP lanes when
+# both are asked for: the TAP files spend most of their time waiting for
+# states and timers, and none of their verdicts depends on how busy the
+# machine is (docs/testing.md), so the host's part of the suite ends in
+# the time of the TAP lanes instead of their sum.
+side=()
+if [[ " ${suites[*]} " == *" tap "* ]]; then
+	for s in smoke package; do
+		[[ " ${suites[*]} " == *" $s "* ]] && side+=("$s")
+	done
+fi
 for s in "${suites[@]}"; do
-	run_suite "$s"
+	[[ " ${side[*]} " == *" $s "* ]] && continue
+	if [[ $s == tap && ${#side[@]} -gt 0 ]]; then
+		side_start "${side[@]}"
+		run_suite tap
+		side_finish
+	else
+		run_suite "$s"
+	fi
 done
 exit 0
