@@ -104,10 +104,12 @@ assign_default_budget(const char *newval, void *extra)
 }
 
 /*
- * The postmaster publishes dbgate.enabled for queued backends, which must
+ * The postmaster publishes dbgate.enabled for every backend, which must
  * not reload the configuration file in the middle of a statement: it
- * reloads before it signals its children, and a signalled waiter wakes on
- * its latch and reads the shared value.
+ * reloads before it signals its children, a signalled waiter wakes on its
+ * latch and reads the shared value, and the gate reads it for every
+ * statement (dbgate_gating()), so that a statement that starts before its
+ * backend has read the file is treated as the waiters are.
  */
 static void
 assign_enabled(bool newval, void *extra)

@@ -564,8 +564,9 @@ typedef struct DbgateShared
 	pg_atomic_uint64 generation;
 
 	/*
-	 * dbgate.enabled as the postmaster last read it: queued backends look
-	 * here (they do not reload the configuration file mid-statement).
+	 * dbgate.enabled as the postmaster last read it: the gate and queued
+	 * backends look here (dbgate_gating(); a backend does not reload the
+	 * configuration file mid-statement).
 	 */
 	pg_atomic_uint32 enabled;
 	uint32		wait_event_info;	/* reported while queued */
@@ -600,6 +601,21 @@ static inline LWLock *
 dbgate_budget_lock(int idx)
 {
 	return &dbgate_shared->budget_locks[idx].lock;
+}
+
+/*
+ * Whether statements are gated: dbgate.enabled as the postmaster last read
+ * it, the value queued backends look at.  The gate reads it here, not in
+ * the backend's own copy of the setting: a backend applies a reload only
+ * between client commands, and a statement that starts after the reload
+ * (the next statement of one query message, of a procedure or of a DO
+ * block) must not be gated when the waiters ahead of it are let through.
+ */
+static inline bool
+dbgate_gating(void)
+{
+	return dbgate_shared != NULL &&
+		pg_atomic_read_u32(&dbgate_shared->enabled) != 0;
 }
 
 #endif							/* DBGATE_H */

@@ -90,7 +90,7 @@ dbgate_parallel_cap(void)
 	const DbgateLookup *lk;
 	const DbgateBudget *b;
 
-	if (!dbgate_enabled || dbgate_shared == NULL)
+	if (!dbgate_gating())
 		return -1;
 	lk = dbgate_classify();
 	if (lk->budget < 0 || !dbgate_is_client_backend())

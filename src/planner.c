@@ -92,7 +92,7 @@ planner_budget(void)
 {
 	const DbgateLookup *lk;
 
-	if (!dbgate_enabled || dbgate_shared == NULL)
+	if (!dbgate_gating())
 		return NULL;
 	lk = dbgate_classify();
 	if (lk->budget < 0 || !dbgate_is_client_backend())

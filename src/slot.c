@@ -715,7 +715,7 @@ dbgate_slot_executor_start(QueryDesc *queryDesc, int eflags)
 	}
 	else
 	{
-		if (!dbgate_enabled || !backend_init())
+		if (!dbgate_gating() || !backend_init())
 			return;
 		if (ActivePortal == NULL && in_commit())
 			return;
@@ -1059,7 +1059,7 @@ dbgate_utility_begin(void)
 {
 	if (slot_state != SLOT_NONE || utility_running)
 		return false;			/* runs under the slot already held */
-	if (!dbgate_enabled || !backend_init())
+	if (!dbgate_gating() || !backend_init())
 		return false;
 	if (ActivePortal == NULL && in_commit())
 		return false;
@@ -1154,7 +1154,7 @@ dbgate_slot_call_start(void)
 		return;
 	if (slot_state == SLOT_NONE)
 	{
-		if (!dbgate_enabled || !backend_init() || in_commit())
+		if (!dbgate_gating() || !backend_init() || in_commit())
 			return;
 		lk = dbgate_classify();
 		if (lk->budget < 0)

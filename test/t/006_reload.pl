@@ -198,6 +198,48 @@ is($err, '', 'reload mid-statement: the slot holder finished');
 $node->safe_psql('postgres', 'ALTER SYSTEM RESET work_mem');
 $_->quit for ($h4, $w4);
 
+# ---------------------------------------------------------------------------
+# A statement that starts after the reload in a backend that has not read
+# the configuration file yet (a backend reads it between client commands
+# only: here the second statement of one query message, sent with psql's
+# \; while the first one waits in the queue) is not gated: the gate reads
+# dbgate.enabled as the postmaster published it, as the waiters do.  The
+# first statement is let through as a waiter (admitted_after_wait + 1); the
+# second neither queues nor counts.
+$node->safe_psql('postgres', 'ALTER SYSTEM RESET dbgate.enabled');
+$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
+poll_ok($node, 'SHOW dbgate.enabled', 'on', 'same message: dbgate.enabled is on again');
+my $h5 = DbgateTest::Session->new($node, user => 'r_user');
+my $b5 = DbgateTest::Session->new($node, user => 'r_user');
+$locker->query('SELECT pg_advisory_lock(5)');
+$h5->send('SELECT pg_advisory_xact_lock_shared(5)');
+poll_ok($node, 'SELECT state FROM dbgate.backends WHERE pid = ' . $h5->pid,
+	'active', 'same message: the slot is held');
+my %before = map { $_ => $node->safe_psql('postgres',
+		"SELECT $_ FROM dbgate.status WHERE budget = 'r_budget'") }
+  qw(admitted admitted_after_wait);
+$b5->send(q{SELECT 'first' \; SELECT 'second'});
+poll_ok($node, 'SELECT state FROM dbgate.backends WHERE pid = ' . $b5->pid,
+	'queued', 'same message: the first statement is queued');
+$node->safe_psql('postgres', 'ALTER SYSTEM SET dbgate.enabled = off');
+$node->safe_psql('postgres', 'SELECT pg_reload_conf()');
+poll_ok($node,
+	"SELECT state FROM pg_stat_activity WHERE pid = " . $b5->pid, 'idle',
+	'same message: both statements ran while the slot is still held');
+($out, $err) = $b5->result;
+like("$out|$err", qr/second\|$/, 'same message: the second statement ran');
+is(backends_of($node, 'r_budget'), $h5->pid . ':active:-',
+	'same message: the holder still holds the slot, nothing else does');
+is( $node->safe_psql(
+		'postgres', q{SELECT concat_ws(':', active, queued, admitted, admitted_after_wait)
+		  FROM dbgate.status WHERE budget = 'r_budget'}),
+	join(':', 1, 0, $before{admitted} + 1, $before{admitted_after_wait} + 1),
+	'same message: the first statement counted as let through, the second not at all');
+$locker->query('SELECT pg_advisory_unlock(5)');
+(undef, $err) = $h5->result;
+is($err, '', 'same message: the slot holder finished');
+$_->quit for ($h5, $b5);
+
 $_->quit for (@s, $extra, $idle, $locker);
 $node->safe_psql('postgres', 'ALTER SYSTEM RESET dbgate.enabled');
 $node->stop;
