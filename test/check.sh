@@ -59,7 +59,7 @@
 # regression tests, isolation specs, TAP files and smoke scripts whose
 # names match it run, as when working on one test), CHECK_SUITES,
 # CHECK_TAP_JOBS (TAP files run side by side in this many lanes, default
-# 3; the load tests 09x run alone afterwards), CHECK_VERSION_ONLY=1 (skip
+# 4; the load tests 09x run alone afterwards), CHECK_VERSION_ONLY=1 (skip
 # what does not depend on the server's version: the "alone" suite and the
 # smoke scripts of $HOST_ONLY_SMOKE; set by the matrix for the versions in
 # roots when this system's version is in the same run),
@@ -837,12 +837,12 @@ tap_lane() {
 	((lane == 0)) || echo "$passed $failed $skipped" >"$WORK/logs/lane-$lane.counts"
 }
 
-# The TAP files.  CHECK_TAP_JOBS (default 3) lanes run the files side by
+# The TAP files.  CHECK_TAP_JOBS (default 4) lanes run the files side by
 # side, each lane taking the next file of one queue when its last one
 # ends (the long ones first); the load tests (09x: soak, fuzz) run
 # afterwards, alone, as they would fill any lane's machine.
 suite_tap() {
-	local files=() serial=() f n jobs=${CHECK_TAP_JOBS:-3} l
+	local files=() serial=() f n jobs=${CHECK_TAP_JOBS:-4} l
 	for f in "$WORK"/tree/test/t/*.pl; do
 		n=${f##*/}
 		[[ -e $f ]] && wanted "${n%.pl}" tap || continue
