@@ -52,11 +52,14 @@
  * A move changes the backend's limits from its next statement (adopt, at
  * the start of each outermost run and where the statement that ran away
  * ends): the target's statement_timeout, lock_timeout and
- * idle_in_transaction_timeout where they are tighter, its runaway_after
- * and runaway_action (a second 'demote' acts as 'log': the word still says
- * DONE), its adaptive-limit counting.  Scope and memory grant stay the
- * source's.  For the statement that is moved while it runs, the worker
- * applies the target's statement_timeout and lock_timeout itself
+ * idle_in_transaction_timeout where they are tighter (none of them when
+ * the target is in shadow mode, enforce = false: a shadow budget applies
+ * no timeout, as for a quarantined statement admitted to it), its
+ * runaway_after and runaway_action (a second 'demote' acts as 'log': the
+ * word still says DONE; a shadow target's 'cancel' as well), its
+ * adaptive-limit counting.  Scope and memory grant stay the source's.  For
+ * the statement that is moved while it runs, the worker applies an
+ * enforcing target's statement_timeout and lock_timeout itself
  * (dbgate_demote_watch()): when one of them runs out, it marks the word
  * (TIMEOUT, LOCK) and sends the backend SIGINT, as PostgreSQL's own timers
  * do, and the run's PG_CATCH raises the cancel as the timeout
@@ -199,17 +202,18 @@ take_target_limits(DbgateLimits *lim, const DbgateChain *c)
 	dbgate_read_limits(tb, &tl);
 	if (dbgate_st_tag(pg_atomic_read_u64(&tb->state)) != dbgate_tag_of(c->inc[0]))
 		return;					/* the target is gone: the source's limits stay */
-	lim->statement_timeout_ms = tighter(lim->statement_timeout_ms,
-										tl.statement_timeout_ms);
-	lim->lock_timeout_ms = tighter(lim->lock_timeout_ms, tl.lock_timeout_ms);
-	lim->idle_timeout_ms = tighter(lim->idle_timeout_ms, tl.idle_timeout_ms);
 	if (tl.enforce)
 	{
+		lim->statement_timeout_ms = tighter(lim->statement_timeout_ms,
+											tl.statement_timeout_ms);
+		lim->lock_timeout_ms = tighter(lim->lock_timeout_ms, tl.lock_timeout_ms);
+		lim->idle_timeout_ms = tighter(lim->idle_timeout_ms, tl.idle_timeout_ms);
 		lim->runaway_after_ms = tl.runaway_after_ms;
 		lim->runaway_cancel = tl.runaway_cancel;
 	}
 	else
 	{
+		/* a shadow target applies none of its timeouts (SPEC: enforce) */
 		lim->runaway_after_ms = tl.runaway_after_ms;
 		lim->runaway_cancel = false;
 	}
@@ -734,18 +738,21 @@ dbgate_demote_move(int procno, uint32 ticket, int budget,
 	END_CRIT_SECTION();
 	LWLockRelease(sh->config_lock);
 
-	/* the target's timeouts, where tighter, for the statement that runs */
+	/*
+	 * the target's timeouts, where tighter, for the statement that runs;
+	 * none for a shadow target (SPEC: enforce)
+	 */
 	if (result == 1)
 	{
 		TimestampTz deadline = 0;
 		int32		lock_ms = 0;
 
-		if (tl.statement_timeout_ms > 0 &&
+		if (tl.enforce && tl.statement_timeout_ms > 0 &&
 			(sl.statement_timeout_ms <= 0 ||
 			 tl.statement_timeout_ms < sl.statement_timeout_ms))
 			deadline = TimestampTzPlusMilliseconds(start,
 												   tl.statement_timeout_ms);
-		if (tl.lock_timeout_ms > 0 &&
+		if (tl.enforce && tl.lock_timeout_ms > 0 &&
 			(sl.lock_timeout_ms <= 0 || tl.lock_timeout_ms < sl.lock_timeout_ms))
 			lock_ms = tl.lock_timeout_ms;
 		if (deadline != 0 || lock_ms != 0)

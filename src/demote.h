@@ -71,9 +71,10 @@ extern long dbgate_demote_watch(void);
  * The backend's side (slot.c), only for a slot whose budget demotes
  * (DbgateLimits.runaway_demote):
  *	  adopt	if the slot was moved, take the target's chain into *a and the
- *			target's limits into a->lim (only tightening); the worker no
- *			longer watches the statement's timeouts (slot.c calls it where
- *			the statement that was moved has ended, or another starts).
+ *			target's limits into a->lim (only tightening; none of a shadow
+ *			target's timeouts); the worker no longer watches the statement's
+ *			timeouts (slot.c calls it where the statement that was moved
+ *			has ended, or another starts).
  *	  close	the slot is about to be returned: adopt, no move may start any
  *			more, and a->since becomes the time of the move (the source's
  *			active_time_total gets the time before it, the target's the

@@ -17,13 +17,16 @@
 #   8. cancel and terminate of a demoted statement;
 #   9. a demoted statement with parallel workers;
 #  10. drop_budget(target, force): the source's action becomes 'log';
-#  11. a streaming standby moves its own slots.
+#  11. a shadow target (enforce => false) applies none of its timeouts,
+#      to a statement moved there as a runaway or admitted there as
+#      quarantined; an enforcing target applies them;
+#  12. a streaming standby moves its own slots.
 #
 # No verdict depends on how fast the machine is:
 # - a statement that is to be seen running (in the source, moved, with its
 #   parallel workers) waits for an advisory lock that the test holds, and
 #   ends when the test lets it go;
-# - where a waiter must queue before the move (1, 2, 11), the source is
+# - where a waiter must queue before the move (1, 2, 12), the source is
 #   created with runaway_after 0: a statement of the source holds its slot
 #   (waiting for a lock of the test), the statement that is to run away and
 #   the waiter queue behind it in that order, and only once they are seen
@@ -36,6 +39,11 @@
 # - what is in the source before a move is asserted by facts that last:
 #   the counts, the LOG line, demoted_from (or, for a memory grant, by the
 #   same statement run with runaway_after 0 first);
+# - that a timeout did not end a statement (11) is read from a
+#   witness: a statement moved (or admitted) after the first was seen
+#   moved, to a target with the same timeout, so that its deadline comes
+#   later; once the witness has been canceled by it, the first statement
+#   is let go, and its result says whether it was canceled too;
 # - the only upper bounds on durations are features, measured by the
 #   server: "within 100 ms of runaway_after" (SPEC), and a target's
 #   statement_timeout counted from the statement's start, not from the
@@ -179,6 +187,15 @@ sub activity
 	return $n->safe_psql('postgres',
 		"SELECT state || ':' || coalesce(wait_event_type, '-')
 		   FROM pg_stat_activity WHERE pid = $pid");
+}
+
+# state_of(NODE, PID): the backend's state in pg_stat_activity ('active'
+# while a statement runs, whatever it waits for)
+sub state_of
+{
+	my ($n, $pid) = @_;
+	return $n->safe_psql('postgres',
+		"SELECT state FROM pg_stat_activity WHERE pid = $pid");
 }
 
 # idle_ok(NODE, NAME, BUDGET...): one assertion that every budget named
@@ -843,9 +860,177 @@ my $wait1 = 'SELECT pg_advisory_xact_lock_shared(1)';
 	lines_are($node, $offset, 'inter:log', "drop: the LOG line says 'log'");
 }
 
+# 11. A shadow target (enforce => false) applies none of its timeouts
+# (SPEC: a shadow budget's statement_timeout / lock_timeout / idle timeout
+# are not applied), whether the statement is moved there as a runaway or
+# admitted there as quarantined; an enforcing target with the same
+# timeouts applies them.
+# Each case runs a statement moved into the shadow target 'ss_tgt' (from
+# 'ss_src') and then, once it is seen there, the same statement moved into
+# the enforcing target 'se_tgt' (from 'se_src'), the witness: its timeout
+# is counted from a later start (or a later wait, or a later idle
+# time), so once the witness has been ended by it, the shadow target's
+# statement would have been ended too if its timeout applied.  The shadow
+# target's statement is then let go and must end normally.
+{
+	$node->safe_psql(
+		'postgres', q{
+		CREATE ROLE dm_ss LOGIN;
+		CREATE ROLE dm_se LOGIN;
+		GRANT SELECT, UPDATE ON dm_t TO dm_ss, dm_se;
+		SELECT dbgate.create_budget('ss_tgt', 1, max_queued => 10, enforce => false,
+		                            statement_timeout => '1s');
+		SELECT dbgate.create_budget('se_tgt', 1, max_queued => 10,
+		                            statement_timeout => '1s');
+		SELECT dbgate.create_budget('ss_src', 1, max_queued => 10, scope => 'transaction',
+		                            runaway_after => '300ms', runaway_action => 'demote',
+		                            runaway_budget => 'ss_tgt');
+		SELECT dbgate.create_budget('se_src', 1, max_queued => 10, scope => 'transaction',
+		                            runaway_after => '300ms', runaway_action => 'demote',
+		                            runaway_budget => 'se_tgt');
+		SELECT dbgate.assign_role('dm_ss', 'ss_src');
+		SELECT dbgate.assign_role('dm_se', 'se_src');
+		SELECT dbgate.reset_stats();
+	});
+	my $l = holder(121, 122, 123, 124, 125, 126, 127, 128);
+	my $s = DbgateTest::Session->new($node, user => 'dm_ss');
+	my $e = DbgateTest::Session->new($node, user => 'dm_se');
+
+	# statement_timeout ('1s'): dm_gate() waits without a lock wait
+	$s->send('SELECT dm_gate(121)');
+	is(wait_where($node, $s->pid, 'ss_tgt:active:ss_src'), 'ss_tgt:active:ss_src',
+		'shadow target: the statement is moved to the shadow target');
+	$e->send('SELECT dm_gate(122)');
+	my (undef, $err, $state) = $e->result;
+	is($state, '57014', 'shadow target: the witness moved to the enforcing target is canceled (57014)');
+	like($err, qr/DETAIL:  The statement was demoted to budget "se_tgt", whose statement_timeout is 1000 ms\./,
+		'shadow target: by the enforcing target\'s statement_timeout');
+	is(state_of($node, $s->pid), 'active',
+		'shadow target: the statement moved to the shadow target still runs');
+	release($l, 121);
+	my $out;
+	($out, $err) = $s->result;
+	is("$out/$err", 't/', 'shadow target: it ends normally (no statement_timeout)');
+	idle_ok($node, 'shadow target: every active is 0', 'ss_src', 'ss_tgt', 'se_src', 'se_tgt');
+	counts_are($node, 'ss_tgt', { demoted_in => 1 }, 'shadow target: the shadow target\'s counts');
+	counts_are($node, 'ss_src', { admitted => 1, runaways => 1, demoted_out => 1 },
+		'shadow target: the source\'s counts');
+
+	# lock_timeout ('300ms'): the statements wait for rows that a superuser
+	# holds, after the move
+	$node->safe_psql('postgres',
+		q{SELECT dbgate.alter_budget('ss_tgt', statement_timeout => '0', lock_timeout => '300ms');
+		  SELECT dbgate.alter_budget('se_tgt', statement_timeout => '0', lock_timeout => '300ms')});
+	my $r = DbgateTest::Session->new($node);
+	(undef, $err) = $r->query('BEGIN; SELECT v FROM dm_t WHERE id IN (3, 4) FOR UPDATE');
+	is($err, '', 'shadow target: a superuser holds the row locks');
+	$s->send('UPDATE dm_t SET v = v + 1 WHERE id = 3 AND dm_gate(123)');
+	is(wait_where($node, $s->pid, 'ss_tgt:active:ss_src'), 'ss_tgt:active:ss_src',
+		'shadow target, lock_timeout: the statement is moved before it waits for the row');
+	release($l, 123);
+	poll_ok($node, 'SELECT state || \':\' || coalesce(wait_event_type, \'-\') FROM pg_stat_activity WHERE pid = '
+		  . $s->pid, 'active:Lock', 'shadow target, lock_timeout: it waits for the row');
+	$e->send('UPDATE dm_t SET v = v + 1 WHERE id = 4 AND dm_gate(124)');
+	is(wait_where($node, $e->pid, 'se_tgt:active:se_src'), 'se_tgt:active:se_src',
+		'shadow target, lock_timeout: the witness is moved to the enforcing target');
+	release($l, 124);
+	(undef, $err, $state) = $e->result;
+	is($state, '55P03', 'shadow target, lock_timeout: the witness waiting for its row is canceled (55P03)');
+	like($err, qr/DETAIL:  The statement was demoted to budget "se_tgt", whose lock_timeout is 300 ms\./,
+		'shadow target, lock_timeout: by the enforcing target\'s lock_timeout');
+	is(activity($node, $s->pid), 'active:Lock',
+		'shadow target, lock_timeout: the statement moved to the shadow target still waits for its row');
+	(undef, $err) = $r->query('ROLLBACK');
+	is($err, '', 'shadow target, lock_timeout: the superuser lets the rows go');
+	(undef, $err) = $s->result;
+	is($err, '', 'shadow target, lock_timeout: the statement ends normally (no lock_timeout)');
+	idle_ok($node, 'shadow target, lock_timeout: every active is 0', 'ss_src', 'ss_tgt', 'se_src', 'se_tgt');
+
+	# idle_in_transaction_timeout ('1s'): scope 'transaction' keeps the
+	# moved slot in the target after the statement (the backend then takes
+	# the target's limits, demote.c's take_target_limits())
+	$node->safe_psql('postgres',
+		q{SELECT dbgate.alter_budget('ss_tgt', lock_timeout => '0', idle_in_transaction_timeout => '1s');
+		  SELECT dbgate.alter_budget('se_tgt', lock_timeout => '0', idle_in_transaction_timeout => '1s');
+		  SELECT dbgate.reset_stats()});
+	$s->send('BEGIN; SELECT dm_gate(125)');
+	is(wait_where($node, $s->pid, 'ss_tgt:active:ss_src'), 'ss_tgt:active:ss_src',
+		'shadow target, idle: the statement is moved');
+	release($l, 125);
+	(undef, $err) = $s->result;
+	is($err, '', 'shadow target, idle: it ends');
+	is(where($node, $s->pid), 'ss_tgt:idle in transaction:ss_src',
+		'shadow target, idle: the slot is kept in the shadow target');
+	$e->send('BEGIN; SELECT dm_gate(126)');
+	is(wait_where($node, $e->pid, 'se_tgt:active:se_src'), 'se_tgt:active:se_src',
+		'shadow target, idle: the witness is moved to the enforcing target');
+	release($l, 126);
+	(undef, $err) = $e->result;
+	is($err, '', 'shadow target, idle: the witness\'s statement ends');
+	poll_ok($node, 'SELECT count(*) FROM pg_stat_activity WHERE pid = ' . $e->pid, '0',
+		'shadow target, idle: the witness\'s session is ended by the enforcing target\'s idle timeout');
+	poll_ok($node, q{SELECT terminated_idle FROM dbgate.status WHERE budget = 'se_tgt'}, '1',
+		'shadow target, idle: counted in the enforcing target\'s terminated_idle');
+	$e->wait_exit;
+	# (psql exits if the server ended the session)
+	($out, $err) = eval { $s->query('SELECT 1') };
+	is($@ ? "lost: $@" : "$out/$err", '1/',
+		'shadow target, idle: the session idle in the shadow target goes on');
+	if ($@)
+	{
+		$s = DbgateTest::Session->new($node, user => 'dm_ss');
+	}
+	else
+	{
+		(undef, $err) = $s->query('COMMIT');
+		is($err, '', 'shadow target, idle: COMMIT');
+	}
+	counts_are($node, 'ss_tgt', { demoted_in => 1 }, 'shadow target, idle: the shadow target\'s counts');
+	is(col($node, 'ss_tgt', 'terminated_idle'), '0', 'shadow target, idle: nothing terminated there');
+	idle_ok($node, 'shadow target, idle: every active is 0', 'ss_src', 'ss_tgt', 'se_src', 'se_tgt');
+
+	# quarantine: a quarantined statement admitted to the target, gated
+	# there from the start: the shadow target applies no statement_timeout,
+	# the enforcing one does (its own, from the statement's start)
+	$node->safe_psql('postgres',
+		q{SELECT dbgate.alter_budget('ss_tgt', statement_timeout => '1s', idle_in_transaction_timeout => '0');
+		  SELECT dbgate.alter_budget('se_tgt', statement_timeout => '1s', idle_in_transaction_timeout => '0');
+		  SELECT dbgate.reset_stats()});
+	my $qid = $node->safe_psql('postgres',
+		'EXPLAIN (VERBOSE, COSTS OFF) SELECT dm_gate(0) IS NOT NULL');
+	($qid) = $qid =~ /Query Identifier: (-?\d+)/;
+	ok(defined $qid && $qid != 0, 'shadow target, quarantine: the query id');
+	$qid //= 0;
+	$node->safe_psql('postgres',
+		"SELECT dbgate.quarantine_add('ss_src', $qid, '1h'), dbgate.quarantine_add('se_src', $qid, '1h')");
+	$e = DbgateTest::Session->new($node, user => 'dm_se');
+	$s->send('SELECT dm_gate(127) IS NOT NULL');
+	is(wait_where($node, $s->pid, 'ss_tgt:active:ss_src'), 'ss_tgt:active:ss_src',
+		'shadow target, quarantine: the quarantined statement is admitted to the shadow target');
+	$e->send('SELECT dm_gate(128) IS NOT NULL');
+	(undef, $err, $state) = $e->result;
+	is($state, '57014', 'shadow target, quarantine: the witness admitted to the enforcing target is canceled (57014)');
+	like($err, qr/canceling statement due to statement timeout/,
+		'shadow target, quarantine: by the enforcing target\'s statement_timeout');
+	is(state_of($node, $s->pid), 'active',
+		'shadow target, quarantine: the statement in the shadow target still runs');
+	release($l, 127);
+	($out, $err) = $s->result;
+	is("$out/$err", 't/', 'shadow target, quarantine: it ends normally (no statement_timeout)');
+	idle_ok($node, 'shadow target, quarantine: every active is 0', 'ss_src', 'ss_tgt', 'se_src', 'se_tgt');
+	counts_are($node, 'ss_src', { quarantined => 1 }, 'shadow target, quarantine: the source\'s counts');
+	counts_are($node, 'ss_tgt', { admitted => 1 }, 'shadow target, quarantine: the shadow target\'s counts');
+	counts_are($node, 'se_tgt', { admitted => 1 }, 'shadow target, quarantine: the enforcing target\'s counts');
+	$node->safe_psql('postgres',
+		q{SELECT dbgate.quarantine_remove();
+		  SELECT dbgate.alter_budget('ss_tgt', statement_timeout => '0');
+		  SELECT dbgate.alter_budget('se_tgt', statement_timeout => '0')});
+	$_->quit for ($l, $r, $s, $e);
+}
+
 $node->stop;
 
-# 11. A streaming standby moves its own slots.
+# 12. A streaming standby moves its own slots.
 # As in 1, on the standby: 'h' holds the source's slot, 'a' and 'w' queue
 # behind it; then the primary gives the source its runaway_after, and once
 # the standby has it, 'h' may end.
