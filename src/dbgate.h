@@ -482,6 +482,16 @@ typedef struct DbgateProc
 	int32		demoted_from;	/* leaf budget index */
 	uint32		demoted_from_inc;	/* of that budget */
 	TimestampTz moved_at;		/* 0: admitted to the target (quarantine) */
+
+	/*
+	 * The target's timeouts that the runaway worker applies to the
+	 * statement it moved (demote.c): written and read by the runaway
+	 * worker alone, kept here so that a worker started again takes them
+	 * up.  watch_ticket: the ticket of the move they belong to.
+	 */
+	uint32		watch_ticket;
+	int32		watch_lock_ms;	/* 0: none */
+	TimestampTz watch_deadline; /* 0: none */
 } DbgateProc;
 
 typedef union DbgateProcPadded

@@ -64,7 +64,10 @@
  * (TIMEOUT, LOCK) and sends the backend SIGINT, as PostgreSQL's own timers
  * do, and the run's PG_CATCH raises the cancel as the timeout
  * (dbgate_demote_rethrow()).  The worker watches only until the backend
- * adopts.
+ * adopts.  What it watches is kept in the backend's entry as well
+ * (watch_ticket, watch_deadline, watch_lock_ms: written and read by the
+ * worker alone), so that a worker started again (after a SIGTERM of its
+ * own) takes up the watches of the one before (restore_watches()).
  *
  * The move word
  * -------------
@@ -449,6 +452,7 @@ typedef struct Watch
 
 static Watch *watches = NULL;
 static int	nwatches = 0;
+static bool watches_restored = false;
 
 static void
 watch_add(int procno, uint32 ticket, int pid, TimestampTz deadline,
@@ -496,6 +500,33 @@ mark_cancel(DbgateProc *p, uint32 t, uint32 flag)
 	}
 }
 
+/*
+ * A worker started again (after a SIGTERM, or an error that ended the one
+ * before): the watches of the statements moved before, from the entries of
+ * their backends (a move not adopted yet, no cancel marked).
+ */
+static void
+restore_watches(void)
+{
+	int			i;
+
+	for (i = 0; i < dbgate_shared->max_procs; i++)
+	{
+		DbgateProc *p = proc_entry(i);
+		uint64		w = pg_atomic_read_u64(&p->move);
+		uint32		f = dbgate_mv_flags(w);
+
+		if (!(f & DBGATE_MV_DONE) ||
+			(f & (DBGATE_MV_BUSY | DBGATE_MV_ADOPTED |
+				  DBGATE_MV_TIMEOUT | DBGATE_MV_LOCK)) ||
+			p->watch_ticket != dbgate_mv_ticket(w))
+			continue;
+		if (p->watch_deadline != 0 || p->watch_lock_ms != 0)
+			watch_add(i, p->watch_ticket, p->pid, p->watch_deadline,
+					  p->watch_lock_ms);
+	}
+}
+
 long
 dbgate_demote_watch(void)
 {
@@ -503,6 +534,11 @@ dbgate_demote_watch(void)
 	long		next = -1;
 	int			i;
 
+	if (unlikely(!watches_restored))
+	{
+		watches_restored = true;
+		restore_watches();
+	}
 	if (nwatches == 0)
 		return -1;
 	now = GetCurrentTimestamp();
@@ -755,6 +791,10 @@ dbgate_demote_move(int procno, uint32 ticket, int budget,
 		if (tl.enforce && tl.lock_timeout_ms > 0 &&
 			(sl.lock_timeout_ms <= 0 || tl.lock_timeout_ms < sl.lock_timeout_ms))
 			lock_ms = tl.lock_timeout_ms;
+		/* for a worker started again (restore_watches()) */
+		p->watch_deadline = deadline;
+		p->watch_lock_ms = lock_ms;
+		p->watch_ticket = ticket;
 		if (deadline != 0 || lock_ms != 0)
 			watch_add(procno, ticket, pid, deadline, lock_ms);
 	}

@@ -20,13 +20,15 @@
 #  11. a shadow target (enforce => false) applies none of its timeouts,
 #      to a statement moved there as a runaway or admitted there as
 #      quarantined; an enforcing target applies them;
-#  12. a streaming standby moves its own slots.
+#  12. a restart of the runaway worker: the target's statement_timeout of
+#      a statement moved before it still ends the statement;
+#  13. a streaming standby moves its own slots.
 #
 # No verdict depends on how fast the machine is:
 # - a statement that is to be seen running (in the source, moved, with its
 #   parallel workers) waits for an advisory lock that the test holds, and
 #   ends when the test lets it go;
-# - where a waiter must queue before the move (1, 2, 12), the source is
+# - where a waiter must queue before the move (1, 2, 13), the source is
 #   created with runaway_after 0: a statement of the source holds its slot
 #   (waiting for a lock of the test), the statement that is to run away and
 #   the waiter queue behind it in that order, and only once they are seen
@@ -39,7 +41,7 @@
 # - what is in the source before a move is asserted by facts that last:
 #   the counts, the LOG line, demoted_from (or, for a memory grant, by the
 #   same statement run with runaway_after 0 first);
-# - that a timeout did not end a statement (11) is read from a
+# - that a timeout did not end a statement (11, 12) is read from a
 #   witness: a statement moved (or admitted) after the first was seen
 #   moved, to a target with the same timeout, so that its deadline comes
 #   later; once the witness has been canceled by it, the first statement
@@ -187,6 +189,36 @@ sub activity
 	return $n->safe_psql('postgres',
 		"SELECT state || ':' || coalesce(wait_event_type, '-')
 		   FROM pg_stat_activity WHERE pid = $pid");
+}
+
+# the pid of node n's runaway worker ('' when it is not there), from ps:
+# "postgres: NODE: dbgate runaway worker"
+sub worker_pid
+{
+	my ($n) = @_;
+	my $name = $n->name;
+	for (`ps -eo pid=,args=`)
+	{
+		return $1 if /^\s*(\d+) postgres: \Q$name\E: dbgate runaway worker\s*$/;
+	}
+	return '';
+}
+
+# worker_runs(n, name, not => pid): one assertion that a worker (other
+# than pid) runs within the default timeout
+sub worker_runs
+{
+	my ($n, $name, %p) = @_;
+	my $pid = '';
+	for (1 .. 10 * $PostgreSQL::Test::Utils::timeout_default)
+	{
+		$pid = worker_pid($n);
+		last if $pid ne '' && (!defined $p{not} || $pid ne $p{not});
+		$pid = '';
+		select(undef, undef, undef, 0.1);
+	}
+	ok($pid ne '', $name);
+	return $pid;
 }
 
 # state_of(NODE, PID): the backend's state in pg_stat_activity ('active'
@@ -1028,9 +1060,48 @@ my $wait1 = 'SELECT pg_advisory_xact_lock_shared(1)';
 	$_->quit for ($l, $r, $s, $e);
 }
 
+# 12. A restart of the runaway worker.
+# The statement 'a' is moved to se_tgt (statement_timeout 3s), then the
+# worker gets SIGTERM (it is started again a second later, by the
+# postmaster).  The witness 'e' is moved by the new worker after that: its
+# deadline comes after a's, so once the target's statement_timeout has
+# canceled it, a's has run out too; a is then let go, and its result says
+# whether the new worker applied the target's statement_timeout to it.
+{
+	$node->safe_psql('postgres',
+		q{SELECT dbgate.alter_budget('se_tgt', statement_timeout => '3s');
+		  SELECT dbgate.reset_stats()});
+	my $l = holder(131, 132);
+	my $a = DbgateTest::Session->new($node, user => 'dm_se');
+	my $e = DbgateTest::Session->new($node, user => 'dm_se');
+	$a->send('SELECT dm_gate(131)');
+	is(wait_where($node, $a->pid, 'se_tgt:active:se_src'), 'se_tgt:active:se_src',
+		'worker restart: the statement is moved');
+	my $wpid = worker_pid($node);
+	ok($wpid ne '' && kill('TERM', $wpid), 'worker restart: SIGTERM of the runaway worker');
+	worker_runs($node, 'worker restart: a new runaway worker runs', not => $wpid);
+	$e->send('SELECT dm_gate(132)');
+	my (undef, $err, $state) = $e->result;
+	is($state, '57014',
+		'worker restart: the witness, moved by the new worker, is canceled by the target\'s statement_timeout');
+	release($l, 131);
+	(undef, $err, $state) = $a->result;
+	is($state, '57014',
+		'worker restart: so is the statement moved before the restart (57014)');
+	like($err, qr/ERROR:  57014: canceling statement due to statement timeout\nDETAIL:  The statement was demoted to budget "se_tgt", whose statement_timeout is 3000 ms\./,
+		'worker restart: the message and the DETAIL');
+	idle_ok($node, 'worker restart: every active is 0', 'se_src', 'se_tgt');
+	counts_are($node, 'se_src', { admitted => 2, runaways => 2, demoted_out => 2 },
+		'worker restart: the source\'s counts');
+	counts_are($node, 'se_tgt', { demoted_in => 2 }, 'worker restart: the target\'s counts');
+	$node->safe_psql('postgres',
+		q{SELECT dbgate.alter_budget('se_tgt', statement_timeout => '0')});
+	$_->quit for ($l, $a, $e);
+}
+
 $node->stop;
 
-# 12. A streaming standby moves its own slots.
+# 13. A streaming standby moves its own slots.
 # As in 1, on the standby: 'h' holds the source's slot, 'a' and 'w' queue
 # behind it; then the primary gives the source its runaway_after, and once
 # the standby has it, 'h' may end.
