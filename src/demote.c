@@ -68,6 +68,16 @@
  * (watch_ticket, watch_deadline, watch_lock_ms: written and read by the
  * worker alone), so that a worker started again (after a SIGTERM of its
  * own) takes up the watches of the one before (restore_watches()).
+ * The mark (TIMEOUT, LOCK) names the cancel that the worker sent for the
+ * statement it moved, and lives no longer than that cancel: the backend's
+ * catch spends it (dbgate_demote_rethrow()), the release clears it with
+ * the rest of the word, and so does the adoption where no cancel pends
+ * (QueryCancelPending false: it was raised and caught inside the
+ * statement, by a PL/pgSQL exception handler, or dropped because it came
+ * when the statement had ended), so that it never makes a later cancel of
+ * the transaction a timeout.  A cancel of the user later in the same
+ * statement, after the statement caught the worker's, is still reported as
+ * the timeout: nothing tells the two apart before the statement ends.
  *
  * The move word
  * -------------
@@ -75,8 +85,10 @@
  *				(signal context; lock-free atomics only)
  *	  worker	CAS ASKED -> ASKED|BUSY (fails while PIN is set: retried),
  *				then writes DONE; sets TIMEOUT or LOCK by CAS
- *	  backend	CAS to set or clear PIN and ADOPTED (waiting while BUSY);
- *				close: CAS to no flags (waiting while BUSY)
+ *	  backend	CAS to set or clear PIN and ADOPTED (waiting while BUSY),
+ *				clearing TIMEOUT and LOCK at adoption unless a cancel pends;
+ *				the catch clears TIMEOUT and LOCK; close: CAS to no flags
+ *				(waiting while BUSY)
  * A word with no flags is the state between slots: the worker's claim
  * names the ticket of the request, so a request of an earlier slot or
  * statement never moves a later one.
@@ -229,24 +241,37 @@ dbgate_demote_adopt_slow(DbgateAdmission *a)
 {
 	DbgateProc *me = dbgate_my_proc;
 	uint64		old = pg_atomic_read_u64(&me->move);
+	uint32		f;
 	int			spins = 0;
 
 	for (;;)
 	{
-		uint32		f = dbgate_mv_flags(old);
+		uint64		w;
 
+		f = dbgate_mv_flags(old);
 		if (f & DBGATE_MV_BUSY)
 		{
 			mv_wait(&spins);
 			old = pg_atomic_read_u64(&me->move);
 			continue;
 		}
-		if (!(f & DBGATE_MV_DONE) || (f & DBGATE_MV_ADOPTED))
-			return;				/* not moved, or adopted already */
-		if (pg_atomic_compare_exchange_u64(&me->move, &old,
-										   old | DBGATE_MV_ADOPTED))
+		if (!(f & DBGATE_MV_DONE))
+			return;				/* not moved */
+		w = old | DBGATE_MV_ADOPTED;
+		/*
+		 * A cancel of the worker that no longer pends was spent or dropped
+		 * (the statement it was for has ended, or caught it): its mark
+		 * goes, so that it names no later cancel.
+		 */
+		if (!QueryCancelPending)
+			w &= ~(uint64) (DBGATE_MV_TIMEOUT | DBGATE_MV_LOCK);
+		if (w == old)
+			return;				/* adopted already */
+		if (pg_atomic_compare_exchange_u64(&me->move, &old, w))
 			break;
 	}
+	if (f & DBGATE_MV_ADOPTED)
+		return;					/* adopted already: only the mark went */
 	pg_read_barrier();
 	a->chain = me->chain;
 	take_target_limits(&a->lim, &a->chain);

@@ -73,7 +73,8 @@ extern long dbgate_demote_watch(void);
  *	  adopt	if the slot was moved, take the target's chain into *a and the
  *			target's limits into a->lim (only tightening; none of a shadow
  *			target's timeouts); the worker no longer watches the statement's
- *			timeouts (slot.c calls it where the statement that was moved
+ *			timeouts, and the mark of a cancel of the worker that no longer
+ *			pends goes (slot.c calls it where the statement that was moved
  *			has ended, or another starts).
  *	  close	the slot is about to be returned: adopt, no move may start any
  *			more, and a->since becomes the time of the move (the source's

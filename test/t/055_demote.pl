@@ -22,13 +22,16 @@
 #      quarantined; an enforcing target applies them;
 #  12. a restart of the runaway worker: the target's statement_timeout of
 #      a statement moved before it still ends the statement;
-#  13. a streaming standby moves its own slots.
+#  13. the worker's cancel for a target's timeout, caught inside the moved
+#      statement, does not make a later user cancel of the transaction a
+#      timeout;
+#  14. a streaming standby moves its own slots.
 #
 # No verdict depends on how fast the machine is:
 # - a statement that is to be seen running (in the source, moved, with its
 #   parallel workers) waits for an advisory lock that the test holds, and
 #   ends when the test lets it go;
-# - where a waiter must queue before the move (1, 2, 13), the source is
+# - where a waiter must queue before the move (1, 2, 14), the source is
 #   created with runaway_after 0: a statement of the source holds its slot
 #   (waiting for a lock of the test), the statement that is to run away and
 #   the waiter queue behind it in that order, and only once they are seen
@@ -1099,9 +1102,64 @@ my $wait1 = 'SELECT pg_advisory_xact_lock_shared(1)';
 	$_->quit for ($l, $a, $e);
 }
 
+# 13. The worker's cancel for a target's timeout is the moved statement's
+# only: caught inside that statement (a PL/pgSQL handler of query_canceled
+# around its wait for a lock, which se_tgt's lock_timeout of 300ms ends),
+# it does not turn a later user cancel in the same transaction (the slot
+# is kept in the target by scope 'transaction') into a lock timeout.
+# The later statement waits without a lock wait, so that only the user's
+# cancel can end it.
+{
+	$node->safe_psql(
+		'postgres', q{
+		CREATE FUNCTION dm_catch(k bigint) RETURNS text LANGUAGE plpgsql AS $$
+		BEGIN
+			PERFORM dm_gate(k);
+			BEGIN
+				PERFORM pg_advisory_xact_lock(k + 1);
+				RETURN 'locked';
+			EXCEPTION WHEN query_canceled THEN
+				RETURN 'canceled';
+			END;
+		END $$;
+		SELECT dbgate.alter_budget('se_tgt', lock_timeout => '300ms');
+		SELECT dbgate.reset_stats();
+	});
+	my $l = holder(141, 142, 143);
+	my $a = DbgateTest::Session->new($node, user => 'dm_se');
+	$a->send('BEGIN; SELECT dm_catch(141)');
+	is(wait_where($node, $a->pid, 'se_tgt:active:se_src'), 'se_tgt:active:se_src',
+		'caught cancel: the statement is moved');
+	release($l, 141);
+	my ($out, $err) = $a->result;
+	like("$out/$err", qr/^(BEGIN\n)?canceled\/\z/,
+		'caught cancel: the target\'s lock_timeout canceled its wait for a lock, and the statement caught it');
+	is(where($node, $a->pid), 'se_tgt:idle in transaction:se_src',
+		'caught cancel: the slot is kept in the target');
+	$a->send('SELECT dm_gate(143)');
+	poll_ok($node,
+		'SELECT state FROM pg_stat_activity WHERE query = \'SELECT dm_gate(143);\' AND pid = ' . $a->pid,
+		'active', 'caught cancel: a later statement of the transaction runs');
+	$node->safe_psql('postgres', 'SELECT pg_cancel_backend(' . $a->pid . ')');
+	my $state;
+	(undef, $err, $state) = $a->result;
+	is($state, '57014', 'caught cancel: the user\'s cancel of the later statement is a cancel (57014)');
+	like($err, qr/ERROR:  57014: canceling statement due to user request/,
+		'caught cancel: PostgreSQL\'s message, not the target\'s lock timeout');
+	(undef, $err) = $a->query('ROLLBACK');
+	is($err, '', 'caught cancel: ROLLBACK');
+	idle_ok($node, 'caught cancel: every active is 0', 'se_src', 'se_tgt');
+	counts_are($node, 'se_src', { admitted => 1, runaways => 1, demoted_out => 1 },
+		'caught cancel: the source\'s counts');
+	counts_are($node, 'se_tgt', { demoted_in => 1 }, 'caught cancel: the target\'s counts');
+	$node->safe_psql('postgres',
+		q{SELECT dbgate.alter_budget('se_tgt', lock_timeout => '0')});
+	$_->quit for ($l, $a);
+}
+
 $node->stop;
 
-# 13. A streaming standby moves its own slots.
+# 14. A streaming standby moves its own slots.
 # As in 1, on the standby: 'h' holds the source's slot, 'a' and 'w' queue
 # behind it; then the primary gives the source its runaway_after, and once
 # the standby has it, 'h' may end.
