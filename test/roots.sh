@@ -23,7 +23,9 @@
 #
 # A root that exists is checked and brought up to date (apt-get install of
 # the package list) before each use; one that fails the check is made anew.
-# A root is built under a temporary name and renamed when complete, so an
+# A test root is made as a copy of its version's package root when that
+# exists (the matrix makes the package root first), otherwise with
+# debootstrap.  A root is built under a temporary name and renamed when complete, so an
 # interrupted build leaves no half root behind.  A lock file per root keeps
 # two runs from using or rebuilding the same root at once.
 #
@@ -211,6 +213,28 @@ root_update() {
 	return "$rc"
 }
 
+# root_copy_sibling VERSION DEST: copy the package root of VERSION to DEST,
+# under that root's lock (on file descriptor 8), if it is complete and
+# nothing is mounted in it; fails otherwise.
+root_copy_sibling() {
+	local v=$1 dest=$2
+	local src=$DBGATE_ROOTS/pkg$v rc
+	[[ -x $src/usr/lib/postgresql/$v/bin/pg_config && -x $src/usr/bin/apt-get ]] || return 1
+	exec 8>"$src.lock" || return 1
+	flock 8 || {
+		exec 8>&-
+		return 1
+	}
+	if root_mounted "$src"; then
+		rc=1
+	else
+		cp -a --one-file-system "$src" "$dest"
+		rc=$?
+	fi
+	exec 8>&-
+	return "$rc"
+}
+
 # root_build DIR VERSION LOG: make a new root for VERSION at DIR.
 root_build() {
 	local dir=$1 v=$2 log=$3 suite script mirror pkgs
@@ -231,6 +255,19 @@ root_build() {
 	script=/usr/share/debootstrap/scripts/$suite
 	[[ -e $script ]] || script=/usr/share/debootstrap/scripts/sid
 	pkgs=$(root_packages "$v" debootstrap)
+	root_remove "$dir.new" || return 1
+	# A test root starts as a copy of the version's package root when that
+	# exists (same suite; it never holds dbgate, test/package.sh): a copy
+	# takes seconds where debootstrap takes minutes, and root_update
+	# installs what the test root needs on top.  The package root stays
+	# as it was: nothing is ever copied into it.
+	if [[ $ROOT_KIND == pg ]] && root_copy_sibling "$v" "$dir.new" >"$log" 2>&1; then
+		echo "building root for PostgreSQL $v: a copy of $DBGATE_ROOTS/pkg$v (log: $log)"
+		root_umount "$dir.new" || return 1
+		root_remove "$dir" || return 1
+		mv "$dir.new" "$dir"
+		return 0
+	fi
 	root_remove "$dir.new" || return 1
 	echo "building root for PostgreSQL $v: debootstrap $suite from $mirror (log: $log)"
 	if ! debootstrap --variant=minbase ${pkgs:+--include="${pkgs// /,}"} \
