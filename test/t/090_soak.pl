@@ -212,8 +212,6 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-use File::Path qw(rmtree);
-use POSIX ();
 use Time::HiRes qw(time sleep);
 
 BEGIN
@@ -225,6 +223,7 @@ BEGIN
 	}
 }
 
+use DbgateLoad;
 use Soak::Common qw(write_epoch dsn);
 use Soak::Client;
 use Soak::Monitor;
@@ -562,55 +561,14 @@ my ($host, $port) = ($node->host, $node->port);
 # ---------------------------------------------------------------------
 # Run directory and child processes
 
-my $dir = "$PostgreSQL::Test::Utils::tmp_check/soak";
-rmtree($dir);
-mkdir $dir or die "$dir: $!";
+# DbgateLoad: the run directory tmp_check/soak, made anew, and the forked
+# processes (stopped when the test dies early)
+my $load = DbgateLoad->new('soak', duration => $duration);
+my $dir = $load->dir;
 my $epoch = 0;
 write_epoch($dir, $epoch, 'running');
 
-# If the test dies early, stop the children (they also stop on their own
-# when this process is gone).
-my $main_pid = $$;
-my @children;
-
-END
-{
-	if ($$ == $main_pid && @children)
-	{
-		for my $f (qw(stop stop-monitor))
-		{
-			my $fh;
-			close $fh if open($fh, '>', "$dir/$f");
-		}
-		kill 'TERM', @children;
-	}
-}
-
-# Children never return into the test: no TAP output, no END blocks.
-sub spawn
-{
-	my ($name, $code) = @_;
-	my $pid = fork();
-	die "fork: $!" unless defined $pid;
-	if ($pid)
-	{
-		push @children, $pid;
-		return $pid;
-	}
-	my $ok = eval { $code->(); 1 };
-	if (!$ok)
-	{
-		print STDERR "$name died: $@";
-		if (open(my $fh, '>>', "$dir/died"))
-		{
-			print $fh "$name: $@\n";
-			close $fh;
-		}
-	}
-	POSIX::_exit($ok ? 0 : 1);
-}
-
-my $monitor_pid = spawn(
+my $monitor_pid = $load->spawn(
 	'monitor',
 	sub {
 		Soak::Monitor::run(
@@ -663,7 +621,7 @@ for my $s (@SESSIONS)
 			dir => $dir,
 			seed => $seed * 1000 + $id,
 			superuser => $superuser);
-		my $pid = spawn("client $id", sub { $client->run });
+		my $pid = $load->spawn("client $id", sub { $client->run });
 		$client_pids{$pid} = $id;
 	}
 }
@@ -1633,26 +1591,9 @@ sub crash
 # nudged towards it meanwhile: a standing queue in soak_l (one slot,
 # overtake_limit 100 ms), a low rate in soak_r (8 per second, burst 1),
 # soak_e demoting to soak_s, and a change of soak_e while a statement is
-# demoted.  After $EXTRA_MAX s more the load stops anyway, and the checks
-# that lack their situation fail.
-my $MIN_SAMPLES = 5 * $duration;
-my $EXTRA_MAX = $duration > 120 ? $duration : 120;
-my ($samples_fh, $samples_seen) = (undef, 0);
-
-# the monitor's samples so far (complete lines of monitor.samples)
-sub monitor_samples
-{
-	if (!$samples_fh)
-	{
-		open($samples_fh, '<', "$dir/monitor.samples") or return 0;
-	}
-	seek($samples_fh, 0, 1);    # forget the end of file seen before
-	while (defined(my $l = <$samples_fh>))
-	{
-		$samples_seen++ if $l =~ /\n\z/;
-	}
-	return $samples_seen;
-}
+# demoted.  After extra_max() s more (DbgateLoad) the load stops anyway,
+# and the checks that lack their situation fail.
+my $MIN_SAMPLES = $load->min_samples;
 
 # what the last epoch still lacks (see above)
 sub premises_missing
@@ -1670,8 +1611,7 @@ sub premises_missing
 	push @m, 'soak_e demoted nothing' unless ($st->{soak_e}{demoted_out} // 0) > 0;
 	push @m, 'soak_e or soak_s was never changed while a statement was demoted'
 	  unless $faults{'change of soak_e or soak_s while a statement was demoted'};
-	push @m, "the monitor took fewer than $MIN_SAMPLES samples"
-	  if monitor_samples() < $MIN_SAMPLES + 1;
+	push @m, $load->samples_lacking;
 	return @m;
 }
 
@@ -1704,22 +1644,15 @@ sub nudge
 	return;
 }
 
-my $t_start = time;
-my $t_end = $t_start + $duration;
+my $t_start = $load->start;
 my @crash_at =
   map { $t_start + $duration * (($_ - 0.5) / $ncrashes) * (0.8 + rand(0.3)) }
   1 .. $ncrashes;
 # (1.3) soak_e demotes to soak_c a few seconds before each crash restart
 my @demote_c_at = map { $_ - 8 } @crash_at;
-my @missing;
 while (1)
 {
-	if (time >= $t_end && !@crash_at)
-	{
-		@missing = premises_missing();
-		last if !@missing || time >= $t_end + $EXTRA_MAX;
-		nudge(@missing);
-	}
+	last if !@crash_at && $load->done(\&premises_missing, \&nudge);
 	if (@demote_c_at && time >= $demote_c_at[0])
 	{
 		shift @demote_c_at;
@@ -1750,10 +1683,7 @@ while (1)
 		push @admin_fails, config_problems();
 	}
 }
-my $load_seconds = time - $t_start;
-note sprintf('the load ran %.1f s longer than %d s to produce what the checks need', $load_seconds - $duration, $duration)
-  if $load_seconds > $duration + 1;
-diag 'the last epoch lacks what some checks need: ' . join('; ', @missing) if @missing;
+my $load_seconds = $load->report('the last epoch', 1);
 
 # ---------------------------------------------------------------------
 # What an idle budget shows as active (and, right after a start, as
@@ -1772,22 +1702,8 @@ sub kept_idle
 
 # Stop the load, drain
 
-open(my $stopfh, '>', "$dir/stop") or die "stop: $!";
-close $stopfh;
-my $t_stop = time;
-my @stragglers;
-while (%client_pids && time - $t_stop < 90)
-{
-	my $pid = waitpid(-1, POSIX::WNOHANG());
-	if ($pid > 0) { delete $client_pids{$pid}; next; }
-	sleep 0.1;
-}
-for my $pid (sort keys %client_pids)
-{
-	push @stragglers, $client_pids{$pid};
-	kill 'KILL', $pid;
-	waitpid($pid, 0);
-}
+my @stragglers = $load->stop_clients(\%client_pids, 90);
+my $t_stop = $load->stopped_at;
 ok(!@stragglers, 'every client stops within 90 s')
   or diag "clients still running: @stragglers";
 ok(!-e "$dir/died", 'no client or monitor process died')
@@ -1830,10 +1746,7 @@ like($node->safe_psql('postgres',
 		  FROM dbgate.status s JOIN dbgate.budgets b USING (budget) WHERE budget = 'soak_h1'}),
 	qr/^t$/, 'soak_h1 (adapt on): its adaptive limit is between adapt_min and max_active');
 
-open(my $monfh, '>', "$dir/stop-monitor") or die "stop-monitor: $!";
-close $monfh;
-waitpid($monitor_pid, 0);
-@children = ();
+$load->stop_monitor($monitor_pid);
 
 my $final = status_rows($admin);
 my $t_final = time;

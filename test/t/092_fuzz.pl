@@ -88,9 +88,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-use File::Path qw(rmtree);
 use IPC::Run ();
-use POSIX ();
 use Time::HiRes qw(time sleep);
 
 BEGIN
@@ -101,6 +99,7 @@ BEGIN
 	}
 }
 
+use DbgateLoad;
 use Fuzz::Common qw(dsn pick);
 use Fuzz::Smith;
 use Fuzz::Utility;
@@ -274,52 +273,14 @@ sub postmaster_pid
 # ---------------------------------------------------------------------
 # Run directory and child processes
 
-my $dir = "$PostgreSQL::Test::Utils::tmp_check/fuzz";
-rmtree($dir);
-mkdir $dir or die "$dir: $!";
-my $main_pid = $$;
-my @children;
-
-END
-{
-	if ($$ == $main_pid && @children)
-	{
-		for my $f (qw(stop stop-monitor))
-		{
-			my $fh;
-			close $fh if open($fh, '>', "$dir/$f");
-		}
-		kill 'TERM', @children;
-	}
-}
-
-# Children never return into the test: no TAP output, no END blocks.
-sub spawn
-{
-	my ($name, $code) = @_;
-	my $pid = fork();
-	die "fork: $!" unless defined $pid;
-	if ($pid)
-	{
-		push @children, $pid;
-		return $pid;
-	}
-	my $ok = eval { $code->(); 1 };
-	if (!$ok)
-	{
-		print STDERR "$name died: $@";
-		if (open(my $fh, '>>', "$dir/died"))
-		{
-			print $fh "$name: $@\n";
-			close $fh;
-		}
-	}
-	POSIX::_exit($ok ? 0 : 1);
-}
+# DbgateLoad: the run directory tmp_check/fuzz, made anew, and the forked
+# processes (stopped when the test dies early)
+my $load = DbgateLoad->new('fuzz', duration => $duration);
+my $dir = $load->dir;
 
 my %common = (host => $host, port => $port, dbname => $dbname, dir => $dir);
 
-my $monitor_pid = spawn('monitor',
+my $monitor_pid = $load->spawn('monitor',
 	sub { monitor(%common, superuser => $superuser, interval => 0.05); });
 
 my %client_pids;
@@ -331,7 +292,7 @@ for my $role (@SMITH)
 	my $s = Fuzz::Smith->new(%common, id => $id, role => $role,
 		seed => $seed * 1000 + $id, sqlsmith => $sqlsmith);
 	push @smiths, $s;
-	$client_pids{ spawn("sqlsmith session $id", sub { $s->run }) } = "sqlsmith $id";
+	$client_pids{ $load->spawn("sqlsmith session $id", sub { $s->run }) } = "sqlsmith $id";
 }
 my $slot = 0;
 for my $role (@UTILITY)
@@ -339,13 +300,13 @@ for my $role (@UTILITY)
 	$id++;
 	my $u = Fuzz::Utility->new(%common, id => $id, role => $role,
 		seed => $seed * 1000 + $id, slot => $slot++);
-	$client_pids{ spawn("utility client $id", sub { $u->run }) } = "utility $id";
+	$client_pids{ $load->spawn("utility client $id", sub { $u->run }) } = "utility $id";
 }
 my %assigned = map { $_ => 1 } values %ROLE_BUDGET;
 my $alter = Fuzz::Alter->new(%common, superuser => $superuser, seed => $seed * 1000 + 99,
 	budgets => \%BUDGETS, assigned => \%assigned);
-$client_pids{ spawn('budget changes', sub { $alter->run }) } = 'alter';
-$client_pids{ spawn('faults', sub { faults() }) } = 'faults';
+$client_pids{ $load->spawn('budget changes', sub { $alter->run }) } = 'alter';
+$client_pids{ $load->spawn('faults', sub { faults() }) } = 'faults';
 
 # Cancel and terminate random gated backends: most often one that holds or
 # waits for a slot, else any session of a fuzz role.  sqlsmith loading its
@@ -393,26 +354,9 @@ sub faults
 # takes long on a busy machine), every budget with roles has admitted one,
 # and the monitor has taken 5 samples per second of FUZZ_LONG.  The load
 # goes on past $duration until all of that is there (a state, however
-# long the machine takes), $EXTRA_MAX s more at most; the checks that
-# lack it fail then.
-my $MIN_SAMPLES = 5 * $duration;
-my $EXTRA_MAX = $duration > 120 ? $duration : 120;
-my ($samples_fh, $samples_seen) = (undef, 0);
-
-# the monitor's samples so far (complete lines of monitor.samples)
-sub monitor_samples
-{
-	if (!$samples_fh)
-	{
-		open($samples_fh, '<', "$dir/monitor.samples") or return 0;
-	}
-	seek($samples_fh, 0, 1);    # forget the end of file seen before
-	while (defined(my $l = <$samples_fh>))
-	{
-		$samples_seen++ if $l =~ /\n\z/;
-	}
-	return $samples_seen;
-}
+# long the machine takes), extra_max() s more at most (DbgateLoad); the
+# checks that lack it fail then.
+my $MIN_SAMPLES = $load->min_samples;
 
 my $premise_dbh;
 sub premises_missing
@@ -429,45 +373,21 @@ sub premises_missing
 	{
 		push @m, "$b admitted nothing" unless $st && ($st->{$b}{admitted} // 0) > 0;
 	}
-	push @m, "the monitor took fewer than $MIN_SAMPLES samples"
-	  if monitor_samples() < $MIN_SAMPLES + 1;
+	push @m, $load->samples_lacking;
 	return @m;
 }
 
-my $t_start = time;
-my @missing;
+$load->start;
 while (1)
 {
 	sleep 1;
 	last if -e "$dir/died";
-	next if time - $t_start < $duration;
-	@missing = premises_missing();
-	last if !@missing || time - $t_start >= $duration + $EXTRA_MAX;
+	last if $load->done(\&premises_missing);
 }
 $premise_dbh->disconnect if $premise_dbh;
-my $load_seconds = time - $t_start;
-note sprintf('the load ran %.1f s longer than %d s to produce what the checks need',
-	$load_seconds - $duration, $duration)
-  if $load_seconds > $duration + 2;
-diag 'the load lacks what some checks need: ' . join('; ', @missing) if @missing;
-{
-	open(my $fh, '>', "$dir/stop") or die "stop: $!";
-	close $fh;
-}
-my $t_stop = time;
-my @stragglers;
-while (%client_pids && time - $t_stop < 60)
-{
-	my $pid = waitpid(-1, POSIX::WNOHANG());
-	if ($pid > 0) { delete $client_pids{$pid}; next; }
-	sleep 0.1;
-}
-for my $pid (sort keys %client_pids)
-{
-	push @stragglers, $client_pids{$pid};
-	kill 'KILL', $pid;
-	waitpid($pid, 0);
-}
+my $load_seconds = $load->report('the load', 2);
+my @stragglers = $load->stop_clients(\%client_pids, 60);
+my $t_stop = $load->stopped_at;
 ok(!@stragglers, 'every client stops within 60 s') or diag "still running: @stragglers";
 ok(!-e "$dir/died", 'no client, monitor or fault process died')
   or diag slurp_file("$dir/died");
@@ -522,12 +442,7 @@ ok($drained{ok},
 	  . 'and dbgate.backends is empty')
   or diag "30 s after the clients stopped:\n$drained{detail}";
 
-{
-	open(my $fh, '>', "$dir/stop-monitor") or die "stop-monitor: $!";
-	close $fh;
-}
-waitpid($monitor_pid, 0);
-@children = ();
+$load->stop_monitor($monitor_pid);
 
 # ---------------------------------------------------------------------
 # What the processes saw
