@@ -1,6 +1,7 @@
 # DbgateTest - helpers shared by the TAP tests in test/t/.
 #
 #   my $node = dbgate_node('name', conf => "deadlock_timeout = '200ms'\n");
+#   my $standby = dbgate_standby($primary, 'name', 'b1');
 #   my ($state, $out, $err) = run_sql($node, 'SELECT 1', user => 'alice');
 #   my $s = DbgateTest::Session->new($node, user => 'alice');
 #   $s->send('SELECT pg_sleep(1)');        # returns at once
@@ -24,7 +25,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
 
-our @EXPORT = qw(dbgate_node run_sql sqlstate counters_are status_of
+our @EXPORT = qw(dbgate_node dbgate_standby run_sql sqlstate counters_are status_of
   poll_ok backends_of wire_run wire_start wire_finish);
 
 # The counters of dbgate.status that counters_are() compares; those not
@@ -32,17 +33,19 @@ our @EXPORT = qw(dbgate_node run_sql sqlstate counters_are status_of
 our @COUNTERS = qw(active queued admitted admitted_after_wait rejected_full
   rejected_timeout canceled_waiting admitted_lock_holder);
 
-# dbgate_node(NAME, conf => TEXT, preload => 0|1, extension => 0|1)
+# dbgate_node(NAME, conf => TEXT, preload => 0|1, extension => 0|1,
+#             streaming => 0|1)
 # A new, started node with dbgate preloaded (unless preload => 0) and the
-# extension created in database postgres (unless extension => 0).  Extra
-# postgresql.conf lines come from conf.
+# extension created in database postgres (unless extension => 0), set up
+# to have streaming standbys with streaming => 1.  Extra postgresql.conf
+# lines come from conf.
 sub dbgate_node
 {
 	my ($name, %p) = @_;
 	my $preload = $p{preload} // 1;
 	my $node = PostgreSQL::Test::Cluster->new($name);
 
-	$node->init;
+	$node->init($p{streaming} ? (allows_streaming => 1) : ());
 	my $conf = '';
 	$conf .= "shared_preload_libraries = 'dbgate'\n" if $preload;
 	$conf .= $p{conf} if defined $p{conf};
@@ -51,6 +54,19 @@ sub dbgate_node
 	$node->safe_psql('postgres', 'CREATE EXTENSION dbgate')
 	  if $p{extension} // 1;
 	return $node;
+}
+
+# dbgate_standby(PRIMARY, NAME, BACKUP) -> a new, started streaming
+# standby of PRIMARY, made from PRIMARY's base backup BACKUP (taken now
+# unless an earlier call took it).
+sub dbgate_standby
+{
+	my ($primary, $name, $backup) = @_;
+	$primary->backup($backup) unless -d $primary->backup_dir . "/$backup";
+	my $standby = PostgreSQL::Test::Cluster->new($name);
+	$standby->init_from_backup($primary, $backup, has_streaming => 1);
+	$standby->start;
+	return $standby;
 }
 
 # sqlstate(STDERR): the SQLSTATE of the first ERROR or FATAL in psql's

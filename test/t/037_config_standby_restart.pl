@@ -25,6 +25,7 @@ use warnings FATAL => 'all';
 use FindBin;
 use lib "$FindBin::RealBin/../perl";
 use DbgateTest;
+use DbgateWindow;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -33,21 +34,12 @@ use Time::HiRes qw(usleep);
 my $conf_sql =
   q{SELECT string_agg(budget, ' ' ORDER BY budget) FROM dbgate.budgets};
 
-my $primary = PostgreSQL::Test::Cluster->new('restart_primary');
-$primary->init(allows_streaming => 1);
-$primary->append_conf('postgresql.conf',
-	"shared_preload_libraries = 'dbgate'\nrestart_after_crash = on\n");
-$primary->start;
-$primary->safe_psql('postgres',
-	"CREATE EXTENSION dbgate; SELECT dbgate.create_budget('r_before', 1)");
-$primary->backup('rb');
+my $primary = dbgate_node('restart_primary', streaming => 1,
+	conf => "restart_after_crash = on\n");
+$primary->safe_psql('postgres', "SELECT dbgate.create_budget('r_before', 1)");
 
-my $standby = PostgreSQL::Test::Cluster->new('restart_standby');
-$standby->init_from_backup($primary, 'rb', has_streaming => 1);
-$standby->start;
-my $standby2 = PostgreSQL::Test::Cluster->new('restart_standby2');
-$standby2->init_from_backup($primary, 'rb', has_streaming => 1);
-$standby2->start;
+my $standby = dbgate_standby($primary, 'restart_standby', 'rb');
+my $standby2 = dbgate_standby($primary, 'restart_standby2', 'rb');
 $primary->wait_for_catchup($standby);
 $primary->wait_for_catchup($standby2);
 
@@ -73,15 +65,7 @@ sub poll_file_gone
 
 # ---------------------------------------------------------------------------
 # The crash between the commit record and the CONFIRM record
-$primary->safe_psql('postgres',
-	"ALTER SYSTEM SET synchronous_standby_names = 'nobody'; SELECT pg_reload_conf()");
-my $s = DbgateTest::Session->new($primary);
-$s->send("SELECT dbgate.create_budget('r_in_window', 2)");
-ok( $primary->poll_query_until(
-		'postgres',
-		'SELECT count(*) FROM pg_stat_activity WHERE pid = ' . $s->pid
-		  . " AND wait_event = 'SyncRep'",
-		'1'),
+my $s = window_open($primary, "SELECT dbgate.create_budget('r_in_window', 2)",
 	'the commit waits for the synchronous standby');
 my $flushed = $primary->lsn('flush');
 $primary->wait_for_catchup($standby, 'replay', $flushed);
@@ -92,23 +76,10 @@ is($standby->safe_psql('postgres', $conf_sql),
 $standby->stop;
 $standby2->stop;
 
-my $offset = -s $primary->logfile;
-kill 'KILL', $s->pid or die "kill: $!";
-$primary->wait_for_log(qr/all server processes terminated; reinitializing/,
-	$offset);
-# then ready: a psql that finds the server still refusing connections
-# may exit before poll_query_until() wrote its query, and IPC::Run
-# dies of the broken pipe
-$primary->wait_for_log(qr/database system is ready to accept connections/,
-	$offset);
-ok($primary->poll_query_until('postgres', 'SELECT 1', '1'),
-	'the primary is back after the crash');
-$s->wait_exit;
+my $offset = window_crash($primary, $s, 'the primary is back after the crash');
 is($primary->safe_psql('postgres', $conf_sql),
 	'r_before r_in_window', 'crash recovery installed the committed change');
-ok( $primary->wait_for_log(
-		qr/dbgate logged the confirmation of the configuration change of transaction \d+/,
-		$offset),
+confirm_logged_ok($primary, $offset,
 	'the missing CONFIRM record is logged after recovery');
 # the end-of-recovery checkpoint, which the CONFIRM record follows
 my ($ckpt, $is_shutdown) = split /\|/,
@@ -119,29 +90,13 @@ my $after = $primary->lsn('insert');
 
 # ---------------------------------------------------------------------------
 # 1. a restartpoint at the end-of-recovery checkpoint, then a restart
-$standby->append_conf('postgresql.conf',
-	"recovery_target_lsn = '$ckpt'\nrecovery_target_action = 'shutdown'\n");
-run_log([ 'pg_ctl', '-D', $standby->data_dir, '-l', $standby->logfile,
-	'start' ]);
-foreach my $i (0 .. 10 * $PostgreSQL::Test::Utils::timeout_default)
-{
-	last if !-f $standby->data_dir . '/postmaster.pid';
-	usleep(100_000);
-}
-ok(!-f $standby->data_dir . '/postmaster.pid',
-	'the standby shut down at the recovery target');
+stops_at_target_ok($standby, $ckpt, 'the standby shut down at the recovery target');
 is(control_checkpoint($standby), $ckpt,
 	'its restartpoint is the end-of-recovery checkpoint');
 ok(-f $standby->data_dir . '/dbgate.stash',
 	'it keeps the change that waits for its CONFIRM in dbgate.stash');
 
-$standby->append_conf('postgresql.conf',
-	"recovery_target_lsn = ''\nrecovery_target_action = 'pause'\n");
-my $soffset = -s $standby->logfile;
-$standby->start;
-ok( $standby->wait_for_log(
-		qr/dbgate took back the configuration change of transaction \d+ logged at/,
-		$soffset),
+takes_back_ok($standby,
 	'at its start the standby takes the change back from dbgate.stash');
 $primary->wait_for_catchup($standby, 'replay', $after);
 is($standby->safe_psql('postgres', $conf_sql),
@@ -175,13 +130,8 @@ my $copy = PostgreSQL::Test::Cluster->new('restart_copy');
 $copy->init_from_backup($standby2, 'paused');
 ok(-f $copy->data_dir . '/dbgate.stash',
 	'the base backup has the change that waits for its CONFIRM');
-$copy->append_conf('postgresql.conf',
-	"recovery_target_lsn = ''\nrecovery_target_action = 'pause'\n");
-$copy->enable_streaming($primary);
-$copy->start;
-ok( $copy->wait_for_log(
-		qr/dbgate took back the configuration change of transaction \d+ logged at/),
-	'the server made from the backup takes the change back');
+takes_back_ok($copy, 'the server made from the backup takes the change back',
+	streaming_from => $primary);
 $primary->wait_for_catchup($copy, 'replay', $after);
 is($copy->safe_psql('postgres', $conf_sql),
 	'r_before r_in_window',
@@ -189,8 +139,7 @@ is($copy->safe_psql('postgres', $conf_sql),
 $copy->stop;
 $standby2->stop;
 
-$primary->safe_psql('postgres',
-	'ALTER SYSTEM RESET synchronous_standby_names; SELECT pg_reload_conf()');
+window_close($primary);
 
 # ---------------------------------------------------------------------------
 # 3. a change that failed at COMMIT after its IMAGE record (a serialization
@@ -228,7 +177,7 @@ $standby->stop;
 open(my $fh, '>:raw', $standby->data_dir . '/dbgate.stash') or die $!;
 print $fh 'not a dbgate file';
 close($fh);
-$soffset = -s $standby->logfile;
+my $soffset = -s $standby->logfile;
 $standby->start;
 $primary->safe_psql('postgres', "SELECT dbgate.create_budget('r_last', 4)");
 ok( $standby->wait_for_log(

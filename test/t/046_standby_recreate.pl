@@ -20,19 +20,16 @@ use warnings FATAL => 'all';
 use FindBin;
 use lib "$FindBin::RealBin/../perl";
 use DbgateTest;
+use DbgateWindow;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-use Time::HiRes qw(usleep clock_gettime CLOCK_MONOTONIC);
+use Time::HiRes qw(clock_gettime CLOCK_MONOTONIC);
 
-my $primary = PostgreSQL::Test::Cluster->new('rc_primary');
-$primary->init(allows_streaming => 1);
-$primary->append_conf('postgresql.conf',
-	"shared_preload_libraries = 'dbgate'\nrestart_after_crash = on\n");
-$primary->start;
+my $primary = dbgate_node('rc_primary', streaming => 1,
+	conf => "restart_after_crash = on\n");
 $primary->safe_psql(
 	'postgres', q{
-	CREATE EXTENSION dbgate;
 	CREATE EXTENSION pg_walinspect;
 	CREATE ROLE rc_rate LOGIN;
 	CREATE ROLE rc_other LOGIN;
@@ -42,10 +39,7 @@ $primary->safe_psql(
 	SELECT dbgate.assign_role('rc_rate', 'rc_rate');
 	SELECT dbgate.assign_role('rc_other', 'rc_other');
 });
-$primary->backup('b1');
-my $standby = PostgreSQL::Test::Cluster->new('rc_standby');
-$standby->init_from_backup($primary, 'b1', has_streaming => 1);
-$standby->start;
+my $standby = dbgate_standby($primary, 'rc_standby', 'b1');
 
 # admitted:rejected_full of a budget
 sub counts
@@ -170,70 +164,32 @@ is(counts($standby, 'rc_other'), '1:0', 'which counts from there');
 # new budget.  At the start every budget loaded from the state file has
 # the same stats_reset; the re-created one gets a later one.  Then the
 # standby is promoted.
-$primary->safe_psql('postgres',
-	"ALTER SYSTEM SET synchronous_standby_names = 'nobody'; SELECT pg_reload_conf()");
-my $s = DbgateTest::Session->new($primary);
-$s->send(q{BEGIN;
+my $s = window_open(
+	$primary, q{BEGIN;
 	SELECT dbgate.drop_budget('rc_rate', force => true);
 	SELECT dbgate.create_budget('rc_rate', 5, 0, max_rate => 0.01, rate_burst => 1);
 	SELECT dbgate.assign_role('rc_rate', 'rc_rate');
-	COMMIT});
-ok( $primary->poll_query_until(
-		'postgres',
-		'SELECT count(*) FROM pg_stat_activity WHERE pid = ' . $s->pid
-		  . " AND wait_event = 'SyncRep'",
-		'1'),
-	'window: the commit waits for the synchronous standby');
+	COMMIT}, 'window: the commit waits for the synchronous standby');
 my $flushed = $primary->lsn('flush');
 $primary->wait_for_catchup($standby, 'replay', $flushed);
 $standby->stop;
-my $offset = -s $primary->logfile;
-kill 'KILL', $s->pid or die "kill: $!";
-$primary->wait_for_log(qr/all server processes terminated; reinitializing/,
-	$offset);
-# then ready: a psql that finds the server still refusing connections
-# may exit before poll_query_until() wrote its query, and IPC::Run
-# dies of the broken pipe
-$primary->wait_for_log(qr/database system is ready to accept connections/,
-	$offset);
-ok($primary->poll_query_until('postgres', 'SELECT 1', '1'),
-	'window: the primary is back after the crash');
-$s->wait_exit;
-ok( $primary->wait_for_log(
-		qr/dbgate logged the confirmation of the configuration change of transaction \d+/,
-		$offset),
+my $offset = window_crash($primary, $s, 'window: the primary is back after the crash');
+confirm_logged_ok($primary, $offset,
 	'window: the missing CONFIRM record is logged after recovery');
 my $ckpt = $primary->safe_psql('postgres',
 	'SELECT checkpoint_lsn FROM pg_control_checkpoint()');
 my $after = $primary->lsn('insert');
-$standby->append_conf('postgresql.conf',
-	"recovery_target_lsn = '$ckpt'\nrecovery_target_action = 'shutdown'\n");
-run_log([ 'pg_ctl', '-D', $standby->data_dir, '-l', $standby->logfile,
-	'start' ]);
-foreach my $i (0 .. 10 * $PostgreSQL::Test::Utils::timeout_default)
-{
-	last if !-f $standby->data_dir . '/postmaster.pid';
-	usleep(100_000);
-}
-ok(!-f $standby->data_dir . '/postmaster.pid',
+stops_at_target_ok($standby, $ckpt,
 	'window: the standby shut down at the end-of-recovery checkpoint');
 like(slurp_file($standby->data_dir . '/dbgate.stash'), qr/rc_rate\0/,
 	'window: dbgate.stash names the re-created budget');
-$standby->append_conf('postgresql.conf',
-	"recovery_target_lsn = ''\nrecovery_target_action = 'pause'\n");
-my $soffset = -s $standby->logfile;
-$standby->start;
-ok( $standby->wait_for_log(
-		qr/dbgate took back the configuration change of transaction \d+ logged at/,
-		$soffset),
-	'window: the standby takes the change back from dbgate.stash');
+takes_back_ok($standby, 'window: the standby takes the change back from dbgate.stash');
 $primary->wait_for_catchup($standby, 'replay', $after);
 is($standby->safe_psql('postgres',
 		q{SELECT (SELECT stats_reset FROM dbgate.status WHERE budget = 'rc_rate')
 		       > (SELECT stats_reset FROM dbgate.status WHERE budget = 'rc_other')}),
 	't', 'window: at the late CONFIRM the re-created budget is a new one');
-$primary->safe_psql('postgres',
-	'ALTER SYSTEM RESET synchronous_standby_names; SELECT pg_reload_conf()');
+window_close($primary);
 
 $standby->promote;
 ok($standby->poll_query_until('postgres', 'SELECT pg_is_in_recovery()', 'f'),
