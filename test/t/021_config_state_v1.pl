@@ -10,46 +10,11 @@ use warnings FATAL => 'all';
 
 use FindBin;
 use lib "$FindBin::RealBin/../perl";
+use DbgateState;
 use DbgateTest;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
-
-# CRC-32C (Castagnoli), as PostgreSQL's pg_crc32c computes it
-my @crc_table;
-for my $i (0 .. 255)
-{
-	my $c = $i;
-	for (1 .. 8)
-	{
-		$c = ($c & 1) ? (($c >> 1) ^ 0x82F63B78) : ($c >> 1);
-	}
-	$crc_table[$i] = $c;
-}
-
-sub crc32c
-{
-	my ($data) = @_;
-	my $crc = 0xFFFFFFFF;
-	for my $byte (unpack('C*', $data))
-	{
-		$crc = $crc_table[($crc ^ $byte) & 0xFF] ^ ($crc >> 8);
-	}
-	return $crc ^ 0xFFFFFFFF;
-}
-
-# dbgate 1.0's layout: header (magic, version, nbudgets, nroles), budgets
-# (name[64], max_active, max_queued, queue_timeout_ms, statement_timeout_ms,
-# lock_timeout_ms, fair), roles (roleid, budget[64]), CRC-32C; native byte
-# order
-sub state_v1
-{
-	my ($budgets, $roles) = @_;
-	my $bytes = pack('L4', 0x44424754, 1, scalar(@$budgets), scalar(@$roles));
-	$bytes .= pack('a64 l6', @$_) for @$budgets;
-	$bytes .= pack('L a64', @$_) for @$roles;
-	return $bytes . pack('L', crc32c($bytes));
-}
 
 my $node = dbgate_node('statev1');
 my $pgdata = $node->data_dir;
@@ -60,9 +25,25 @@ my ($alice, $bob) = split /\|/,
   );
 
 $node->stop;
-my $file = state_v1(
-	[ [ 'v1_one', 2, 5, 1000, 60000, 2000, 1 ], [ 'v1_two', 7, 0, 0, 0, 0, 0 ] ],
-	[ [ $alice, 'v1_one' ], [ $bob, 'v1_two' ] ]);
+# dbgate 1.0's layout (DbgateState): header (magic, version, nbudgets,
+# nroles), budgets (name[64], max_active, max_queued, queue_timeout_ms,
+# statement_timeout_ms, lock_timeout_ms, fair), roles (roleid,
+# budget[64]), CRC-32C; native byte order
+my $file = state_image(
+	version => 1,
+	budgets => [
+		{
+			name => 'v1_one',
+			max_active => 2,
+			max_queued => 5,
+			queue_timeout => 1000,
+			statement_timeout => 60000,
+			lock_timeout => 2000,
+			fair => 1
+		},
+		{ name => 'v1_two', max_active => 7, fair => 0 }
+	],
+	roles => [ [ $alice, 'v1_one' ], [ $bob, 'v1_two' ] ]);
 open my $fh, '>:raw', "$pgdata/dbgate.state" or die "cannot write: $!";
 print $fh $file;
 close $fh;
@@ -105,7 +86,7 @@ $node->safe_psql(
 	SELECT dbgate.assign_database('postgres', 'v1_two');
 });
 my $v2 = slurp_file("$pgdata/dbgate.state");
-is((unpack('L2', $v2))[1], 2, 'a committed change writes format version 2');
+is(state_version($v2), 2, 'a committed change writes format version 2');
 $node->restart;
 $expected =~ s/v1_two:(.*):statement:00:00:00:-1:f:t:\{\}/v1_two:$1:transaction:00:00:00:-1:t:t:{postgres}/;
 is($node->safe_psql('postgres', $sql),

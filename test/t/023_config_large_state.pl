@@ -11,38 +11,13 @@ use warnings FATAL => 'all';
 
 use FindBin;
 use lib "$FindBin::RealBin/../perl";
+use DbgateState;
 use DbgateTest;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
 my $N = 100_000;
-
-# CRC-32C (Castagnoli), as PostgreSQL's pg_crc32c computes it
-my @crc_table;
-for my $i (0 .. 255)
-{
-	my $c = $i;
-	for (1 .. 8)
-	{
-		$c = ($c & 1) ? (($c >> 1) ^ 0x82F63B78) : ($c >> 1);
-	}
-	$crc_table[$i] = $c;
-}
-
-sub crc32c
-{
-	my ($data) = @_;
-	my $crc = 0xFFFFFFFF;
-	for (my $off = 0; $off < length($data); $off += 65536)
-	{
-		for my $byte (unpack('C*', substr($data, $off, 65536)))
-		{
-			$crc = $crc_table[($crc ^ $byte) & 0xFF] ^ ($crc >> 8);
-		}
-	}
-	return $crc ^ 0xFFFFFFFF;
-}
 
 my $node = dbgate_node('largestate',
 	conf => "dbgate.max_roles = 200000\n");
@@ -54,22 +29,28 @@ my $db_oid = $node->safe_psql('postgres',
 	"SELECT oid FROM pg_database WHERE datname = 'postgres'");
 $node->stop;
 
-# format 2: header (magic, version, nbudgets, nroles, ndbs, flags, lsn),
-# budgets (name[64], six int32 of 1.0, then scope, idle_timeout_ms,
-# parallel_workers, utility, enforce, reserved), roles (oid, budget[64]),
-# databases (oid, budget[64]), CRC-32C
-my $bytes = pack('L6 Q', 0x44424754, 2, 2, $N, $N, 0, 0);
-$bytes .= pack('a64 l6 l6', 'big_a', 3, 0, 0, 0, 0, 1, 0, 0, -1, 0, 1, 0);
-$bytes .= pack('a64 l6 l6', 'big_b', 5, 0, 0, 0, 0, 1, 1, 0, 2, 1, 1, 0);
+# format 2 (DbgateState): header (magic, version, nbudgets, nroles, ndbs,
+# flags, lsn), budgets (name[64], six int32 of 1.0, then scope,
+# idle_timeout_ms, parallel_workers, utility, enforce, padding), roles
+# (oid, budget[64]), databases (oid, budget[64]), CRC-32C.
 # OIDs far above those in use, in an order the loader must sort, and the
 # real role and database among them
 my @roles = map { 3_000_000_000 - 7 * $_ } 1 .. $N - 1;
 my @dbs = map { 3_500_000_000 - 11 * $_ } 1 .. $N - 1;
-$bytes .= pack('L a64', $_, ($_ % 2) ? 'big_a' : 'big_b') for @roles;
-$bytes .= pack('L a64', $user_oid, 'big_a');
-$bytes .= pack('L a64', $_, ($_ % 2) ? 'big_a' : 'big_b') for @dbs;
-$bytes .= pack('L a64', $db_oid, 'big_b');
-$bytes .= pack('L', crc32c($bytes));
+my $bytes = state_image(
+	version => 2,
+	budgets => [
+		{ name => 'big_a', max_active => 3 },
+		{
+			name => 'big_b',
+			max_active => 5,
+			scope => 1,
+			parallel_workers => 2,
+			utility => 1
+		}
+	],
+	roles => [ (map { [ $_, ($_ % 2) ? 'big_a' : 'big_b' ] } @roles), [ $user_oid, 'big_a' ] ],
+	dbs => [ (map { [ $_, ($_ % 2) ? 'big_a' : 'big_b' ] } @dbs), [ $db_oid, 'big_b' ] ]);
 open my $fh, '>:raw', "$pgdata/dbgate.state" or die "cannot write: $!";
 print $fh $bytes;
 close $fh;
