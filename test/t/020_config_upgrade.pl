@@ -19,21 +19,93 @@ use Test::More;
 
 my $node = dbgate_node('upgrade', extension => 0);
 
-$node->safe_psql(
-	'postgres', q{
+# the extension at 1.0 in a database, its 1.0 functions granted to the
+# delegated administrator u_admin
+my $create_1_0 = q{
 	CREATE EXTENSION dbgate VERSION '1.0';
-	CREATE ROLE u_alice LOGIN;
-	CREATE ROLE u_admin LOGIN;
 	GRANT USAGE ON SCHEMA dbgate TO u_admin;
 	GRANT EXECUTE ON FUNCTION
 	  dbgate.create_budget(text, integer, integer, interval, interval, interval, boolean),
 	  dbgate.alter_budget(text, integer, integer, interval, interval, interval, boolean)
 	  TO u_admin;
+};
+
+# extversion_is(DB, VERSION, NAME): one assertion that the extension is at
+# VERSION in database DB
+sub extversion_is
+{
+	my ($db, $version, $name) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	return is($node->safe_psql($db,
+			"SELECT extversion FROM pg_extension WHERE extname = 'dbgate'"),
+		$version, $name);
+}
+
+# grants_kept_ok(DB, NAME): one assertion that u_admin may execute the
+# functions it was granted at 1.0 (create_budget, alter_budget) and no
+# others, and PUBLIC none of them, in database DB
+my $grants_sql = q{SELECT string_agg(format('%s:%s:%s', p.proname,
+	    has_function_privilege('public', p.oid, 'EXECUTE'),
+	    has_function_privilege('u_admin', p.oid, 'EXECUTE')), ' ' ORDER BY p.proname)
+	  FROM pg_proc p WHERE p.pronamespace = 'dbgate'::regnamespace
+	   AND proname IN ('create_budget', 'alter_budget', 'assign_database', 'drop_budget')};
+sub grants_kept_ok
+{
+	my ($db, $name) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	return is($node->safe_psql($db, $grants_sql),
+		'alter_budget:f:t assign_database:f:f create_budget:f:t drop_budget:f:f', $name);
+}
+
+# no_helper_left_ok(SUFFIX, NAME): one assertion that database postgres
+# has none of the old version's functions that an update script renames
+# to NAME_SUFFIX (create_budget_1_0), and not the script's helper
+# dbgate_copy_execute_grants
+sub no_helper_left_ok
+{
+	my ($suffix, $name) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	return is( $node->safe_psql(
+			'postgres',
+			qq{SELECT count(*) FROM pg_proc WHERE (pronamespace = 'dbgate'::regnamespace AND proname LIKE '%$suffix') OR proname = 'dbgate_copy_execute_grants'}
+		),
+		'0',
+		$name);
+}
+
+# dependents_kept_ok(BUDGETS, MONITOR_NAME, VIEW_NAME): two assertions on
+# what depends on dbgate.budgets in database postgres after an update:
+# pg_monitor reads it and dbgate.budget_config() and PUBLIC does not
+# (MONITOR_NAME), and the view u_budget_names shows BUDGETS (VIEW_NAME)
+sub dependents_kept_ok
+{
+	my ($budgets, $monitor_name, $view_name) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	is( $node->safe_psql(
+			'postgres',
+			q{SELECT has_function_privilege('pg_monitor', 'dbgate.budget_config()', 'EXECUTE'),
+			         has_table_privilege('pg_monitor', 'dbgate.budgets', 'SELECT'),
+			         has_table_privilege('public', 'dbgate.budgets', 'SELECT')}
+		),
+		't|t|f',
+		$monitor_name);
+	return is( $node->safe_psql('postgres',
+			'SELECT string_agg(budget, \' \' ORDER BY budget) FROM u_budget_names'),
+		$budgets, $view_name);
+}
+
+# the number of columns of dbgate.budgets
+my $ncols_sql = q{SELECT count(*) FROM pg_attribute
+	WHERE attrelid = 'dbgate.budgets'::regclass AND attnum > 0};
+
+$node->safe_psql(
+	'postgres', qq{
+	CREATE ROLE u_alice LOGIN;
+	CREATE ROLE u_admin LOGIN;
+	$create_1_0
 	CREATE DATABASE u_other;
 });
-is($node->safe_psql('postgres',
-		"SELECT extversion FROM pg_extension WHERE extname = 'dbgate'"),
-	'1.0', 'the extension is at version 1.0');
+extversion_is('postgres', '1.0', 'the extension is at version 1.0');
 
 # 1.0 objects, 1.2 library: every 1.0 function works
 $node->safe_psql(
@@ -57,12 +129,7 @@ is( $node->safe_psql(
 	),
 	'u_one:2:3:f:{u_alice} u_three:1:0:t:{} u_two:1:4:t:{}',
 	'the 1.0 view shows the budgets');
-is( $node->safe_psql(
-		'postgres',
-		q{SELECT count(*) FROM pg_attribute WHERE attrelid = 'dbgate.budgets'::regclass AND attnum > 0}
-	),
-	'8',
-	'the 1.0 view has 8 columns');
+is($node->safe_psql('postgres', $ncols_sql), '8', 'the 1.0 view has 8 columns');
 my ($gstate) = run_sql($node, 'SELECT 1', user => 'u_alice');
 is($gstate, '', 'the assigned role runs');
 is($node->safe_psql('postgres',
@@ -89,9 +156,7 @@ is( $node->safe_psql(
 
 # the update to 1.1
 $node->safe_psql('postgres', "ALTER EXTENSION dbgate UPDATE TO '1.1'");
-is($node->safe_psql('postgres',
-		"SELECT extversion FROM pg_extension WHERE extname = 'dbgate'"),
-	'1.1', 'ALTER EXTENSION dbgate UPDATE TO 1.1');
+extversion_is('postgres', '1.1', 'ALTER EXTENSION dbgate UPDATE TO 1.1');
 
 my $all_sql =
   q{SELECT string_agg(format('%s:%s:%s:%s:%s:%s:%s:%s:%s', budget, max_active, max_queued,
@@ -102,10 +167,9 @@ my $all = 'u_one:2:3:f:{u_alice}:statement:-1:t:{} '
   . 'u_two:1:4:t:{}:transaction:-1:f:{u_other}';
 is($node->safe_psql('postgres', $all_sql),
 	$all, 'budgets and assignments are kept, the 1.1 columns are there');
-is( $node->safe_psql(
-		'postgres',
-		q{SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute WHERE attrelid = 'dbgate.budgets'::regclass AND attnum > 0}
-	),
+my $cols_sql = q{SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute
+	WHERE attrelid = 'dbgate.budgets'::regclass AND attnum > 0};
+is( $node->safe_psql('postgres', $cols_sql),
 	'budget,max_active,max_queued,queue_timeout,statement_timeout,lock_timeout,fair,roles,'
 	  . 'scope,idle_in_transaction_timeout,parallel_workers,utility,enforce,databases',
 	'dbgate.budgets has the 1.1 columns in order');
@@ -122,33 +186,11 @@ is( $node->safe_psql(
 		'dbgate.create_budget(text,integer,integer,interval,interval,interval,boolean,text,interval,integer,boolean,boolean)',
 		'dbgate.unassign_database(name)'),
 	'the 1.1 functions replace the 1.0 ones');
-is( $node->safe_psql(
-		'postgres',
-		q{SELECT count(*) FROM pg_proc WHERE pronamespace = 'dbgate'::regnamespace AND proname LIKE '%1_0' OR proname = 'dbgate_copy_execute_grants'}
-	),
-	'0',
-	'no helper of the update script is left');
-is( $node->safe_psql(
-		'postgres',
-		q{SELECT string_agg(format('%s:%s:%s', p.proname,
-		    has_function_privilege('public', p.oid, 'EXECUTE'),
-		    has_function_privilege('u_admin', p.oid, 'EXECUTE')), ' ' ORDER BY p.proname)
-		  FROM pg_proc p WHERE p.pronamespace = 'dbgate'::regnamespace
-		   AND proname IN ('create_budget', 'alter_budget', 'assign_database', 'drop_budget')}
-	),
-	'alter_budget:f:t assign_database:f:f create_budget:f:t drop_budget:f:f',
+no_helper_left_ok('1_0', 'no helper of the update script is left');
+grants_kept_ok('postgres',
 	'EXECUTE grants are carried over to the new signatures, PUBLIC has none');
-is( $node->safe_psql(
-		'postgres',
-		q{SELECT has_function_privilege('pg_monitor', 'dbgate.budget_config()', 'EXECUTE'),
-		         has_table_privilege('pg_monitor', 'dbgate.budgets', 'SELECT'),
-		         has_table_privilege('public', 'dbgate.budgets', 'SELECT')}
-	),
-	't|t|f',
-	'pg_monitor still reads the view and its function, PUBLIC does not');
-is( $node->safe_psql('postgres',
-		'SELECT string_agg(budget, \' \' ORDER BY budget) FROM u_budget_names'),
-	'u_one u_three u_two',
+dependents_kept_ok('u_one u_three u_two',
+	'pg_monitor still reads the view and its function, PUBLIC does not',
 	'a view on dbgate.budgets survives the update');
 
 ($state) = run_sql($node,
@@ -171,11 +213,6 @@ is( $node->safe_psql(
 
 # ---------------------------------------------------------------------------
 # 1.1 -> 1.2
-my $grants_sql = q{SELECT string_agg(format('%s:%s:%s', p.proname,
-	    has_function_privilege('public', p.oid, 'EXECUTE'),
-	    has_function_privilege('u_admin', p.oid, 'EXECUTE')), ' ' ORDER BY p.proname)
-	  FROM pg_proc p WHERE p.pronamespace = 'dbgate'::regnamespace
-	   AND proname IN ('create_budget', 'alter_budget', 'assign_database', 'drop_budget')};
 my $sig_sql = q{SELECT string_agg(p.oid::regprocedure::text, ' ' ORDER BY 1)
 	  FROM pg_proc p WHERE p.pronamespace = 'dbgate'::regnamespace
 	   AND proname IN ('create_budget', 'alter_budget', 'budget_config')};
@@ -184,8 +221,6 @@ my $sigs_1_2 = join(' ',
 	'dbgate.budget_config()',
 	'dbgate.create_budget(text,integer,integer,interval,interval,interval,boolean,text,interval,integer,boolean,boolean,text,interval,text,integer,double precision,integer,integer,double precision)'
 );
-my $cols_sql = q{SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute
-	WHERE attrelid = 'dbgate.budgets'::regclass AND attnum > 0};
 my $cols_1_2 =
     'budget,max_active,max_queued,queue_timeout,statement_timeout,lock_timeout,fair,roles,'
   . 'scope,idle_in_transaction_timeout,parallel_workers,utility,enforce,databases,'
@@ -197,9 +232,7 @@ my $everything = q{SELECT string_agg(b::text, ' ' ORDER BY budget) FROM dbgate.b
 
 my $before_1_2 = $node->safe_psql('postgres', $everything);
 $node->safe_psql('postgres', "ALTER EXTENSION dbgate UPDATE TO '1.2'");
-is($node->safe_psql('postgres',
-		"SELECT extversion FROM pg_extension WHERE extname = 'dbgate'"),
-	'1.2', 'ALTER EXTENSION dbgate UPDATE TO 1.2 goes from 1.1 to 1.2');
+extversion_is('postgres', '1.2', 'ALTER EXTENSION dbgate UPDATE TO 1.2 goes from 1.1 to 1.2');
 is($node->safe_psql('postgres', $cols_sql), $cols_1_2,
 	'dbgate.budgets has the 1.2 columns in order');
 is($node->safe_psql('postgres', $sig_sql), $sigs_1_2, 'the 1.2 functions replace the 1.1 ones');
@@ -215,26 +248,11 @@ is( $node->safe_psql(
 is( $node->safe_psql('postgres', $new_sql),
 	join(' ', map { "$_:fifo:00:00:00.1:-:1:0:1:0:0" } qw(u_four u_one u_three u_two)),
 	'the 1.2 fields are at their defaults: the budgets are flat');
-is($node->safe_psql('postgres', $grants_sql),
-	'alter_budget:f:t assign_database:f:f create_budget:f:t drop_budget:f:f',
+grants_kept_ok('postgres',
 	'EXECUTE grants are carried over to the 1.2 signatures, PUBLIC has none');
-is( $node->safe_psql(
-		'postgres',
-		q{SELECT count(*) FROM pg_proc WHERE pronamespace = 'dbgate'::regnamespace AND proname LIKE '%1_1' OR proname = 'dbgate_copy_execute_grants'}
-	),
-	'0',
-	'no helper of the update script is left');
-is( $node->safe_psql(
-		'postgres',
-		q{SELECT has_function_privilege('pg_monitor', 'dbgate.budget_config()', 'EXECUTE'),
-		         has_table_privilege('pg_monitor', 'dbgate.budgets', 'SELECT'),
-		         has_table_privilege('public', 'dbgate.budgets', 'SELECT')}
-	),
-	't|t|f',
-	'pg_monitor still reads the view and its function, PUBLIC does not');
-is( $node->safe_psql('postgres',
-		'SELECT string_agg(budget, \' \' ORDER BY budget) FROM u_budget_names'),
-	'u_four u_one u_three u_two',
+no_helper_left_ok('1_1', 'no helper of the update script is left');
+dependents_kept_ok('u_four u_one u_three u_two',
+	'pg_monitor still reads the view and its function, PUBLIC does not',
 	'a view on dbgate.budgets survives the update');
 
 ($state, undef, $err) = run_sql($node,
@@ -267,12 +285,7 @@ is( $node->safe_psql(
 	),
 	'transaction:fifo:t',
 	'create_budget of a 1.1 database gives the 1.2 fields their defaults');
-is( $node->safe_psql(
-		'u_other',
-		q{SELECT count(*) FROM pg_attribute WHERE attrelid = 'dbgate.budgets'::regclass AND attnum > 0}
-	),
-	'14',
-	'the 1.1 view has 14 columns');
+is($node->safe_psql('u_other', $ncols_sql), '14', 'the 1.1 view has 14 columns');
 is($node->safe_psql('u_other', q{SELECT string_agg(budget, ' ' ORDER BY budget) FROM dbgate.budgets}),
 	'u_five u_four u_one u_pool u_three u_two',
 	'and every budget, also the 1.2 ones');
@@ -281,13 +294,8 @@ is($node->safe_psql('u_other', q{SELECT string_agg(budget, ' ' ORDER BY budget) 
 # 1.0 -> 1.2 in one step
 $node->safe_psql('postgres', 'CREATE DATABASE u_old');
 $node->safe_psql(
-	'u_old', q{
-	CREATE EXTENSION dbgate VERSION '1.0';
-	GRANT USAGE ON SCHEMA dbgate TO u_admin;
-	GRANT EXECUTE ON FUNCTION
-	  dbgate.create_budget(text, integer, integer, interval, interval, interval, boolean),
-	  dbgate.alter_budget(text, integer, integer, interval, interval, interval, boolean)
-	  TO u_admin;
+	'u_old', qq{
+	$create_1_0
 	SELECT dbgate.alter_budget('u_pool', max_active => 5);
 	CREATE VIEW u_old_names AS SELECT budget, roles FROM dbgate.budgets;
 });
@@ -297,14 +305,10 @@ is( $node->safe_psql(
 	'alter_budget of a 1.0 database keeps the fields it does not know');
 my $before_old = $node->safe_psql('postgres', $everything);
 $node->safe_psql('u_old', "ALTER EXTENSION dbgate UPDATE TO '1.2'");
-is($node->safe_psql('u_old',
-		"SELECT extversion FROM pg_extension WHERE extname = 'dbgate'"),
-	'1.2', 'ALTER EXTENSION dbgate UPDATE TO 1.2 goes from 1.0 to 1.2');
+extversion_is('u_old', '1.2', 'ALTER EXTENSION dbgate UPDATE TO 1.2 goes from 1.0 to 1.2');
 is($node->safe_psql('u_old', $cols_sql), $cols_1_2, 'with the 1.2 columns');
 is($node->safe_psql('u_old', $sig_sql), $sigs_1_2, 'and the 1.2 functions');
-is($node->safe_psql('u_old', $grants_sql),
-	'alter_budget:f:t assign_database:f:f create_budget:f:t drop_budget:f:f',
-	'EXECUTE grants are carried over from 1.0 to the 1.2 signatures');
+grants_kept_ok('u_old', 'EXECUTE grants are carried over from 1.0 to the 1.2 signatures');
 is($node->safe_psql('u_old', $everything), $before_old, 'every budget and assignment is kept');
 is( $node->safe_psql('u_old', q{SELECT string_agg(budget, ' ' ORDER BY budget) FROM u_old_names}),
 	'u_five u_four u_one u_pool u_three u_two',
@@ -322,9 +326,7 @@ my $bcols_1_3 = "$bcols_1_2,demoted_from";
 $node->safe_psql('postgres', q{SELECT dbgate.alter_budget('u_pool', max_active => 6)});
 my $before_1_3 = $node->safe_psql('postgres', $everything);
 $node->safe_psql('postgres', 'ALTER EXTENSION dbgate UPDATE');
-is($node->safe_psql('postgres',
-		"SELECT extversion FROM pg_extension WHERE extname = 'dbgate'"),
-	'1.3', 'ALTER EXTENSION dbgate UPDATE goes from 1.2 to 1.3');
+extversion_is('postgres', '1.3', 'ALTER EXTENSION dbgate UPDATE goes from 1.2 to 1.3');
 is($node->safe_psql('postgres', $cols_sql), $cols_1_3,
 	'dbgate.budgets has the 1.3 columns in order');
 is($node->safe_psql('postgres', $sig_sql), $sigs_1_3, 'the 1.3 functions replace the 1.2 ones');
@@ -359,26 +361,11 @@ is( $node->safe_psql(
 	'every budget and assignment is kept');
 is($node->safe_psql('postgres', q{SELECT string_agg(DISTINCT format('%s:%s:%s:%s:%s:%s:%s', reserved, runaway_after, runaway_action, runaway_budget, quarantine, adapt, adapt_min), ',') FROM dbgate.budgets}),
 	'0:00:00:00:log::00:00:00:off:1', 'the 1.3 fields are at their defaults');
-is($node->safe_psql('postgres', $grants_sql),
-	'alter_budget:f:t assign_database:f:f create_budget:f:t drop_budget:f:f',
+grants_kept_ok('postgres',
 	'EXECUTE grants are carried over to the 1.3 signatures, PUBLIC has none');
-is( $node->safe_psql(
-		'postgres',
-		q{SELECT count(*) FROM pg_proc WHERE pronamespace = 'dbgate'::regnamespace AND (proname LIKE '%1_2' OR proname = 'dbgate_copy_execute_grants')}
-	),
-	'0',
-	'no helper of the 1.3 update script is left');
-is( $node->safe_psql(
-		'postgres',
-		q{SELECT has_function_privilege('pg_monitor', 'dbgate.budget_config()', 'EXECUTE'),
-		         has_table_privilege('pg_monitor', 'dbgate.budgets', 'SELECT'),
-		         has_table_privilege('public', 'dbgate.budgets', 'SELECT')}
-	),
-	't|t|f',
-	'pg_monitor still reads the view after the 1.3 update, PUBLIC does not');
-is( $node->safe_psql('postgres',
-		'SELECT string_agg(budget, \' \' ORDER BY budget) FROM u_budget_names'),
-	'u_five u_four u_one u_pool u_three u_two',
+no_helper_left_ok('1_2', 'no helper of the 1.3 update script is left');
+dependents_kept_ok('u_five u_four u_one u_pool u_three u_two',
+	'pg_monitor still reads the view after the 1.3 update, PUBLIC does not',
 	'a view on dbgate.budgets survives the 1.3 update');
 ($state, undef, $err) = run_sql($node,
 	q{SELECT dbgate.alter_budget('u_three', reserved => 1)},
@@ -395,12 +382,7 @@ is( $node->safe_psql(
 	),
 	'7:20:u_pool:1',
 	'alter_budget of a 1.2 database keeps the 1.3 fields it does not know');
-is( $node->safe_psql(
-		'u_old',
-		q{SELECT count(*) FROM pg_attribute WHERE attrelid = 'dbgate.budgets'::regclass AND attnum > 0}
-	),
-	'22',
-	'the 1.2 view has 22 columns');
+is($node->safe_psql('u_old', $ncols_sql), '22', 'the 1.2 view has 22 columns');
 is($node->safe_psql('u_old', $bcols_sql), $bcols_1_2,
 	'the 1.2 dbgate.backends has its 8 columns');
 is($node->safe_psql('u_old', 'SELECT count(*) FROM dbgate.backends'),
@@ -425,24 +407,13 @@ unlike( $node->safe_psql('postgres', 'SELECT dbgate.config_script()'),
 
 # 1.0 -> 1.3 in one step
 $node->safe_psql('postgres', 'CREATE DATABASE u_older');
-$node->safe_psql('u_older', q{
-	CREATE EXTENSION dbgate VERSION '1.0';
-	GRANT USAGE ON SCHEMA dbgate TO u_admin;
-	GRANT EXECUTE ON FUNCTION
-	  dbgate.create_budget(text, integer, integer, interval, interval, interval, boolean),
-	  dbgate.alter_budget(text, integer, integer, interval, interval, interval, boolean)
-	  TO u_admin;
-});
+$node->safe_psql('u_older', $create_1_0);
 $node->safe_psql('u_older', 'ALTER EXTENSION dbgate UPDATE');
-is($node->safe_psql('u_older',
-		"SELECT extversion FROM pg_extension WHERE extname = 'dbgate'"),
-	'1.3', 'ALTER EXTENSION dbgate UPDATE goes from 1.0 to 1.3');
+extversion_is('u_older', '1.3', 'ALTER EXTENSION dbgate UPDATE goes from 1.0 to 1.3');
 is($node->safe_psql('u_older', $cols_sql), $cols_1_3, 'with the 1.3 columns');
 is($node->safe_psql('u_older', $sig_sql), $sigs_1_3, 'and the 1.3 functions');
 is($node->safe_psql('u_older', $bcols_sql), $bcols_1_3, 'and the 1.3 dbgate.backends');
-is($node->safe_psql('u_older', $grants_sql),
-	'alter_budget:f:t assign_database:f:f create_budget:f:t drop_budget:f:f',
-	'EXECUTE grants are carried over from 1.0 to the 1.3 signatures');
+grants_kept_ok('u_older', 'EXECUTE grants are carried over from 1.0 to the 1.3 signatures');
 is($node->safe_psql('u_older', $everything), $node->safe_psql('postgres', $everything),
 	'it sees the same budgets');
 
