@@ -12,6 +12,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use DbgateTest;
+use DbgateSnapshot;
 
 my $node = dbgate_node('queued_snapshot');
 $node->safe_psql(
@@ -30,49 +31,19 @@ my $next_id = 1;
 # budget while another one holds the only slot, and queues.  A row is
 # committed while it waits.  keeps_xmin => 1: its snapshot must stay, so
 # backend_xmin is set and the row is not seen.  EXPECT: the output the
-# statement must give (notice => 1: the count a DO block reports in a
-# NOTICE).
+# statement must give (notice => REGEXP: the count a DO block reports in
+# a NOTICE).  See DbgateSnapshot.
 sub queued_case
 {
 	my ($name, $sql, $expect, %p) = @_;
-	$node->safe_psql('postgres', 'SELECT dbgate.reset_stats()');
-	my $h = DbgateTest::Session->new($node, user => 'qs_user');
-	my $w = DbgateTest::Session->new($node, user => 'qs_user');
-	my $wpid = $w->pid;
-
-	# H keeps the slot: its transaction holds a transaction ID
-	$h->query('BEGIN; UPDATE qs_rows SET v = v WHERE id = 0;');
-	$w->send($sql);
-	# queued, and asleep: a backend is marked queued before it lets go of
-	# its snapshot, and sleeps (wait event type Extension) only after
-	poll_ok($node,
-		"SELECT b.state || '/' || a.wait_event_type
-		   FROM dbgate.backends b JOIN pg_stat_activity a USING (pid)
-		  WHERE pid = $wpid",
-		'queued/Extension', "$name: the statement queues");
-	my $xmin = $node->safe_psql('postgres',
-		"SELECT backend_xmin IS NOT NULL FROM pg_stat_activity WHERE pid = $wpid");
-	is($xmin, $p{keeps_xmin} ? 't' : 'f',
-		$p{keeps_xmin}
-		? "$name: the queued statement keeps its snapshot"
-		: "$name: the queued statement holds no snapshot (no backend_xmin)");
-
-	# committed while it waits
-	my $id = $next_id++;
-	$node->safe_psql('postgres', "INSERT INTO qs_rows VALUES ($id, 1)");
-
-	$h->query('COMMIT');
-	my ($out, $err) = $w->result;
-	# a DO block reports what it saw in a NOTICE
-	($out) = $err =~ /qs_count (\d+)/ if $p{notice};
-	is($out, $expect, "$name: the statement sees "
-		  . ($p{keeps_xmin} ? 'the rows of when it started' : 'the rows committed while it waited'));
-	is($err =~ /ERROR/ ? $err : '', '', "$name: no error");
-	$w->query('ROLLBACK') if $p{txn};
-	$h->quit;
-	$w->quit;
-	counters_are($node, 'qs', { admitted => 2, admitted_after_wait => 1 },
-		"$name: counted as one admission after a wait");
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	queued_snapshot_case($node, $name, $sql,
+		user => 'qs_user',
+		table => 'qs_rows',
+		budget => 'qs',
+		id => $next_id++,
+		expect => $expect,
+		%p);
 	return;
 }
 
@@ -94,7 +65,7 @@ queued_case('statement of a DO block',
 	q{DO $$ DECLARE n int; BEGIN
 		SELECT count(*) INTO n FROM qs_rows;
 		RAISE NOTICE 'qs_count %', n; END $$},
-	rows_now(), keeps_xmin => 1, notice => 1);
+	rows_now(), keeps_xmin => 1, notice => qr/qs_count (\d+)/);
 queued_case('UPDATE with RETURNING',
 	'UPDATE qs_rows SET v = v WHERE id = 0 RETURNING (SELECT count(*) FROM qs_rows)',
 	rows_now(), keeps_xmin => 1);

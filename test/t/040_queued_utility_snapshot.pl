@@ -12,6 +12,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use DbgateTest;
+use DbgateSnapshot;
 
 my $node = dbgate_node('queued_utility_snapshot');
 my $datafile = $node->basedir . '/qu_rows.data';
@@ -36,45 +37,18 @@ my $next_id = 1;
 # another one holds the only slot, and queues.  A row is committed while it
 # waits.  keeps_xmin => 1: its snapshot must stay.  setup => SQL: run in
 # the waiting session first (not gated).  Returns the waiting session's
-# (STDOUT, STDERR).
+# (STDOUT, STDERR).  See DbgateSnapshot.
 sub queued_case
 {
 	my ($name, $sql, %p) = @_;
-	$node->safe_psql('postgres', 'SELECT dbgate.reset_stats()');
-	my $h = DbgateTest::Session->new($node, user => 'qu_user');
-	my $w = DbgateTest::Session->new($node, user => 'qu_user');
-	my $wpid = $w->pid;
-
-	$w->query($p{setup}) if defined $p{setup};
-	# H keeps the slot: its transaction holds a transaction ID
-	$h->query('BEGIN; UPDATE qu_rows SET v = v WHERE id = 0;');
-	$w->send($sql);
-	# queued, and asleep: a backend is marked queued before it lets go of
-	# its snapshot, and sleeps (wait event type Extension) only after
-	poll_ok($node,
-		"SELECT b.state || '/' || a.wait_event_type
-		   FROM dbgate.backends b JOIN pg_stat_activity a USING (pid)
-		  WHERE pid = $wpid",
-		'queued/Extension', "$name: the command queues");
-	my $xmin = $node->safe_psql('postgres',
-		"SELECT backend_xmin IS NOT NULL FROM pg_stat_activity WHERE pid = $wpid");
-	is($xmin, $p{keeps_xmin} ? 't' : 'f',
-		$p{keeps_xmin}
-		? "$name: the queued command keeps its snapshot"
-		: "$name: the queued command holds no snapshot (no backend_xmin)");
-
-	# committed while it waits
-	my $id = $next_id++;
-	$node->safe_psql('postgres', "INSERT INTO qu_rows VALUES ($id, 1)");
-
-	$h->query('COMMIT');
-	my ($out, $err) = $w->result;
-	is($err =~ /ERROR/ ? $err : '', '', "$name: no error");
-	$h->quit;
-	$w->quit;
-	counters_are($node, 'qu', { admitted => 2, admitted_after_wait => 1 },
-		"$name: counted as one admission after a wait");
-	return ($out, $err);
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	return queued_snapshot_case($node, $name, $sql,
+		user => 'qu_user',
+		table => 'qu_rows',
+		budget => 'qu',
+		id => $next_id++,
+		noun => 'command',
+		%p);
 }
 
 sub vacuum_count
