@@ -7,6 +7,8 @@
 #   $s->send('SELECT pg_sleep(1)');        # returns at once
 #   my ($out, $err, $state) = $s->result;  # waits for the statement
 #   counters_are($node, 'budget', { active => 1, admitted => 1 }, 'name');
+#   my $h = slot_holder($node, 'alice', 1, 'name');   # active until lock 1 goes
+#   my $w = queued_waiter($node, 'alice', 'w', 'name'); # queued behind it
 #
 # SQLSTATEs are taken from psql's verbose error format
 # ("ERROR:  53300: budget ..."), so tests assert the exact code.
@@ -26,7 +28,8 @@ use Test::More;
 use Time::HiRes qw(time);
 
 our @EXPORT = qw(dbgate_node dbgate_standby run_sql sqlstate counters_are status_of
-  poll_ok backends_of wire_run wire_start wire_finish);
+  poll_ok backends_of backend_state slot_holder queued_waiter admitted_at_once
+  wire_run wire_start wire_finish);
 
 # The counters of dbgate.status that counters_are() compares; those not
 # named in the expected hash must be 0.
@@ -136,6 +139,93 @@ sub backends_of
 		"SELECT string_agg(pid || ':' || state || ':' || coalesce(queue_position::text, '-'), ','
 		   ORDER BY state, queue_position, pid)
 		   FROM dbgate.backends WHERE budget = '$budget'");
+}
+
+# backend_state(NODE, SESSION) -> the state of SESSION's backend in
+# dbgate.backends ('active', 'queued', ...), '' when it has no row.
+sub backend_state
+{
+	my ($node, $s) = @_;
+	return $node->safe_psql('postgres',
+		'SELECT state FROM dbgate.backends WHERE pid = ' . $s->pid);
+}
+
+# slot_holder(NODE, USER, KEY, NAME) -> a new session of USER whose
+# statement holds its slot while it waits for advisory lock KEY (shared),
+# which the test holds; it ends when the test lets go of KEY.  One
+# assertion NAME that the statement is seen active (waits for that, up to
+# the default timeout).
+sub slot_holder
+{
+	my ($node, $user, $key, $name) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	my $h = DbgateTest::Session->new($node, user => $user);
+	$h->send("SELECT pg_advisory_lock_shared($key), pg_advisory_unlock_shared($key)");
+	poll_ok($node, 'SELECT state FROM dbgate.backends WHERE pid = ' . $h->pid,
+		'active', $name);
+	return $h;
+}
+
+# queued_waiter(NODE, USER, WHAT, NAME, asleep => 0|1) -> a new session of
+# USER whose statement SELECT 'WHAT ran' waits in its budget's queue.  One
+# assertion NAME that the statement is seen queued (asleep => 1: and
+# asleep there, wait event type Extension; a backend is marked queued
+# before it goes to sleep), waiting for that up to the default timeout.
+sub queued_waiter
+{
+	my ($node, $user, $what, $name, %p) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	my $w = DbgateTest::Session->new($node, user => $user);
+	$w->send("SELECT '$what ran'");
+	if ($p{asleep})
+	{
+		poll_ok($node,
+			"SELECT b.state || '/' || a.wait_event_type
+			   FROM dbgate.backends b JOIN pg_stat_activity a USING (pid)
+			  WHERE pid = " . $w->pid,
+			'queued/Extension', $name);
+	}
+	else
+	{
+		poll_ok($node, 'SELECT state FROM dbgate.backends WHERE pid = ' . $w->pid,
+			'queued', $name);
+	}
+	return $w;
+}
+
+# admitted_at_once(NODE, CTL, USER, KEY, WHAT, [NAME_ACTIVE, NAME_RAN],
+#                  during => CODE) -> what CODE returned
+# A statement of USER arrives and is seen active -- admitted at once, not
+# queued -- while it waits for advisory lock KEY (shared), which the
+# session CTL takes first; CODE runs then, if given; then CTL lets go of
+# KEY and the statement ends.  The test makes sure that nothing else can
+# free a slot meanwhile (its other statements wait for its locks), so the
+# state the statement is seen in is the one its arrival gave it.  Waits
+# for the statement to reach the gate (active or queued, up to the
+# default timeout; dies if it does not).  Two assertions: NAME_ACTIVE
+# that it was active (one seen queued is canceled then), NAME_RAN that
+# it ran (its output '|t|WHAT').
+sub admitted_at_once
+{
+	my ($node, $ctl, $user, $key, $what, $names, %p) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	$ctl->query("SELECT pg_advisory_lock($key)");
+	my $n = DbgateTest::Session->new($node, user => $user);
+	$n->send("SELECT pg_advisory_lock_shared($key), pg_advisory_unlock_shared($key), '$what'");
+	$node->poll_query_until('postgres',
+		"SELECT state IN ('active', 'queued') FROM dbgate.backends WHERE pid = "
+		  . $n->pid)
+	  or die "$names->[0]: the statement of $user did not reach the gate";
+	my $state = backend_state($node, $n);
+	is($state, 'active', $names->[0]);
+	my $during = $p{during} ? $p{during}->() : undef;
+	$node->safe_psql('postgres', 'SELECT pg_cancel_backend(' . $n->pid . ')')
+	  if $state ne 'active';
+	$ctl->query("SELECT pg_advisory_unlock($key)");
+	my ($out, $err) = $n->result;
+	is($out, "|t|$what", $names->[1]) or diag $err;
+	$n->quit;
+	return $during;
 }
 
 # poll_ok(NODE, SQL, EXPECTED, NAME): one assertion that SQL (run as the

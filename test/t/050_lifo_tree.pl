@@ -53,36 +53,7 @@ sub figures
 		   FROM dbgate.status WHERE budget LIKE 'lt\\_%'");
 }
 
-sub state_of
-{
-	my ($s) = @_;
-	return $node->safe_psql('postgres',
-		"SELECT state FROM dbgate.backends WHERE pid = " . $s->pid);
-}
-
-sub holder
-{
-	my ($ctl, $user, $key, $name) = @_;
-	my $h = DbgateTest::Session->new($node, user => $user);
-	$h->send("SELECT pg_advisory_lock_shared($key), pg_advisory_unlock_shared($key)");
-	poll_ok($node,
-		"SELECT state FROM dbgate.backends WHERE pid = " . $h->pid,
-		'active', "$name: $user holds a slot");
-	return $h;
-}
-
-sub waiter
-{
-	my ($user, $what, $name) = @_;
-	my $w = DbgateTest::Session->new($node, user => $user);
-	$w->send("SELECT '$what ran'");
-	poll_ok($node,
-		"SELECT b.state || '/' || a.wait_event_type
-		   FROM dbgate.backends b JOIN pg_stat_activity a USING (pid)
-		  WHERE pid = " . $w->pid,
-		'queued/Extension', "$name: $what sleeps in the queue");
-	return $w;
-}
+sub state_of { return backend_state($node, $_[0]); }
 
 # setup: lt_l and lt_s each hold a slot (the parent is full), a waiter of
 # lt_s and then one of lt_l queue; lt_l's waiter is stopped.
@@ -91,10 +62,12 @@ sub setup_tree
 	my ($name) = @_;
 	my $ctl = DbgateTest::Session->new($node);
 	$ctl->query('SELECT pg_advisory_lock(1), pg_advisory_lock(2)');
-	my $hl = holder($ctl, 'lt_l_user', 1, $name);
-	my $hs = holder($ctl, 'lt_s_user', 2, $name);
-	my $ws = waiter('lt_s_user', 'sibling', $name);
-	my $wl = waiter('lt_l_user', 'lifo waiter', $name);
+	my $hl = slot_holder($node, 'lt_l_user', 1, "$name: lt_l_user holds a slot");
+	my $hs = slot_holder($node, 'lt_s_user', 2, "$name: lt_s_user holds a slot");
+	my $ws = queued_waiter($node, 'lt_s_user', 'sibling',
+		"$name: sibling sleeps in the queue", asleep => 1);
+	my $wl = queued_waiter($node, 'lt_l_user', 'lifo waiter',
+		"$name: lifo waiter sleeps in the queue", asleep => 1);
 	kill 'STOP', $wl->pid;
 	push @stopped, $wl->pid;
 	return ($ctl, $hl, $hs, $ws, $wl);
@@ -107,32 +80,18 @@ sub resume
 	@stopped = grep { $_ != $w->pid } @stopped;
 }
 
-# newcomer(CTL, USER, NAME): a statement of USER arrives and is seen
-# active -- admitted at once, not queued -- while it waits for advisory
-# lock 9, which CTL holds; then CTL lets go and the statement ends.
-# Nothing else can free a slot meanwhile, so the state it is seen in is
-# the one its arrival gave it.
+# newcomer(CTL, USER, NAME) -> figures() while it runs: a statement of
+# USER arrives and is seen active -- admitted at once, not queued -- while
+# it waits for advisory lock 9, which CTL holds; then CTL lets go and the
+# statement ends.  Nothing else can free a slot meanwhile, so the state it
+# is seen in is the one its arrival gave it (DbgateTest).
 sub newcomer
 {
 	my ($ctl, $user, $name) = @_;
 	local $Test::Builder::Level = $Test::Builder::Level + 1;
-	$ctl->query('SELECT pg_advisory_lock(9)');
-	my $n = DbgateTest::Session->new($node, user => $user);
-	$n->send("SELECT pg_advisory_lock_shared(9), pg_advisory_unlock_shared(9), 'newcomer ran'");
-	$node->poll_query_until('postgres',
-		"SELECT state IN ('active', 'queued') FROM dbgate.backends WHERE pid = "
-		  . $n->pid)
-	  or die "$name: the newcomer did not reach the gate";
-	my $state = state_of($n);
-	is($state, 'active', "$name: a newcomer of $user takes the held slot at once");
-	my $seen = figures();
-	$node->safe_psql('postgres', 'SELECT pg_cancel_backend(' . $n->pid . ')')
-	  if $state ne 'active';
-	$ctl->query('SELECT pg_advisory_unlock(9)');
-	my ($out, $err) = $n->result;
-	is($out, '|t|newcomer ran', "$name: the newcomer ran") or diag $err;
-	$n->quit;
-	return $seen;
+	return admitted_at_once($node, $ctl, $user, 9, 'newcomer ran',
+		[ "$name: a newcomer of $user takes the held slot at once", "$name: the newcomer ran" ],
+		during => \&figures);
 }
 
 sub release

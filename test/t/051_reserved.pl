@@ -71,35 +71,22 @@ sub figures
 my $two = "'rs_p', 'rs_c', 'rs_f'";
 my $three = "'rs_g', 'rs_m', 'rs_s', 'rs_mc', 'rs_mf'";
 
-sub state_of
-{
-	my ($s) = @_;
-	return $node->safe_psql('postgres',
-		"SELECT state FROM dbgate.backends WHERE pid = " . $s->pid);
-}
+sub state_of { return backend_state($node, $_[0]); }
 
 # a statement of 'user' that holds its slot until the superuser session
 # ctl lets go of advisory lock 'key'
 sub holder
 {
 	my ($user, $key, $name) = @_;
-	my $h = DbgateTest::Session->new($node, user => $user);
-	$h->send("SELECT pg_advisory_lock_shared($key), pg_advisory_unlock_shared($key)");
-	poll_ok($node,
-		"SELECT state FROM dbgate.backends WHERE pid = " . $h->pid,
-		'active', "$name: a statement of $user holds a slot");
-	return $h;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	return slot_holder($node, $user, $key, "$name: a statement of $user holds a slot");
 }
 
 sub waiter
 {
 	my ($user, $what, $name) = @_;
-	my $w = DbgateTest::Session->new($node, user => $user);
-	$w->send("SELECT '$what ran'");
-	poll_ok($node,
-		"SELECT state FROM dbgate.backends WHERE pid = " . $w->pid,
-		'queued', "$name: $what queues");
-	return $w;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	return queued_waiter($node, $user, $what, "$name: $what queues");
 }
 
 my $ctl = DbgateTest::Session->new($node);
@@ -108,26 +95,14 @@ my $ctl = DbgateTest::Session->new($node);
 # admitted at once, not queued -- while it waits for advisory lock 99,
 # which ctl holds; then ctl lets go and the statement ends.  Nothing frees
 # a slot meanwhile, so the state it is seen in is the one its arrival gave
-# it.
+# it (DbgateTest).
 sub at_once
 {
 	my ($user, $name) = @_;
 	local $Test::Builder::Level = $Test::Builder::Level + 1;
-	$ctl->query('SELECT pg_advisory_lock(99)');
-	my $n = DbgateTest::Session->new($node, user => $user);
-	$n->send("SELECT pg_advisory_lock_shared(99), pg_advisory_unlock_shared(99), 'ran'");
-	$node->poll_query_until('postgres',
-		"SELECT state IN ('active', 'queued') FROM dbgate.backends WHERE pid = "
-		  . $n->pid)
-	  or die "$name: the statement of $user did not reach the gate";
-	my $state = state_of($n);
-	is($state, 'active', "$name: a newcomer of $user is admitted at once");
-	$node->safe_psql('postgres', 'SELECT pg_cancel_backend(' . $n->pid . ')')
-	  if $state ne 'active';
-	$ctl->query('SELECT pg_advisory_unlock(99)');
-	my ($out, $err) = $n->result;
-	is($out, '|t|ran', "$name: the newcomer of $user ran") or diag $err;
-	$n->quit;
+	admitted_at_once($node, $ctl, $user, 99, 'ran',
+		[ "$name: a newcomer of $user is admitted at once", "$name: the newcomer of $user ran" ]);
+	return;
 }
 
 sub finish
