@@ -22,7 +22,7 @@ use warnings;
 use DBI;
 use Time::HiRes qw(time sleep);
 
-use Soak::Common qw(flag_set classify_error);
+use Soak::Common qw(flag_set classify_error weighted_pick);
 use Fuzz::Common qw(dsn pick);
 
 # Errors the test's faults explain: rejected or timed out by the gate (53300),
@@ -77,19 +77,6 @@ sub bump
 	my ($self, @k) = @_;
 	$self->{n}{ join("\t", @k) }++;
 	return;
-}
-
-sub pick_op
-{
-	my ($self) = @_;
-	my $total = 0;
-	$total += $_->[1] for @{ $self->{mix} };
-	my $r = rand($total);
-	for my $o (@{ $self->{mix} })
-	{
-		return $o->[0] if ($r -= $o->[1]) < 0;
-	}
-	return $self->{mix}[-1][0];
 }
 
 sub connect_db
@@ -274,7 +261,7 @@ sub run
 			$self->st('ROLLBACK');
 			next;
 		}
-		my $op = $self->pick_op;
+		my $op = weighted_pick($self->{mix});
 		$self->bump('op', $op);
 		$self->op($op);
 		sleep(rand(0.05));

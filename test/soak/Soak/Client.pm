@@ -62,7 +62,7 @@ use DBD::Pg qw(:async);
 use Socket ();
 use Time::HiRes qw(time sleep);
 
-use Soak::Common qw(read_epoch flag_set dsn classify_error error_parts);
+use Soak::Common qw(read_epoch flag_set dsn classify_error error_parts weighted_pick);
 
 # A statement running this long means a lost wake-up or a stuck queue: no
 # operation of the workload can take more than a few seconds.
@@ -202,7 +202,7 @@ sub run
 		{
 			$self->connect or next;
 		}
-		my $op = $self->pick_op;
+		my $op = weighted_pick($self->{mix});
 		$self->{ops}{$op}++;
 		$self->{rejected} = 0;
 		$self->{op_t0} = time;
@@ -218,19 +218,6 @@ sub run
 	$self->drop_side;
 	$self->write_stats;
 	return;
-}
-
-sub pick_op
-{
-	my ($self) = @_;
-	my $total = 0;
-	$total += $_->[1] for @{ $self->{mix} };
-	my $r = rand($total);
-	for my $e (@{ $self->{mix} })
-	{
-		return $e->[0] if ($r -= $e->[1]) < 0;
-	}
-	return $self->{mix}[-1][0];
 }
 
 # Connect when an epoch is running, and make sure it still runs once

@@ -20,7 +20,7 @@ use Exporter 'import';
 use Time::HiRes qw(time);
 
 our @EXPORT_OK = qw(read_epoch write_epoch flag_set dsn classify_error
-  error_parts);
+  error_parts weighted_pick);
 
 sub read_epoch
 {
@@ -50,6 +50,22 @@ sub flag_set
 {
 	my ($dir, $name) = @_;
 	return -e "$dir/$name" || getppid() != $parent;
+}
+
+# weighted_pick(MIX) -> the name of one entry of MIX ([ [name, weight],
+# ... ]), chosen at random with the probability weight / sum of weights
+# (the operation mixes of Soak::Client and Fuzz::Utility)
+sub weighted_pick
+{
+	my ($mix) = @_;
+	my $total = 0;
+	$total += $_->[1] for @$mix;
+	my $r = rand($total);
+	for my $e (@$mix)
+	{
+		return $e->[0] if ($r -= $e->[1]) < 0;
+	}
+	return $mix->[-1][0];
 }
 
 sub dsn
