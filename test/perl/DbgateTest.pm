@@ -2,6 +2,7 @@
 #
 #   my $node = dbgate_node('name', conf => "deadlock_timeout = '200ms'\n");
 #   my $standby = dbgate_standby($primary, 'name', 'b1');
+#   walgen_functions($node);               # SQL walgen_image(), walgen_confirm()
 #   my ($state, $out, $err) = run_sql($node, 'SELECT 1', user => 'alice');
 #   my $s = DbgateTest::Session->new($node, user => 'alice');
 #   $s->send('SELECT pg_sleep(1)');        # returns at once
@@ -20,6 +21,7 @@ use warnings FATAL => 'all';
 
 use Exporter 'import';
 use File::Basename ();
+use File::Copy ();
 use File::Spec;
 use IPC::Run ();
 use PostgreSQL::Test::Cluster;
@@ -29,7 +31,7 @@ use Time::HiRes qw(time);
 
 our @EXPORT = qw(dbgate_node dbgate_standby run_sql sqlstate counters_are status_of
   poll_ok backends_of backend_state slot_holder queued_waiter admitted_at_once
-  wire_run wire_start wire_finish);
+  wire_run wire_start wire_finish walgen_functions walgen_log_image);
 
 # The counters of dbgate.status that counters_are() compares; those not
 # named in the expected hash must be 0.
@@ -281,6 +283,48 @@ sub wire_finish
 	$h->{run}->finish;
 	die "pgwire.py failed: $h->{err}" if $h->{err} ne '';
 	return [ split /\n/, $h->{out} ];
+}
+
+# walgen_functions(NODE): builds test/modules/dbgate_walgen, a test-only
+# module that logs dbgate WAL records of any contents, with PGXS in this
+# test's own directory (tmp_check/dbgate_walgen_<test>, once per test),
+# and creates in database postgres of NODE the functions that load it
+# from there: walgen_image(bytea) RETURNS xid logs an IMAGE record of the
+# given contents as part of the current transaction and returns that
+# transaction's ID; walgen_confirm(xid) logs and flushes the CONFIRM
+# record of a transaction ID.
+sub walgen_functions
+{
+	my ($node) = @_;
+	my $src = File::Spec->catfile(File::Basename::dirname(__FILE__),
+		File::Spec->updir, 'modules', 'dbgate_walgen');
+	my $moddir = "$PostgreSQL::Test::Utils::tmp_check/dbgate_walgen_"
+	  . File::Basename::basename($0, '.pl');
+	if (!-e "$moddir/dbgate_walgen.so")
+	{
+		mkdir $moddir or die "cannot create $moddir: $!" unless -d $moddir;
+		File::Copy::copy("$src/$_", "$moddir/$_") or die "cannot copy $_: $!"
+		  for qw(Makefile dbgate_walgen.c);
+		system_or_bail('make', '-s', '-C', $moddir,
+			'PG_CONFIG=' . ($ENV{PG_CONFIG} // 'pg_config'));
+	}
+	$node->safe_psql(
+		'postgres', qq{
+		CREATE FUNCTION walgen_image(bytea) RETURNS xid
+		  AS '$moddir/dbgate_walgen.so', 'dbgate_walgen_image' LANGUAGE C STRICT;
+		CREATE FUNCTION walgen_confirm(xid) RETURNS void
+		  AS '$moddir/dbgate_walgen.so', 'dbgate_walgen_confirm' LANGUAGE C STRICT;
+	});
+	return;
+}
+
+# walgen_log_image(NODE, BYTES) -> the transaction ID of an IMAGE record
+# with contents BYTES that NODE logs (walgen_functions() first)
+sub walgen_log_image
+{
+	my ($node, $bytes) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT walgen_image('\\x" . unpack('H*', $bytes) . "')");
 }
 
 # ---------------------------------------------------------------------------

@@ -13,11 +13,10 @@
 #     it stops again the same way.
 # The records of other versions are logged by test/modules/dbgate_walgen,
 # a test-only module that this test builds with PGXS and loads from where
-# it built it.
+# it built it (walgen_functions() of DbgateTest).
 use strict;
 use warnings FATAL => 'all';
 
-use File::Copy;
 use FindBin;
 use lib "$FindBin::RealBin/../perl";
 use DbgateState;
@@ -26,36 +25,18 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-# the test module, built in this test's own directory
-my $src = "$FindBin::RealBin/../modules/dbgate_walgen";
-my $moddir = "$PostgreSQL::Test::Utils::tmp_check/dbgate_walgen";
-mkdir $moddir or die "cannot create $moddir: $!";
-copy("$src/$_", "$moddir/$_") or die "cannot copy $_: $!"
-  for qw(Makefile dbgate_walgen.c);
-system_or_bail('make', '-s', '-C', $moddir,
-	'PG_CONFIG=' . ($ENV{PG_CONFIG} // 'pg_config'));
-
-my $primary = PostgreSQL::Test::Cluster->new('wf_primary');
-$primary->init(allows_streaming => 1);
-$primary->append_conf('postgresql.conf', "shared_preload_libraries = 'dbgate'\n");
-$primary->start;
+my $primary = dbgate_node('wf_primary', streaming => 1);
 $primary->safe_psql(
-	'postgres', qq{
-	CREATE EXTENSION dbgate;
+	'postgres', q{
 	CREATE EXTENSION pg_walinspect;
 	CREATE ROLE wf_alice LOGIN;
-	CREATE FUNCTION walgen_image(bytea) RETURNS xid
-	  AS '$moddir/dbgate_walgen.so', 'dbgate_walgen_image' LANGUAGE C STRICT;
-	CREATE FUNCTION walgen_confirm(xid) RETURNS void
-	  AS '$moddir/dbgate_walgen.so', 'dbgate_walgen_confirm' LANGUAGE C STRICT;
 });
+# the test module, built in this test's own directory
+walgen_functions($primary);
 my $alice = $primary->safe_psql('postgres',
 	"SELECT oid FROM pg_roles WHERE rolname = 'wf_alice'");
 
-$primary->backup('b1');
-my $standby = PostgreSQL::Test::Cluster->new('wf_standby');
-$standby->init_from_backup($primary, 'b1', has_streaming => 1);
-$standby->start;
+my $standby = dbgate_standby($primary, 'wf_standby', 'b1');
 
 my $all = q{SELECT coalesce(string_agg(b::text, ' ' ORDER BY budget), '')
 	FROM dbgate.budgets b};
@@ -183,8 +164,7 @@ my $v11 = state_image(
 		}
 	],
 	roles => [ [ $alice, 'wf_v11' ] ]);
-my $xid = $primary->safe_psql('postgres',
-	"SELECT walgen_image('\\x" . unpack('H*', $v11) . "')");
+my $xid = walgen_log_image($primary, $v11);
 $primary->safe_psql('postgres', "SELECT walgen_confirm('$xid')");
 my $v11_row =
     '(wf_v11,5,6,00:00:07,00:00:00,00:00:00,f,{wf_alice},transaction,00:00:00,2,t,t,{},'
@@ -206,8 +186,7 @@ like($out, qr/create_budget\('wf_v11', max_active => 5, max_queued => 6, queue_t
 my $standby_pid = $standby->{_pid};
 my $offset = -s $standby->logfile;
 my $newer = state_image(version => 5) . "\0" x 64;
-$primary->safe_psql(
-	'postgres', "SELECT walgen_image('\\x" . unpack('H*', $newer) . "')");
+walgen_log_image($primary, $newer);
 
 my $fatal =
   qr/FATAL:  dbgate configuration record at [0-9A-F]+\/[0-9A-F]+ has format version 5, which this version of dbgate cannot replay/;

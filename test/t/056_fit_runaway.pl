@@ -27,7 +27,6 @@
 use strict;
 use warnings FATAL => 'all';
 
-use File::Copy;
 use FindBin;
 use lib "$FindBin::RealBin/../perl";
 use DbgateState;
@@ -165,20 +164,7 @@ is($node->safe_psql('postgres', $budgets_sql),
 # ---------------------------------------------------------------------------
 # 3. An IMAGE record that names a runaway_budget it lacks, replayed by
 # crash recovery: fitted, with a WARNING, no PANIC
-my $src = "$FindBin::RealBin/../modules/dbgate_walgen";
-my $moddir = "$PostgreSQL::Test::Utils::tmp_check/dbgate_walgen_056";
-mkdir $moddir or die "cannot create $moddir: $!";
-copy("$src/$_", "$moddir/$_") or die "cannot copy $_: $!"
-  for qw(Makefile dbgate_walgen.c);
-system_or_bail('make', '-s', '-C', $moddir,
-	'PG_CONFIG=' . ($ENV{PG_CONFIG} // 'pg_config'));
-$node->safe_psql(
-	'postgres', qq{
-	CREATE FUNCTION walgen_image(bytea) RETURNS xid
-	  AS '$moddir/dbgate_walgen.so', 'dbgate_walgen_image' LANGUAGE C STRICT;
-	CREATE FUNCTION walgen_confirm(xid) RETURNS void
-	  AS '$moddir/dbgate_walgen.so', 'dbgate_walgen_confirm' LANGUAGE C STRICT;
-});
+walgen_functions($node);
 $node->safe_psql('postgres', 'CHECKPOINT');
 my $record = state_image(
 	version => 4,
@@ -191,8 +177,7 @@ my $record = state_image(
 			runaway_budget => 'lo_r_gone'
 		}
 	]);
-my $xid = $node->safe_psql('postgres',
-	"SELECT walgen_image('\\x" . unpack('H*', $record) . "')");
+my $xid = walgen_log_image($node, $record);
 $node->safe_psql('postgres', "SELECT walgen_confirm('$xid')");
 $offset = -s $node->logfile;
 if (crash_restart_ok($node, 'an IMAGE record naming a missing runaway_budget'))

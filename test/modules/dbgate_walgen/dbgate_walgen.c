@@ -4,9 +4,10 @@
  *	  Test-only: log WAL records of dbgate's resource manager with contents
  *	  the test chooses, as another version of dbgate would log them.
  *
- * Used by test/t/036_config_wal_formats.pl, which builds this module with
- * PGXS into its own directory and creates the functions from the file it
- * built; the module is never installed.  The server must have dbgate in
+ * Used by the TAP tests (036_config_wal_formats, 056_fit_runaway) through
+ * walgen_functions() of test/perl/DbgateTest.pm, which builds this module
+ * with PGXS into the test's own directory and creates the functions from
+ * the file it built; the module is never installed.  The server must have dbgate in
  * shared_preload_libraries (the resource manager is registered there).
  *
  *	  dbgate_walgen_image(bytea) returns xid
