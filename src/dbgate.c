@@ -309,7 +309,7 @@ tracked_ExecutorRun(DBGATE_EXECUTOR_RUN_ARGS)
 {
 	DbgateLimitState st;
 
-	if (!dbgate_run_begin(queryDesc, &st))
+	if (!dbgate_run_begin(queryDesc, &st, false))
 	{
 		next_ExecutorRun(DBGATE_EXECUTOR_RUN_CALL_ARGS);
 		dbgate_run_end(queryDesc, &st, false);
@@ -357,7 +357,7 @@ tracked_ExecutorFinish(QueryDesc *queryDesc)
 {
 	DbgateLimitState st;
 
-	if (!dbgate_run_begin(queryDesc, &st))
+	if (!dbgate_run_begin(queryDesc, &st, true))
 	{
 		next_ExecutorFinish(queryDesc);
 		dbgate_run_end(queryDesc, &st, false);
@@ -502,10 +502,33 @@ writer_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 }
 
 /*
+ * slot.c: the statements of a DO block or a procedure are statements of
+ * their own, each with its own clock under a slot already held.
+ */
+static pg_noinline void
+block_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
+					 bool readOnlyTree, ProcessUtilityContext context,
+					 ParamListInfo params, QueryEnvironment *queryEnv,
+					 DestReceiver *dest, QueryCompletion *qc)
+{
+	dbgate_slot_block_begin();
+	PG_TRY();
+	{
+		gate_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+							params, queryEnv, dest, qc);
+	}
+	PG_FINALLY();
+	{
+		dbgate_slot_block_end();
+	}
+	PG_END_TRY();
+}
+
+/*
  * ProcessUtility: DROP ROLE and DROP DATABASE also remove the dropped
  * objects' assignments, in the same transaction.  Heavy utility commands
  * (utility.c) of a budget with utility = true take a slot for the whole
- * command.
+ * command.  DO and CALL are counted while they run (slot.c's clocks).
  */
 static void
 dbgate_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
@@ -544,6 +567,10 @@ dbgate_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 	if (dbgate_shared != NULL && dbgate_mincost_writer_command(parsetree))
 		writer_ProcessUtility(pstmt, queryString, readOnlyTree, context,
 							  params, queryEnv, dest, qc);
+	else if (dbgate_shared != NULL &&
+			 (IsA(parsetree, DoStmt) || IsA(parsetree, CallStmt)))
+		block_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+							 params, queryEnv, dest, qc);
 	else
 		gate_ProcessUtility(pstmt, queryString, readOnlyTree, context,
 							params, queryEnv, dest, qc);

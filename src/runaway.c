@@ -11,7 +11,8 @@
  *				where the budget's statement_timeout is (timeouts.c: around
  *				the outermost ExecutorRun and ExecutorFinish of a run under
  *				a slot), counted from the same start (the admission, or the
- *				statement's own start under a slot already held), and armed
+ *				statement's own start under a slot already held: slot.c,
+ *				"Clocks", also for the statements of a block), and armed
  *				together with it by one enable_timeouts(), so that both cost
  *				one clock read and at most one setitimer.  Idle time never
  *				counts: nothing is armed between statements.  A statement

@@ -80,6 +80,31 @@
  * outside any portal, inside a trigger, and before the commit's
  * XACT_EVENT_PRE_COMMIT), and anything after that event.
  *
+ * Clocks
+ * ------
+ * The budget's statement_timeout and runaway_after count from when a
+ * statement starts under the slot (dbgate_run_begin(), the outermost
+ * ExecutorRun or ExecutorFinish of a run):
+ *	  the statement took the slot	its admission
+ *	  a client's statement under	its own start: PostgreSQL's
+ *	  a slot held before it			statement_timestamp(), or, for a later
+ *									statement of the same Query message,
+ *									when the one before it left the slot
+ *									kept (kept_since)
+ *	  a statement of a DO block or	its own start: the clock when its run
+ *	  procedure under a slot held	begins (ExecutorFinish goes on with
+ *	  before it						its ExecutorRun's)
+ * A statement of a DO block or procedure (between dbgate.c's calls of
+ * dbgate_slot_block_begin() and _end()) is a statement of its own: it is
+ * gated on its own, and each of its runs under the slot held has a clock
+ * of its own, where statement_timestamp() is the block's start.  A
+ * function's queries are nested in the run of the statement that called
+ * it and are part of that statement: only the outermost run is timed.  A
+ * statement with a clock of its own has a start no other statement
+ * shares, so that the runaway timer (runaway.c), which does not arm again
+ * for a start that already ran away, watches every statement that follows
+ * a runaway.
+ *
  * Fast-path function calls
  * ------------------------
  * The protocol's FunctionCall message (libpq's PQfn, which its large-object
@@ -198,6 +223,19 @@ static DbgateAdmission slot;
 bool		dbgate_slot_has_limits = false; /* timeouts to apply */
 
 /*
+ * Clocks (see the file header).  block_depth: DO blocks and CALLs in
+ * progress.  kept_since: when the slot last became KEPT.  Inside a block:
+ * the run that took the slot there (its clock counts from the admission;
+ * NULL once an outermost run has begun, or when it ends), and the last
+ * outermost ExecutorRun with its start.
+ */
+static int	block_depth = 0;
+static TimestampTz kept_since = 0;
+static const QueryDesc *block_taker = NULL;
+static const QueryDesc *block_run = NULL;
+static TimestampTz block_run_start = 0;
+
+/*
  * Between XACT_EVENT_PRE_COMMIT (or PRE_PREPARE) and the transaction's end
  * (set by dbgate.c's transaction callback).
  */
@@ -293,6 +331,7 @@ slot_enter(SlotState to, TimestampTz since)
 			/* forget first: whatever happens below, never release twice */
 			slot_state = SLOT_NONE;
 			dbgate_slot_has_limits = false;
+			block_taker = NULL;
 			if (idle_timer)
 				dbgate_idle_timeout_disarm();
 			if (unlikely(slot_limits.limit_flags & DBGATE_LIM_RELEASE))
@@ -322,6 +361,13 @@ slot_enter(SlotState to, TimestampTz since)
 			slot_state = to;
 			if (from == SLOT_RUNNING)
 				dbgate_admission_mark(DBGATE_PROC_HELD, since);
+			/* clocks: no statement runs under a kept slot */
+			if (to == SLOT_KEPT)
+			{
+				if (since != 0)
+					kept_since = since;
+				block_taker = NULL;
+			}
 			/* demote.c: the statement that was moved has ended */
 			if (unlikely(slot_limits.runaway_demote))
 				slot_adopt();
@@ -333,9 +379,12 @@ slot_enter(SlotState to, TimestampTz since)
 	set_run_work();
 }
 
-/* admitted: the admission filled in 'slot'.  Inline in both callers. */
+/*
+ * admitted: the admission filled in 'slot' for queryDesc (NULL: a utility
+ * command, a fast-path call).  Inline in both callers.
+ */
 static pg_attribute_always_inline void
-slot_admitted(void)
+slot_admitted(const QueryDesc *queryDesc)
 {
 	/*
 	 * memgrant.c: what the slot's memory grants need (in shadow mode they
@@ -366,6 +415,9 @@ slot_admitted(void)
 	dbgate_slot_busy = true;
 	/* no reference yet, so no subtransaction spans one */
 	dbgate_run_work = dbgate_slot_has_limits;
+	/* clocks: inside a block, this run counts from the admission */
+	if (unlikely(block_depth > 0))
+		block_taker = queryDesc;
 }
 
 /*
@@ -626,7 +678,7 @@ gate_again(int budget, bool utility, QueryDesc *queryDesc)
 		r = dbgate_admit(lk, utility, queryDesc, &slot);
 		if (r == DBGATE_ADMIT_SLOT)
 		{
-			slot_admitted();
+			slot_admitted(queryDesc);
 			return true;
 		}
 		if (r == DBGATE_ADMIT_NONE)
@@ -650,7 +702,7 @@ gate(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc)
 	r = dbgate_admit(lk, utility, queryDesc, &slot);
 	if (likely(r == DBGATE_ADMIT_SLOT))
 	{
-		slot_admitted();
+		slot_admitted(queryDesc);
 		return true;
 	}
 	if (r == DBGATE_ADMIT_NONE)
@@ -685,6 +737,68 @@ gate_quarantined(const DbgateLookup *lk, QueryDesc *queryDesc)
 	if (running_refs == 0 && IsTransactionBlock() &&
 		portal_statement(queryDesc->plannedstmt))
 		slot_enter(SLOT_OPEN, 0);
+}
+
+/* ----------
+ * Clocks (see the file header)
+ * ----------
+ */
+
+/*
+ * The start of the clocks of an outermost run inside a DO block or
+ * procedure: the admission for the run that took the slot there, the
+ * run's ExecutorRun's for its ExecutorFinish, otherwise now.  Apart from
+ * run_clock_start(): only blocks come here.
+ */
+static pg_noinline TimestampTz
+block_clock_start(const QueryDesc *queryDesc, bool finish)
+{
+	TimestampTz start;
+
+	if (finish && queryDesc == block_run)
+		start = block_run_start;
+	else if (queryDesc == block_taker)
+		start = slot_admitted_at;
+	else
+		start = GetCurrentTimestamp();
+	block_taker = NULL;
+	if (!finish)
+	{
+		block_run = queryDesc;
+		block_run_start = start;
+	}
+	/* a slot moved meanwhile counts from the move (demote.c) */
+	return Max(slot_admitted_at, start);
+}
+
+/*
+ * Where the budget's statement_timeout and runaway_after of an outermost
+ * run count from (finish: its ExecutorFinish).
+ */
+static inline TimestampTz
+run_clock_start(const QueryDesc *queryDesc, bool finish)
+{
+	if (unlikely(block_depth > 0))
+		return block_clock_start(queryDesc, finish);
+	return Max(slot_admitted_at,
+			   Max(GetCurrentStatementStartTimestamp(), kept_since));
+}
+
+void
+dbgate_slot_block_begin(void)
+{
+	block_depth++;
+}
+
+/* The block ended, normally or by error: its runs ended or go on elsewhere. */
+void
+dbgate_slot_block_end(void)
+{
+	if (--block_depth == 0)
+	{
+		block_taker = NULL;
+		block_run = NULL;
+	}
 }
 
 /* ----------
@@ -759,7 +873,7 @@ dbgate_slot_executor_start(QueryDesc *queryDesc, int eflags)
  * a run that died in it).
  */
 bool
-dbgate_run_begin(QueryDesc *queryDesc, DbgateLimitState *st)
+dbgate_run_begin(QueryDesc *queryDesc, DbgateLimitState *st, bool finish)
 {
 	int			i;
 	bool		outermost;
@@ -807,7 +921,7 @@ dbgate_run_begin(QueryDesc *queryDesc, DbgateLimitState *st)
 		/*
 		 * The budget's statement_timeout and runaway_after count from
 		 * admission, or from the start of a later statement that runs under
-		 * the slot already held.
+		 * the slot already held (the file header's "Clocks").
 		 */
 		TimestampTz base;
 		TimestampTz runaway_at = 0;
@@ -815,7 +929,7 @@ dbgate_run_begin(QueryDesc *queryDesc, DbgateLimitState *st)
 		/* demote.c: a moved slot runs its next run under the target's limits */
 		if (unlikely(slot_limits.runaway_demote))
 			slot_adopt();
-		base = Max(slot_admitted_at, GetCurrentStatementStartTimestamp());
+		base = run_clock_start(queryDesc, finish);
 
 		/* runaway.c: 0 for a statement that ran away already */
 		if (unlikely(slot_limits.runaway_after_ms > 0))
@@ -901,6 +1015,14 @@ dbgate_slot_executor_end(QueryDesc *queryDesc)
 	i = find_ref(queryDesc);
 	if (i < 0)
 		return;
+	/* clocks: a run of a block ends (its descriptor's memory may be reused) */
+	if (unlikely(block_depth > 0))
+	{
+		if (queryDesc == block_taker)
+			block_taker = NULL;
+		if (queryDesc == block_run)
+			block_run = NULL;
+	}
 	pstmt = refs[i].pstmt;
 	remove_ref(i);
 	portal_statement_done(pstmt);

@@ -35,8 +35,17 @@ extern void dbgate_slot_utility_start(void);
 extern void dbgate_slot_utility_done(PlannedStmt *pstmt, bool toplevel);
 extern void dbgate_slot_call_start(void);
 
-/* Around ExecutorRun / ExecutorFinish */
-extern bool dbgate_run_begin(QueryDesc *queryDesc, DbgateLimitState *st);
+/*
+ * A DO block or a CALL starts or ends (dbgate.c: end() on every exit):
+ * inside one, each statement that runs under a slot already held has a
+ * clock of its own (slot.c, "Clocks").
+ */
+extern void dbgate_slot_block_begin(void);
+extern void dbgate_slot_block_end(void);
+
+/* Around ExecutorRun / ExecutorFinish (finish: the latter) */
+extern bool dbgate_run_begin(QueryDesc *queryDesc, DbgateLimitState *st,
+							 bool finish);
 extern void dbgate_run_end(QueryDesc *queryDesc, DbgateLimitState *st,
 						   bool is_error);
 

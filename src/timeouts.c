@@ -13,16 +13,17 @@
  * statement_timeout
  *	  The deadline is the budget's statement_timeout counted from admission,
  *	  or, for a later statement that runs under a slot already held (a FETCH
- *	  or CLOSE of an open cursor, another Execute message for a portal),
- *	  from that statement's start.  While the outermost run is in progress,
- *	  PostgreSQL's own STATEMENT_TIMEOUT timer is set to the earlier of that
- *	  deadline and the session's own timer, if one is running, so that
- *	  expiry produces PostgreSQL's own error (57014, "canceling statement due
- *	  to statement timeout").  Afterwards the session's timer is put back
- *	  exactly as it was, or disarmed if there was none: no timer is left
- *	  armed while the backend waits for the client, and the protocol code
- *	  (which arms and disarms the session's timer per message) never sees
- *	  ours.
+ *	  or CLOSE of an open cursor, another Execute message for a portal, a
+ *	  statement of a DO block or procedure), from that statement's start
+ *	  (the caller's: slot.c, "Clocks").  While the outermost run is in
+ *	  progress, PostgreSQL's own STATEMENT_TIMEOUT timer is set to the
+ *	  earlier of that deadline and the session's own timer, if one is
+ *	  running, so that expiry produces PostgreSQL's own error (57014,
+ *	  "canceling statement due to statement timeout").  Afterwards the
+ *	  session's timer is put back exactly as it was, or disarmed if there
+ *	  was none: no timer is left armed while the backend waits for the
+ *	  client, and the protocol code (which arms and disarms the session's
+ *	  timer per message) never sees ours.
  *
  *	  A fast-path function call (slot.c) gets the same deadline, counted
  *	  from its admission, on the same timer, which postgres.c disarms when

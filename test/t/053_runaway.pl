@@ -15,6 +15,12 @@
 #   4. a kept slot (scope 'transaction'): each statement counts from its
 #      own start, idle time never (a statement after a runaway of the same
 #      transaction and after idle time runs its full runaway_after);
+#   4b. statements of a DO block and of procedures (PL/pgSQL and SQL),
+#      and statements sent in one Query message, under a kept slot: each
+#      counts from its own start (not from the block's admission or the
+#      message's start), and one that ran away leaves the next ones
+#      watched; a function called by a statement is part of that statement
+#      (one clock from the statement's own start, one runaway);
 #   5. kill -9 of the worker: a crash restart, the worker is back, and the
 #      counts start from zero and are exact;
 #   6. a streaming standby counts its own runaways, with the runaway_after
@@ -333,6 +339,165 @@ worker_runs($node, 'the runaway worker runs');
 	$s->quit;
 	$node->safe_psql('postgres',
 		"SELECT dbgate.alter_budget('ra_b', runaway_after => '100ms', runaway_action => 'log', scope => 'statement')");
+}
+
+# 4b. Blocks under a kept slot (scope 'transaction', runaway_after 1 s,
+# 'log'), and statements sent in one Query message.  A statement of a DO
+# block or procedure is a statement of its own (it is gated on its own,
+# and under a slot already held its clock starts at its own start), and
+# so is each statement of a Query message; a function's statements are
+# part of the statement that called the function.  Each block (each
+# message, after its transaction took the slot) takes the slot with a
+# first statement, then waits in LOCK TABLE (a utility command: no
+# executor run, no runaway clock) for longer than runaway_after, then runs
+# two statements that wait on the test's advisory locks, one after the
+# other.  Counted from the block's admission (or the block's or message's
+# start), the first of them would be a runaway as soon as it started,
+# and, once it had run away, the second would share its clock and never
+# be watched.  Verdicts are lower bounds on the server's clock: a
+# runaway's LOG line comes at least runaway_after after the statement's
+# own start, which is after the test released what it waited for (t,
+# read before the release).
+{
+	$node->safe_psql(
+		'postgres', q{
+		CREATE ROLE ra_k_u LOGIN;
+		SELECT dbgate.create_budget('ra_k', 10, scope => 'transaction', runaway_after => '1s');
+		SELECT dbgate.assign_role('ra_k_u', 'ra_k');
+		CREATE TABLE ra_lk (i int);
+		GRANT SELECT ON ra_lk TO ra_k_u;
+		CREATE PROCEDURE ra_proc() LANGUAGE plpgsql AS $$
+		BEGIN
+			PERFORM 1;
+			LOCK TABLE ra_lk IN ACCESS SHARE MODE;
+			PERFORM pg_advisory_xact_lock_shared(5302);
+			PERFORM pg_advisory_xact_lock_shared(5303);
+		END $$;
+		CREATE PROCEDURE ra_proc_sql() LANGUAGE sql AS $$
+			SELECT 1;
+			LOCK TABLE ra_lk IN ACCESS SHARE MODE;
+			SELECT pg_advisory_xact_lock_shared(5302);
+			SELECT pg_advisory_xact_lock_shared(5303);
+		$$;
+		CREATE FUNCTION ra_fn() RETURNS void LANGUAGE plpgsql AS $$
+		BEGIN
+			PERFORM pg_advisory_xact_lock_shared(5302);
+			PERFORM pg_advisory_xact_lock_shared(5303);
+		END $$;
+		CREATE FUNCTION ra_fn_sql() RETURNS void LANGUAGE sql AS $$
+			SELECT pg_advisory_xact_lock_shared(5302);
+			SELECT pg_advisory_xact_lock_shared(5303);
+		$$;
+	});
+	my $h = DbgateTest::Session->new($node);
+	my $now = q{SELECT extract(epoch FROM clock_timestamp())};
+
+	# what session s waits for: 'relation', an advisory lock's key, or ''
+	my $waits_for = sub {
+		my ($s) = @_;
+		return 'SELECT coalesce((SELECT CASE locktype WHEN \'advisory\' THEN objid::text ELSE locktype END'
+		  . ' FROM pg_locks WHERE NOT granted AND pid = ' . $s->pid . " LIMIT 1), '')";
+	};
+	# the runaway lines of budget ra_k from offset on, once there are n
+	my $lines = sub {
+		my ($offset, $n) = @_;
+		wait_lines($node, $offset, $n);
+		return grep { $_->[2] eq 'ra_k' } runaway_lines($node, $offset);
+	};
+
+	for my $block (
+		[ 'DO block',
+			q{DO $$ BEGIN PERFORM 1; LOCK TABLE ra_lk IN ACCESS SHARE MODE; }
+			  . q{PERFORM pg_advisory_xact_lock_shared(5302); }
+			  . q{PERFORM pg_advisory_xact_lock_shared(5303); END $$} ],
+		[ 'CALL of a PL/pgSQL procedure', 'CALL ra_proc()' ],
+		[ 'CALL of an SQL procedure', 'CALL ra_proc_sql()' ],
+		# statements sent in one Query message (psql's \;) under the
+		# transaction's kept slot: statements of their own, sharing
+		# statement_timestamp()
+		[ 'one Query message',
+			q{LOCK TABLE ra_lk IN ACCESS SHARE MODE \; }
+			  . q{SELECT pg_advisory_xact_lock_shared(5302) \; }
+			  . q{SELECT pg_advisory_xact_lock_shared(5303)},
+			'BEGIN; SELECT 1', 'COMMIT' ])
+	{
+		my ($what, $sql, $pre, $post) = @$block;
+		$node->safe_psql('postgres', "SELECT dbgate.reset_stats('ra_k')");
+		my $offset = -s $node->logfile;
+		$h->query('SELECT pg_advisory_lock(5302), pg_advisory_lock(5303)');
+		$h->query('BEGIN; LOCK TABLE ra_lk IN ACCESS EXCLUSIVE MODE');
+		my $s = DbgateTest::Session->new($node, user => 'ra_k_u');
+		if (defined $pre)
+		{
+			my (undef, $e) = $s->query($pre);
+			is($e, '', "$what: the transaction takes the slot");
+		}
+		$s->send($sql);
+		poll_ok($node, $waits_for->($s), 'relation', "$what: waits in LOCK TABLE holding the slot");
+		# longer than runaway_after since the block's admission (only time
+		# has to pass: what follows are lower bounds)
+		select(undef, undef, undef, 1.2);
+		my $t1 = $node->safe_psql('postgres', $now);
+		$h->query('COMMIT');
+		poll_ok($node, $waits_for->($s), '5302', "$what: its next statement runs");
+		ok(wait_count($node, 'ra_k', 1), "$what: that statement runs away");
+		my @l = $lines->($offset, 1);
+		ok(@l >= 1 && $l[0][0] >= $t1 + 1 - 0.001,
+			"$what: not before runaway_after from its own start (logged "
+			  . (@l ? sprintf('%.3f', $l[0][0] - $t1) : '-')
+			  . ' s after the LOCK TABLE ended; counted from the block\'s admission it ran away at once)');
+		my $t2 = $node->safe_psql('postgres', $now);
+		$h->query('SELECT pg_advisory_unlock(5302)');
+		poll_ok($node, $waits_for->($s), '5303', "$what: the statement after the runaway runs");
+		ok(wait_count($node, 'ra_k', 2),
+			"$what: the statement after the runaway is watched and runs away too");
+		@l = $lines->($offset, 2);
+		ok(@l >= 2 && $l[1][0] >= $t2 + 1 - 0.001,
+			"$what: also from its own start (logged "
+			  . (@l >= 2 ? sprintf('%.3f', $l[1][0] - $t2) : '-')
+			  . ' s after the one before ended)');
+		$h->query('SELECT pg_advisory_unlock(5303)');
+		my (undef, $err) = $s->result;
+		is($err, '', "$what: ends normally ('log')");
+		$s->query($post) if defined $post;
+		$s->quit;
+	}
+
+	# A function called by a statement: its statements are part of that
+	# statement.  The transaction's slot is admitted, then idle for longer
+	# than runaway_after; the statement that calls the function runs away
+	# once, runaway_after after its own start, however long the function's
+	# second statement then runs.
+	for my $fn ('ra_fn', 'ra_fn_sql')
+	{
+		my $what = "a function ($fn) called by a statement";
+		$node->safe_psql('postgres', "SELECT dbgate.reset_stats('ra_k')");
+		my $offset = -s $node->logfile;
+		$h->query('SELECT pg_advisory_lock(5302), pg_advisory_lock(5303)');
+		my $s = DbgateTest::Session->new($node, user => 'ra_k_u');
+		my (undef, $err) = $s->query('BEGIN; SELECT 1');
+		is($err, '', "$what: the transaction takes the slot");
+		select(undef, undef, undef, 1.2);
+		my $t1 = $node->safe_psql('postgres', $now);
+		$s->send("SELECT $fn()");
+		poll_ok($node, $waits_for->($s), '5302', "$what: the statement runs");
+		ok(wait_count($node, 'ra_k', 1), "$what: the statement runs away");
+		my @l = $lines->($offset, 1);
+		ok(@l == 1 && $l[0][0] >= $t1 + 1 - 0.001,
+			"$what: not before runaway_after from the statement's own start (logged "
+			  . (@l ? sprintf('%.3f', $l[0][0] - $t1) : '-') . ' s after it was sent)');
+		$h->query('SELECT pg_advisory_unlock(5302)');
+		poll_ok($node, $waits_for->($s), '5303', "$what: the function's next statement runs");
+		# longer than runaway_after: a clock of its own would run out
+		select(undef, undef, undef, 1.2);
+		$h->query('SELECT pg_advisory_unlock(5303)');
+		(undef, $err) = $s->result;
+		is($err, '', "$what: ends normally ('log')");
+		$s->query('COMMIT');
+		is(runaways($node, 'ra_k'), '1', "$what: one runaway, the statement's");
+		$s->quit;
+	}
+	$h->quit;
 }
 
 # 5. kill -9 of the worker: a crash restart, and the worker is back.
