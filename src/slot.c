@@ -711,26 +711,81 @@ gate(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc)
 }
 
 /*
+ * gate_quarantined()'s retry: the admission found the lookup out of date
+ * (its budget dropped, replaced, or changed under it), and it is made
+ * again.  The quarantine check counts an arrival, so it is made once per
+ * budget: for the same budget as before (src) only where its quarantine
+ * sends the statement is looked up again (the runaway_budget, when it sent
+ * it there: 'demoted'); another budget (src was dropped or replaced, the
+ * session's assignment changed) is a new arrival, checked as such.
+ * Returns the lookup to admit to (src or tgt), or NULL: not gated.
+ */
+static pg_noinline const DbgateLookup *
+quarantine_lookup_again(QueryDesc *queryDesc, DbgateLookup *src,
+						DbgateLookup *tgt, bool demoted)
+{
+	const DbgateLookup *lk;
+	bool		same;
+
+	dbgate_invalidate_lookup();
+	CHECK_FOR_INTERRUPTS();
+	lk = dbgate_classify();
+	if (lk->budget < 0)
+		return NULL;
+	same = (lk->budget == src->budget && lk->incarnation == src->incarnation);
+	*src = *lk;
+	if (same)
+		return (demoted && dbgate_demote_quarantine_target(src, tgt)) ?
+			tgt : src;
+	if (!src->quarantine)
+		return src;
+	return dbgate_quarantine_check(src, queryDesc, tgt);
+}
+
+/*
  * ExecutorStart of a statement whose budget has quarantine entries: the
  * quarantine check, then the gate of the budget it names (the statement's
  * own, or the runaway_budget of a 'demote' budget, whose slot then counts
- * as moved: demote.c).
+ * as moved: demote.c).  As gate(), with its own retry: a lookup out of
+ * date goes back through the quarantine (quarantine_lookup_again()), so
+ * that a quarantined statement is never admitted to its own budget as if
+ * it had not been checked, nor left uncounted as moved.
  */
 static pg_noinline void
 gate_quarantined(const DbgateLookup *lk, QueryDesc *queryDesc)
 {
+	DbgateLookup src = *lk;		/* *lk is the cache, which a retry rewrites */
 	DbgateLookup tgt;
-	const DbgateLookup *g = dbgate_quarantine_check(lk, queryDesc, &tgt);
+	const DbgateLookup *g = dbgate_quarantine_check(&src, queryDesc, &tgt);
+	int			retries;
 
 	if (dbgate_mincost_bypass(g, queryDesc))
 		return;
-	if (!gate(g, false, queryDesc))
-		return;
-	add_ref(queryDesc, REF_RUN, queryDesc->plannedstmt);
-	if (g != lk && slot_chain.idx[0] == g->budget &&
-		slot_chain.inc[0] == g->incarnation)
+	for (retries = 1;; retries++)
 	{
-		dbgate_demote_quarantined(&slot, lk);
+		DbgateAdmit r;
+
+		ensure_ref_space();
+		r = dbgate_admit(g, false, queryDesc, &slot);
+		if (r == DBGATE_ADMIT_SLOT)
+			break;
+		if (r == DBGATE_ADMIT_NONE)
+			return;
+		if (retries >= GATE_MAX_RETRIES)
+		{
+			gate_gave_up(g->budget, retries);
+			return;
+		}
+		g = quarantine_lookup_again(queryDesc, &src, &tgt, g == &tgt);
+		if (g == NULL)
+			return;
+	}
+	slot_admitted(queryDesc);
+	add_ref(queryDesc, REF_RUN, queryDesc->plannedstmt);
+	if (g == &tgt && slot_chain.idx[0] == tgt.budget &&
+		slot_chain.inc[0] == tgt.incarnation)
+	{
+		dbgate_demote_quarantined(&slot, &src);
 		dbgate_slot_has_limits = true;
 		set_run_work();
 	}
