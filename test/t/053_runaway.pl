@@ -445,7 +445,7 @@ worker_runs($node, 'the runaway worker runs');
 		ok(@l >= 1 && $l[0][0] >= $t1 + 1 - 0.001,
 			"$what: not before runaway_after from its own start (logged "
 			  . (@l ? sprintf('%.3f', $l[0][0] - $t1) : '-')
-			  . ' s after the LOCK TABLE ended; counted from the block\'s admission it ran away at once)');
+			  . ' s after the LOCK TABLE ended; counted from the block\'s admission or start it ran away at once)');
 		my $t2 = $node->safe_psql('postgres', $now);
 		$h->query('SELECT pg_advisory_unlock(5302)');
 		poll_ok($node, $waits_for->($s), '5303', "$what: the statement after the runaway runs");
