@@ -83,10 +83,13 @@ ALL_SUITES=(regress alone isolation tap smoke package)
 # libdbd-pg-perl for the soak and fuzz tests' client processes, sqlsmith
 # for the fuzz test); pgbouncer, gnuplot-nox and python3 for the benchmarks
 # and their smoke test; prometheus-postgres-exporter and curl for the
-# monitoring smoke test, git for the release-archive one.
+# monitoring smoke test, git for the release-archive one; patroni,
+# etcd-server and python3-etcd (Patroni's etcd3 client) for the Patroni
+# test, 059_patroni.
 PACKAGES=(postgresql-"$PG_MAJOR" postgresql-server-dev-"$PG_MAJOR"
 	make gcc libc6-dev libkrb5-dev perl libipc-run-perl libdbd-pg-perl
-	sqlsmith pgbouncer gnuplot-nox python3 prometheus-postgres-exporter curl git)
+	sqlsmith pgbouncer gnuplot-nox python3 prometheus-postgres-exporter curl git
+	patroni etcd-server python3-etcd)
 CHECK_TIMEOUT=${CHECK_TIMEOUT:-600}
 # Smoke scripts that test nothing of the server's version (the benchmark
 # tooling runs on this system's PostgreSQL; META.json and the release
@@ -807,7 +810,7 @@ tap_file() {
 # that no lane gets one of them last; the rest follow in reverse order
 # (later files test later features and tend to be longer).  Only the time
 # depends on this list.
-TAP_LONG="060_adapt 055_demote 007_timeouts 012_kept_slots 042_lifo_standing_queue 041_parallel_maintenance 025_config_state_formats 053_runaway 033_config_script"
+TAP_LONG="059_patroni 060_adapt 055_demote 007_timeouts 012_kept_slots 042_lifo_standing_queue 041_parallel_maintenance 025_config_state_formats 053_runaway 033_config_script"
 
 # tap_next: print the index of the next file of the lanes' shared queue
 # (TAP_QUEUE) and advance it.

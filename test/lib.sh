@@ -140,6 +140,11 @@ stop_servers() {
 		pgbouncer)
 			kill -INT "$pid" 2>/dev/null || continue
 			;;
+		patroni | etcd)
+			# 059_patroni's pid files; Patroni stops its server
+			[[ ${f##*/} == patroni_*.pid || ${f##*/} == etcd.pid ]] || continue
+			kill -TERM "$pid" 2>/dev/null || continue
+			;;
 		*) continue ;;
 		esac
 		echo "stopped leftover $comm (pid $pid, ${f%/*})"

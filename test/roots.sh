@@ -62,7 +62,7 @@ root_packages() {
 	list="postgresql-$v postgresql-server-dev-$v make gcc libc6-dev"
 	list+=" libkrb5-dev perl libipc-run-perl libdbd-pg-perl sqlsmith pgbouncer"
 	list+=" gnuplot-nox python3"
-	[[ $for == debootstrap ]] || list+=" prometheus-postgres-exporter curl git"
+	[[ $for == debootstrap ]] || list+=" prometheus-postgres-exporter curl git patroni etcd-server python3-etcd"
 	echo "$list"
 }
 
