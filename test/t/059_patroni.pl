@@ -408,6 +408,7 @@ bootstrap:
         shared_preload_libraries: 'dbgate,pg_stat_statements'
         dbgate.max_quarantine: 100
         wal_keep_size: '256MB'
+        fsync: 'off'
   initdb:
   - encoding: UTF8
   - no-locale
@@ -724,7 +725,7 @@ ok($leader->poll_query_until('postgres',
 		"SELECT active FROM dbgate.status WHERE budget = 'report'", '1'),
 	'phase 3: a statement holds report\'s slot on the leader when its postmaster is killed');
 my $pm = postmaster_pid($leader);
-my $offset = -s $leader->logfile;
+my $crash_off = log_offsets($leader);
 kill 'KILL', $pm;
 ok(wait_for('the server to run again under a new postmaster',
 		sub { my $p = postmaster_pid($leader); return $p && $p != $pm && healthy($leader); }),
@@ -733,8 +734,12 @@ ok(wait_for('the server to run again under a new postmaster',
 $holder->wait_exit;
 ok(alive($patroni_pid) && $procs{ 'patroni_' . $leader->name } == $patroni_pid,
 	'phase 3: the same Patroni process (it was not killed)');
-is(leader_node()->name, $leader->name, 'phase 3: no failover: the same node leads');
-ok($leader->log_contains(qr/database system was interrupted|was not properly shut down; automatic recovery in progress/, $offset),
+my $still = leader_node();
+is($still ? $still->name : 'none', $leader->name, 'phase 3: no failover: the same node leads');
+# Patroni 4 starts the server, which recovers; Patroni 3.0 recovers it
+# in single-user mode first, starts it as a standby and promotes it
+like(output_since($leader, $crash_off),
+	qr/was not properly shut down; automatic recovery in progress|doing crash recovery in a single user mode/,
 	'phase 3: the server went through crash recovery');
 is($leader->safe_psql('postgres', 'SELECT dbgate.config_script()'), $conf2,
 	'phase 3: the budgets are intact after the crash restart');
