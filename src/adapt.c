@@ -21,9 +21,21 @@
  *	  X		statements finished per second;
  *	  N		their slot time per second: the mean number of statements active;
  *	  W		whether work waited: a waiter now, or admissions after a wait;
- *	  held	whether it was held back by something else: it waited for
- *			tokens, or it has waiters while it has fewer than L active (an
- *			ancestor's slots or its reservations held them);
+ *	  held	whether it was held back by something else than its own L
+ *			(SPEC: it waited for tokens or for an ancestor's slots): a
+ *			statement of it waited for a token (rate_limited), or a grant
+ *			step passed over a waiter of its subtree that had room at
+ *			every level up to the budget, because a level above it was
+ *			full (held_above, counted by trees.c: slots of an ancestor
+ *			taken by statements, kept for a sibling's reservation or held
+ *			for a 'lifo' sibling).  Counted over the period, not read at
+ *			the step: the step runs just after a release, whose freed slot
+ *			a non-fair budget (or a fair 'lifo' one with nobody overdue)
+ *			leaves to the waiter it woke, so the budget would look held
+ *			back at nearly every step; and a parent's 'queued' counts its
+ *			children's waiters at their own limits, which wait for no
+ *			slot of the parent's or above.  A top-level budget is held
+ *			back only by tokens;
  * and one sample, at the step, of what backends wait for (PostgreSQL's
  * wait_event_info of every process, read without a lock as
  * pg_stat_activity does): R, the backends of the whole server that run or
@@ -76,6 +88,9 @@
  * needed.  L is at least adapt_min and, for a parent, the reservations of
  * its children, and at most max_active.
  *
+ * test/bench/adapt_sim.py simulates the step in trees of budgets (fair,
+ * non-fair and 'lifo' queues, wake-ups) for the rule of 'held'.
+ *
  * Configuration changes (dbgate_adapt_install(), from the install)
  * ---------------------------------------------------------------
  * L starts at max_active when the budget starts to adapt (and at server
@@ -89,7 +104,8 @@
  * counts adapt_done and adapt_busy_us (atomic additions, statement path),
  * adapt_due_us (compare-and-swap), adapt_limit (written under the tree
  * lock, by the step and by the install) and the controller's memory
- * 'adapt' (tree lock).  A step takes the one tree lock of its budget, as a
+ * 'adapt' (tree lock); it reads held_above, which the grant step counts
+ * (trees.c, tree lock).  A step takes the one tree lock of its budget, as a
  * release with waiters does; it writes lim.max_active through queue.c
  * (dbgate_admission_set_adaptive()), which hands out slots at once when L
  * rose.  No ereport() and no allocation under the lock.
@@ -342,9 +358,9 @@ step(int idx, uint32 inc, TimestampTz now)
 				busy,
 				waits,
 				tokens,
+				above,
 				st;
 	int32		l,
-				eff,
 				next;
 	bool		first;
 	Period		p;
@@ -360,6 +376,7 @@ step(int idx, uint32 inc, TimestampTz now)
 	busy = pg_atomic_read_u64(&b->adapt_busy_us);
 	waits = pg_atomic_read_u64(&b->admitted_after_wait);
 	tokens = pg_atomic_read_u64(&b->rate_limited);
+	above = b->held_above;
 	st = pg_atomic_read_u64(&b->state);
 	first = (s->period_start == 0);
 	if (!first && now > s->period_start)
@@ -374,9 +391,7 @@ step(int idx, uint32 inc, TimestampTz now)
 		p.x = (double) p.done / p.secs;
 		p.n = (double) (busy - s->busy0) / dt;
 		p.waited = dbgate_st_queued(st) > 0 || waits != s->waits0;
-		eff = b->conf.adapt == DBGATE_ADAPT_ON ? l : b->conf.max_active;
-		p.held = tokens != s->tokens0 ||
-			(dbgate_st_queued(st) > 0 && dbgate_st_active(st) < (uint32) eff);
+		p.held = tokens != s->tokens0 || above != s->above0;
 		/* the throughput that the check of a decrease compares with */
 		if (p.waited || p.n >= l / 2.0)
 		{
@@ -406,6 +421,7 @@ step(int idx, uint32 inc, TimestampTz now)
 	s->busy0 = busy;
 	s->waits0 = waits;
 	s->tokens0 = tokens;
+	s->above0 = above;
 	LWLockRelease(dbgate_budget_lock(root));
 }
 

@@ -181,6 +181,7 @@ typedef struct DbgateAdaptState
 	uint64		busy0;
 	uint64		waits0;
 	uint64		tokens0;
+	uint64		above0;			/* held_above */
 	double		runnable;		/* averages over periods: backends on a CPU */
 	double		own_cpu;		/* the budget's statements on a CPU */
 	double		own_lock;		/* the budget's statements waiting for a lock */
@@ -313,6 +314,12 @@ typedef struct DbgateBudget
 	pg_atomic_uint64 adapt_done;
 	pg_atomic_uint64 adapt_busy_us;
 	DbgateAdaptState adapt;		/* tree lock */
+	/*
+	 * While the budget adapts: how often a grant step passed over a waiter
+	 * of its subtree that had room at every level up to this budget,
+	 * because a level above it was full (trees.c; tree lock).
+	 */
+	uint64		held_above;
 
 	/* statistics; atomics are updated on the fast paths */
 	pg_atomic_uint32 peak_active;

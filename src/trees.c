@@ -39,13 +39,22 @@
  *		below the level being decided is passed over for its siblings; if
  *		the whole tree waits for a token, the candidate whose token is due
  *		first is the tree's *token waiter*: only it sleeps until then (on a
- *		timer) and decides again; nobody polls.
+ *		timer) and decides again; nobody polls;
+ *	  - a waiter that had room at every level from its budget up to some
+ *		budget, passed over because a level above that one is full, is
+ *		counted in held_above of the adapting budgets on the way: adapt.c
+ *		leaves L alone in a period in which a budget waited for an
+ *		ancestor's slots (SPEC), and cannot tell that from its own counts
+ *		at the step (a parent's 'queued' counts its children's waiters at
+ *		their own limits too, and a slot just freed for a woken waiter
+ *		looks free).
  *
  * Locking: the choice reads the queues of a tree, so its caller holds the
  * tree lock.  A chain's limits (chain_limits(), admission_internals.h) are
  * read without a lock, each level's consistently (dbgate_read_limits()):
  * a level that changed meanwhile shows in its tag when its slot is taken.
- * What shadow levels count are atomic additions.
+ * What shadow levels count are atomic additions; held_above is the tree
+ * lock's.
  *
  *-------------------------------------------------------------------------
  */
@@ -139,20 +148,35 @@ depth_of(int idx)
 }
 
 /*
+ * A waiter of budget b's subtree, with room at every level from its own
+ * budget up to b, was passed over because a level above b is full: b
+ * waited for an ancestor's slots (adapt.c: such a period leaves L as it
+ * is).  Counted only while b adapts.
+ */
+static inline void
+note_held_above(DbgateBudget *b)
+{
+	if (pg_atomic_read_u32(&b->adapt_limit) != 0)
+		b->held_above++;
+}
+
+/*
  * Select a waiter of budget idx's subtree that could take a slot at every
  * level from idx down now (room and tokens).  'blocked_above': a level
  * above idx is full (and what the path holds does not cover it), so only
  * a budget with slots held for it can be chosen.  Returns false if none;
  * *blocked then names the candidate whose missing token is due first
- * (procno -1 if none is missing only a token).  'depth' is idx's level
- * below the root: a tree has at most DBGATE_MAX_DEPTH levels and a list
- * of children at most every budget (build_trees() in budgets.c), so a walk
- * that goes further is on a broken tree and stops rather than going round
- * for ever.
+ * (procno -1 if none is missing only a token).  *passed (never reset
+ * here): a waiter with room up to idx was passed over only because a
+ * level above idx is full (counted in held_above of idx and of the levels
+ * below it on the way).  'depth' is idx's level below the root: a tree
+ * has at most DBGATE_MAX_DEPTH levels and a list of children at most
+ * every budget (build_trees() in budgets.c), so a walk that goes further
+ * is on a broken tree and stops rather than going round for ever.
  */
 static bool
 select_in(int idx, int depth, bool blocked_above, TimestampTz now,
-		  int64 now_ns, Pick *pick, Pick *blocked)
+		  int64 now_ns, Pick *pick, Pick *blocked, bool *passed)
 {
 	DbgateBudget *b = budget_entry(idx);
 	DbgateLimits l;
@@ -172,9 +196,14 @@ select_in(int idx, int depth, bool blocked_above, TimestampTz now,
 
 		/* a budget's own queue: its own room, and room above or held */
 		if (b->queue_head < 0 ||
-			(l.enforce && dbgate_st_active(st) >= (uint32) l.max_active) ||
-			(blocked_above && b->held == 0))
+			(l.enforce && dbgate_st_active(st) >= (uint32) l.max_active))
 			return false;
+		if (blocked_above && b->held == 0)
+		{
+			note_held_above(b);
+			*passed = true;
+			return false;
+		}
 		pick->procno = order_pick(b, &l, now, &pick->overdue);
 		pick->since = proc_entry(pick->procno)->state_since;
 		found = true;
@@ -187,6 +216,7 @@ select_in(int idx, int depth, bool blocked_above, TimestampTz now,
 		uint32		best_active = 0;
 		int32		best_weight = 1;
 		int			siblings = 0;
+		bool		passed_below = false;
 		int			c;
 
 		for (c = b->first_child; c >= 0; c = budget_entry(c)->next_sibling)
@@ -204,7 +234,7 @@ select_in(int idx, int depth, bool blocked_above, TimestampTz now,
 			/* a slot that c's reservation holds here covers this level */
 			if (!select_in(c, depth + 1,
 						   blocked_above || (full && !resv_has_held(cb)),
-						   now, now_ns, &cand, blocked))
+						   now, now_ns, &cand, blocked, &passed_below))
 				continue;
 			/* smallest active / weight (slots held for it count); ties: the
 			 * longest waiting */
@@ -225,6 +255,12 @@ select_in(int idx, int depth, bool blocked_above, TimestampTz now,
 				best_weight = cb->qlim.weight;
 				found = true;
 			}
+		}
+		/* passed over for a level above this one, which has room itself */
+		if (passed_below && blocked_above && !full)
+		{
+			note_held_above(b);
+			*passed = true;
 		}
 		if (!found)
 			return false;
@@ -260,6 +296,7 @@ dbgate_select_tree(int root, TimestampTz now, int64 now_ns, Pick *pick,
 {
 	DbgateBudget *r = budget_entry(root);
 	uint64		st = pg_atomic_read_u64(&r->state);
+	bool		passed = false;
 
 	blocked->procno = -1;
 	if (dbgate_st_queued(st) == 0)
@@ -267,5 +304,5 @@ dbgate_select_tree(int root, TimestampTz now, int64 now_ns, Pick *pick,
 	if (r->first_child < 0 && r->lim.enforce &&
 		dbgate_st_active(st) >= (uint32) r->lim.max_active)
 		return false;
-	return select_in(root, 0, false, now, now_ns, pick, blocked);
+	return select_in(root, 0, false, now, now_ns, pick, blocked, &passed);
 }
