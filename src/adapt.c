@@ -95,8 +95,11 @@
  * ---------------------------------------------------------------
  * L starts at max_active when the budget starts to adapt (and at server
  * start); 'shadow' <-> 'on' keeps it.  Raising max_active raises L by as
- * much; lowering it, or raising adapt_min, clamps L at once.  Memory grants
- * stay max_memory_mb / max_active (lim.grant_max_active).
+ * much; lowering it, or raising adapt_min, clamps L at once.  Once the
+ * whole configuration is installed (the children's reservations, the
+ * shape of the trees), dbgate_adapt_reserved() raises a parent's L to its
+ * children's reservations if it is below them.  Memory grants stay
+ * max_memory_mb / max_active (lim.grant_max_active).
  *
  * Shared state and locks
  * ----------------------
@@ -176,6 +179,41 @@ dbgate_adapt_install(DbgateBudget *b, const DbgateBudgetConf *conf)
 	return l;
 }
 
+/* The reservations of budget b's children: L is never below them. */
+static int32
+children_reserved(DbgateBudget *b)
+{
+	int64		sum = 0;
+	int			k;
+
+	for (k = b->first_child; k >= 0; k = entry(k)->next_sibling)
+		sum += entry(k)->conf.reserved;
+	return (int32) Min(sum, PG_INT32_MAX);
+}
+
+/*
+ * After an install: L of budget b (of tree 'root') is at least its
+ * children's reservations (they may have been raised, or a child with a
+ * reservation added, without a change of b's own configuration).  Caller
+ * holds the tree lock, or every budget lock, with the whole configuration
+ * and the shape of the trees installed.
+ */
+void
+dbgate_adapt_reserved(DbgateBudget *b, int root)
+{
+	int32		l = (int32) pg_atomic_read_u32(&b->adapt_limit);
+	int32		floor;
+
+	if (l == 0 || b->conf.adapt == DBGATE_ADAPT_OFF || b->first_child < 0)
+		return;
+	floor = Min(children_reserved(b), b->conf.max_active);
+	if (l >= floor)
+		return;
+	pg_atomic_write_u32(&b->adapt_limit, (uint32) floor);
+	if (b->conf.adapt == DBGATE_ADAPT_ON)
+		dbgate_admission_set_adaptive(b, root, floor);
+}
+
 /* ----------
  * The signals
  * ----------
@@ -238,18 +276,6 @@ take_sample(int idx, Sample *s)
 		else if ((we & WAIT_CLASS_MASK) == PG_WAIT_LOCK)
 			s->own_lock += 1;
 	}
-}
-
-/* The reservations of budget b's children: L is never below them. */
-static int32
-children_reserved(DbgateBudget *b)
-{
-	int64		sum = 0;
-	int			k;
-
-	for (k = b->first_child; k >= 0; k = entry(k)->next_sibling)
-		sum += entry(k)->conf.reserved;
-	return (int32) Min(sum, PG_INT32_MAX);
 }
 
 /* ----------

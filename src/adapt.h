@@ -29,4 +29,11 @@ extern void dbgate_adapt_released(const DbgateChain *c, TimestampTz admitted_at)
  */
 extern int32 dbgate_adapt_install(DbgateBudget *b, const DbgateBudgetConf *conf);
 
+/*
+ * The configuration install, once every budget has its limits and the
+ * trees their shape (tree lock of 'root', or every lock, held): an
+ * adapting parent's L is raised to its children's reservations.
+ */
+extern void dbgate_adapt_reserved(DbgateBudget *b, int root);
+
 #endif							/* DBGATE_ADAPT_H */

@@ -538,6 +538,34 @@ set_adapt_chains(const Install *in)
 	}
 }
 
+/*
+ * 8. An adapting parent's L is never below its children's reservations
+ * (SPEC): a child's reserved raised, or a child with one added, changes
+ * no configuration of the parent's, so its install did not look.  Once
+ * every budget has its limits and the trees their shape.
+ */
+static void
+raise_to_reservations(const Install *in)
+{
+	DbgateShared *sh = dbgate_shared;
+	int			i;
+
+	for (i = 0; i < sh->max_budgets; i++)
+	{
+		DbgateBudget *b = &sh->budgets[i].d;
+		int			root = b->root;
+
+		if (!b->in_use || b->first_child < 0 ||
+			b->conf.adapt == DBGATE_ADAPT_OFF)
+			continue;
+		if (in->locked && !in->reshape)
+			root = dbgate_admission_lock_tree(i);
+		dbgate_adapt_reserved(b, root);
+		if (in->locked && !in->reshape)
+			LWLockRelease(dbgate_budget_lock(root));
+	}
+}
+
 /* 6. A new shape: rebuild the trees, count the waiters again. */
 static void
 rebuild_shape(const Install *in)
@@ -602,6 +630,7 @@ install_entries(const DbgateConfig *config, bool locked)
 	if (in.reshape)
 		rebuild_shape(&in);
 	set_adapt_chains(&in);
+	raise_to_reservations(&in);
 	if (in.reshape)
 		unlock_all(locked);
 }

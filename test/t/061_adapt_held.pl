@@ -4,6 +4,9 @@
 # has waiters at the child's own limit, a non-fair budget and a fair
 # 'lifo' one (whose freed slots wait for the waiter the grant step woke
 # when a step looks) are held back by nothing: their L follows the law.
+# And an install that raises a child's reservation raises an adapting
+# parent's L to its children's reservations at once (SPEC: L is never
+# below them), not only at the parent's next step.
 #
 # How the test stays clear of timing: the contention is the test's own.
 # Statements that wait for the advisory lock that $locker holds are
@@ -12,6 +15,12 @@
 # whose ends take the steps.  The law's lock rule (K >= max(1.5, L/2))
 # then lowers L in the first measured period that is not held, and the
 # poll waits for L below max_active for as long as the machine takes.
+# Where L must stand still (the install's part), the clients whose ends
+# take steps are gone (their backends have exited: a backend takes its
+# last step before it exits) and the statements that remain never end,
+# so that L moves only by the install; its tree is one where L fell
+# before the rule for held periods was mended (the parent is full, and its
+# waiter waits for its own slots), so that it tests the install alone.
 use strict;
 use warnings FATAL => 'all';
 
@@ -28,16 +37,32 @@ $node->safe_psql(
 	'postgres', q{
 	CREATE ROLE ah_lock LOGIN;
 	CREATE ROLE ah_tick LOGIN;
+	CREATE ROLE ah_rs_lock LOGIN;
+	CREATE ROLE ah_rs_wait LOGIN;
+	CREATE ROLE ah_rs_tick LOGIN;
 	CREATE ROLE ah_nf LOGIN;
 	CREATE ROLE ah_lifo LOGIN;
 	SELECT dbgate.create_budget('ah_top', 10, adapt => 'on');
 	SELECT dbgate.create_budget('ah_lock', 8, 10, parent => 'ah_top');
 	SELECT dbgate.create_budget('ah_tick', 10, 10, parent => 'ah_top', reserved => 1);
+	SELECT dbgate.create_budget('ah_rs', 10, adapt => 'on');
+	SELECT dbgate.create_budget('ah_rs_lock', 8, parent => 'ah_rs');
+	SELECT dbgate.create_budget('ah_rs_wait', 2, 10, parent => 'ah_rs');
+	SELECT dbgate.create_budget('ah_rs_tick', 10, 10, parent => 'ah_rs', reserved => 1);
+	SELECT dbgate.create_budget('ah_rs_idle', 9, parent => 'ah_rs');
 	SELECT dbgate.create_budget('ah_nf', 10, 10, fair => false, adapt => 'on');
 	SELECT dbgate.create_budget('ah_lifo', 10, 10, queue_order => 'lifo', adapt => 'on');
 	SELECT dbgate.assign_role(r::regrole, r)
-	  FROM unnest(ARRAY['ah_lock', 'ah_tick', 'ah_nf', 'ah_lifo']) r;
+	  FROM unnest(ARRAY['ah_lock', 'ah_tick', 'ah_rs_lock', 'ah_rs_wait', 'ah_rs_tick',
+	                    'ah_nf', 'ah_lifo']) r;
 });
+
+sub limit_of
+{
+	my ($budget) = @_;
+	return $node->safe_psql('postgres',
+		"SELECT adaptive_limit FROM dbgate.status WHERE budget = '$budget'");
+}
 
 sub active_queued
 {
@@ -129,7 +154,32 @@ poll_ok($node, q{SELECT adaptive_limit < 10 FROM dbgate.status WHERE budget = 'a
 untick($tick);
 
 # ---------------------------------------------------------------------------
-# 2. Top-level budgets whose statements wait for a lock, 8 of 10, and 6
+# 2. The install, in a tree where L falls as it did before: a parent of 10,
+# full, over a child whose 8 statements wait for a lock, a child of 2 whose
+# statements wait for it too, one active and one queued for the parent's
+# own slots, and a sibling with a reservation of 1 and a client of short
+# statements.  Once L is below 10 and nothing of the parent's subtree ends
+# any more (the sibling's client has exited), L stands at l; a child's
+# reservation raised to l makes the children reserve l + 1, and the
+# parent's L is that at once.
+@lockers = (@lockers, hold('ah_rs_lock', 8), hold('ah_rs_wait', 2));
+is(active_queued('ah_rs'), '10:1',
+	'the parent is full (and its reservation of 1), one statement waits for its slots');
+$tick = tick('ah_rs_tick', 1);
+poll_ok($node, q{SELECT adaptive_limit < 10 FROM dbgate.status WHERE budget = 'ah_rs'},
+	't', 'the parent\'s L falls');
+untick($tick);
+is(active_queued('ah_rs_tick'), '0:0', 'the sibling\'s client has gone');
+my $l = limit_of('ah_rs');
+cmp_ok($l, '<', 10, "the parent's L stands at $l");
+$node->safe_psql('postgres', "SELECT dbgate.alter_budget('ah_rs_idle', reserved => $l)");
+is(limit_of('ah_rs'), $l + 1,
+	"a child's reservation raised to $l: the parent's L is its children's reservations at once");
+$node->safe_psql('postgres', "SELECT dbgate.alter_budget('ah_rs_idle', reserved => 0)");
+is(limit_of('ah_rs'), $l + 1, 'a reservation lowered leaves L as it is');
+
+# ---------------------------------------------------------------------------
+# 3. Top-level budgets whose statements wait for a lock, 8 of 10, and 6
 # clients of 10 ms statements through the other 2 slots, so that some
 # always wait (else most periods are idle: their slot time is that of the
 # statements that end): a non-fair one and a fair 'lifo' one.  A step runs
