@@ -33,8 +33,13 @@
  * 0, so a budget without entries costs its statements nothing: no lock, no
  * lookup.  For a budget with entries, a statement that would take a slot
  * (not one under a slot already held) is looked up by its query id under
- * the lock shared (one bucket's chain), before the min_cost bypass and before the gate: on a
- * hit it is counted in the entry's 'hits' and the budget's 'quarantined',
+ * the lock shared (one bucket's chain), before the min_cost bypass and
+ * before the gate.  An entry of its query that had not ended when the
+ * statement started is compared with the clock, which is read only then
+ * (a statement of a DO block or a procedure may start long after the
+ * block's start, which is GetCurrentStatementStartTimestamp()'s, and the
+ * worker frees an ended entry only at its next tick).  On a hit the
+ * statement is counted in the entry's 'hits' and the budget's 'quarantined',
  * and refused with 53000 when the budget's runaway_action is 'cancel'
  * (never in shadow mode); with 'log' it goes on to the gate as usual;
  * with 'demote' it is gated by the budget's runaway_budget instead, and
@@ -557,7 +562,8 @@ dbgate_quarantine_check(const DbgateLookup *lk, const QueryDesc *queryDesc,
 {
 	DbgateShared *sh = dbgate_shared;
 	uint64		queryid = queryDesc->plannedstmt->queryId;
-	TimestampTz now;
+	TimestampTz start;
+	TimestampTz now = 0;
 	TimestampTz until = 0;
 	DbgateBudget *b;
 	DbgateLimits lim;
@@ -566,10 +572,12 @@ dbgate_quarantine_check(const DbgateLookup *lk, const QueryDesc *queryDesc,
 
 	if (queryid == 0 || sh->max_quarantine == 0)
 		return lk;
-	now = GetCurrentStatementStartTimestamp();
+	/* an entry that had not ended at the statement's start: and now? */
+	start = GetCurrentStatementStartTimestamp();
 	LWLockAcquire(sh->quarantine_lock, LW_SHARED);
 	i = find_entry(lk->budget, lk->incarnation, MyDatabaseId, queryid);
-	if (i >= 0 && sh->quarantine[i].until > now)
+	if (i >= 0 && sh->quarantine[i].until > start &&
+		sh->quarantine[i].until > (now = GetCurrentTimestamp()))
 	{
 		DbgateQuarantineEntry *e = &sh->quarantine[i];
 

@@ -10,7 +10,11 @@
 #   5. a streaming standby: quarantine_add there, its own runaways, nothing
 #      on the primary; the standby's entries survive its clean restart;
 #   6. dbgate.max_quarantine = 0 (the default): quarantine_add is refused
-#      (55000), the view is empty, runaways are still counted.
+#      (55000), the view is empty, runaways are still counted;
+#   7. the check compares an entry's end with the current time: a
+#      statement of a DO block that began before the end, gated after it,
+#      is not held back (the runaway worker, which frees ended entries, is
+#      stopped meanwhile).
 #
 # Timing: the runaway that makes the entry waits on a lock that the test
 # holds until the entry is seen (the worker reads the text while the
@@ -71,6 +75,16 @@ sub wait_log
 		select(undef, undef, undef, 0.1);
 	}
 	return 0;
+}
+
+# the query id that PostgreSQL itself computes for sql (compute_query_id =
+# on in that session)
+sub pg_query_id
+{
+	my ($n, $sql) = @_;
+	my $plan = $n->safe_psql('postgres',
+		"SET compute_query_id = on; EXPLAIN (VERBOSE, COSTS OFF) $sql");
+	return $plan =~ /Query Identifier: (-?\d+)/ ? $1 : 'none';
 }
 
 # 1. A runaway's query is quarantined; a repeat is refused.  ('log' first,
@@ -232,5 +246,39 @@ $node->safe_psql('postgres', 'SELECT dbgate.quarantine_remove()');
 	$off->stop;
 }
 
+# 7. The check compares an entry's end with the current time, not with
+# the statement's start: a statement of a DO block that began before the
+# entry ended, gated after its end, is not held back.  The runaway worker,
+# which frees ended entries about once a second, is stopped meanwhile: the
+# entry that ended is still in the table when the statement is looked up.
+{
+	my $id = pg_query_id($node, 'SELECT pg_advisory_xact_lock_shared(90)');
+	my $wp = worker_pid($node);
+	ok($wp ne '', 'DO block: the runaway worker runs');
+	kill('STOP', $wp);
+	my $lk = DbgateTest::Session->new($node);
+	$lk->query('SELECT pg_advisory_lock(91)');
+	my $d = DbgateTest::Session->new($node, user => 'qa_u');
+	$d->send(q{DO $$ BEGIN
+		PERFORM pg_advisory_xact_lock_shared(91);
+		EXECUTE 'SELECT pg_advisory_xact_lock_shared(90)';
+	END $$});
+	poll_ok($node,
+		'SELECT wait_event_type FROM pg_stat_activity WHERE pid = ' . $d->pid,
+		'Lock', 'DO block: it began, and waits on the lock');
+	$node->safe_psql('postgres', "SELECT dbgate.quarantine_add('qa_b', $id, '1 s')");
+	my $until = $node->safe_psql('postgres',
+		"SELECT until FROM dbgate.quarantine WHERE queryid = $id");
+	poll_ok($node, "SELECT clock_timestamp() > '$until'", 't',
+		'DO block: the entry has ended');
+	my $q0 = quarantined($node);
+	$lk->query('SELECT pg_advisory_unlock(91)');
+	($state) = ($d->result)[2];
+	kill('CONT', $wp);
+	is($state, '', 'DO block: its statement after the end runs');
+	is(quarantined($node), $q0, 'DO block: and is not counted in quarantined');
+	$d->quit;
+	$lk->quit;
+}
 $node->stop;
 done_testing();
