@@ -31,7 +31,8 @@ OBJS = \
 	src/planner.o \
 	src/adapt.o \
 	src/runaway.o \
-	src/quarantine.o
+	src/quarantine.o \
+	src/queryid.o
 
 EXTENSION = dbgate
 DATA = sql/dbgate--1.0.sql sql/dbgate--1.0--1.1.sql sql/dbgate--1.1--1.2.sql \

@@ -45,6 +45,7 @@
 #include "mincost.h"
 #include "parallel.h"
 #include "planner.h"
+#include "queryid.h"
 #include "runaway.h"
 #include "shmem.h"
 #include "slot.h"
@@ -525,6 +526,36 @@ block_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 }
 
 /*
+ * queryid.c: a command that runs a query of its own (DECLARE CURSOR, CREATE
+ * TABLE AS, REFRESH MATERIALIZED VIEW): its query runs under the command's
+ * query id; mincost.c: the query of the last two writes a table
+ */
+static pg_noinline void
+command_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
+					   bool readOnlyTree, ProcessUtilityContext context,
+					   ParamListInfo params, QueryEnvironment *queryEnv,
+					   DestReceiver *dest, QueryCompletion *qc)
+{
+	uint64		outer = dbgate_command_queryid;
+
+	dbgate_command_queryid = pstmt->queryId;
+	PG_TRY();
+	{
+		if (dbgate_mincost_writer_command(pstmt->utilityStmt))
+			writer_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+								  params, queryEnv, dest, qc);
+		else
+			gate_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+								params, queryEnv, dest, qc);
+	}
+	PG_FINALLY();
+	{
+		dbgate_command_queryid = outer;
+	}
+	PG_END_TRY();
+}
+
+/*
  * ProcessUtility: DROP ROLE and DROP DATABASE also remove the dropped
  * objects' assignments, in the same transaction.  Heavy utility commands
  * (utility.c) of a budget with utility = true take a slot for the whole
@@ -564,9 +595,9 @@ dbgate_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 
 	if (dbgate_shared != NULL)
 		dbgate_slot_utility_start();
-	if (dbgate_shared != NULL && dbgate_mincost_writer_command(parsetree))
-		writer_ProcessUtility(pstmt, queryString, readOnlyTree, context,
-							  params, queryEnv, dest, qc);
+	if (dbgate_shared != NULL && dbgate_queryid_command(parsetree))
+		command_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+							   params, queryEnv, dest, qc);
 	else if (dbgate_shared != NULL &&
 			 (IsA(parsetree, DoStmt) || IsA(parsetree, CallStmt)))
 		block_ProcessUtility(pstmt, queryString, readOnlyTree, context,

@@ -48,8 +48,12 @@
  * Query ids are those PostgreSQL computes for pg_stat_statements: _PG_init
  * asks for them (EnableQueryId()) when dbgate.max_quarantine > 0, which
  * costs every statement of the server the jumbling of its query (README:
- * "Quarantine" has the figure); that is why the default is 0.  With
- * compute_query_id = off they are 0 and nothing is quarantined.
+ * "Quarantine" has the figure); that is why the default is 0.  A
+ * statement's id is dbgate_statement_queryid()'s (queryid.h), on both
+ * sides: the runaway that makes the entry and the repeat that is looked up
+ * (a cursor's FETCH runs under its DECLARE's id, which is what the DECLARE
+ * of a repeat is looked up by).  With compute_query_id = off they are 0
+ * and nothing is quarantined.
  *
  * Persistence: entries are per server (a standby keeps its own).  At a
  * clean shutdown the worker writes the live entries to "dbgate.quarantine"
@@ -86,6 +90,7 @@
 #include "fields.h"
 #include "demote.h"
 #include "quarantine.h"
+#include "queryid.h"
 #include "shmem.h"
 
 PG_FUNCTION_INFO_V1(dbgate_quarantine_add);
@@ -561,7 +566,8 @@ dbgate_quarantine_check(const DbgateLookup *lk, const QueryDesc *queryDesc,
 						DbgateLookup *target)
 {
 	DbgateShared *sh = dbgate_shared;
-	uint64		queryid = queryDesc->plannedstmt->queryId;
+	uint64		queryid = dbgate_statement_queryid(dbgate_command_queryid,
+												   queryDesc->plannedstmt);
 	TimestampTz start;
 	TimestampTz now = 0;
 	TimestampTz until = 0;

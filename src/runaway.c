@@ -21,8 +21,9 @@
  *				ExecutorRun) is not armed again, so a statement runs away
  *				once.
  *	  handler	In signal context, whatever the backend is doing.  It writes
- *				the facts (budget index and incarnation, pid, database, query
- *				id, when the clock started and when it ran out, the action
+ *				the facts (budget index and incarnation, pid, database, the
+ *				statement's query id as it was at its start (queryid.h),
+ *				when the clock started and when it ran out, the action
  *				taken) into the backend's shared record, between two steps
  *				of the record's sequence word with write barriers, and sets
  *				the latch of the runaway worker.  For 'cancel' it also asks
@@ -111,7 +112,6 @@
 #include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "storage/proc.h"
-#include "utils/backend_status.h"
 #include "utils/memutils.h"
 #include "utils/timeout.h"
 
@@ -144,7 +144,6 @@ runaway_timeout_handler(void)
 {
 	volatile DbgateRunawayRec *r = my_rec;
 	Latch	   *latch;
-	uint64		queryid = armed.queryDesc->plannedstmt->queryId;
 	/*
 	 * shadow budgets had runaway_cancel and runaway_demote cleared at
 	 * admission (slot.c); a slot moved already acts as 'log' (demote.c)
@@ -153,8 +152,6 @@ runaway_timeout_handler(void)
 		DBGATE_RUNAWAY_CANCEL : DBGATE_RUNAWAY_LOG;
 	uint32		ticket = 0;
 
-	if (queryid == 0 && MyBEEntry != NULL)
-		queryid = MyBEEntry->st_query_id;
 	if (armed.lim->runaway_demote && action == DBGATE_RUNAWAY_LOG &&
 		(ticket = dbgate_demote_ask()) != 0)
 		action = DBGATE_RUNAWAY_DEMOTE;
@@ -168,7 +165,7 @@ runaway_timeout_handler(void)
 	r->action = action;
 	r->after_ms = armed.lim->runaway_after_ms;
 	r->ticket = ticket;
-	r->queryid = queryid;
+	r->queryid = armed.queryid;
 	r->start = armed.start;
 	r->at = GetCurrentTimestamp();
 	pg_write_barrier();

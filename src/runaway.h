@@ -11,7 +11,6 @@
 
 #include <signal.h>
 
-#include "executor/execdesc.h"
 #include "utils/timeout.h"
 #include "utils/timestamp.h"
 
@@ -26,17 +25,18 @@
 extern volatile sig_atomic_t dbgate_runaway_cancel_fired;
 
 /*
- * What the timer's handler records of the statement it fires for (its run
- * and the start of its clock, set by dbgate_runaway_prepare() before the
- * timer is armed: the handler runs only while it is armed), the slot's
- * chain and limits (slot.c's, at fixed places: set once, at registration),
+ * What the timer's handler records of the statement it fires for (its
+ * query id and the start of its clock, set by dbgate_runaway_prepare()
+ * before the timer is armed: the handler runs only while it is armed),
+ * the slot's chain and limits (slot.c's, at fixed places: set once, at
+ * registration),
  * and the clock start of the statement that last ran away (a statement
  * runs away once).  One struct, so that the inline prepare reaches all of
  * it through one address.  runaway.c's.
  */
 typedef struct DbgateRunawayArmed
 {
-	const QueryDesc *queryDesc;
+	uint64		queryid;		/* the statement's (queryid.h), or 0 */
 	TimestampTz start;
 	volatile TimestampTz fired_start;
 	const DbgateChain *chain;	/* NULL until the timer is registered */
@@ -49,16 +49,17 @@ extern TimeoutId dbgate_runaway_timeout_id;
 extern void dbgate_runaway_register(const DbgateChain *c, const DbgateLimits *l);
 
 /*
- * The statement path (slot.c): the deadline of the statement that starts
- * its outermost run at 'start' under the slot of chain c with limits l
- * (l->runaway_after_ms > 0; slot.c's, always the same two), or 0 when that
- * statement has already run away.  Remembers what the timer's handler
+ * The statement path (slot.c): the deadline of the statement of query id
+ * 'queryid' (dbgate_statement_queryid()) that starts its outermost run at
+ * 'start' under the slot of chain c with limits l (l->runaway_after_ms >
+ * 0; slot.c's, always the same two), or 0 when that statement has already
+ * run away.  Remembers what the timer's handler
  * will record.  Inline: it is on the path of every statement of such a
  * budget.
  */
 static inline TimestampTz
 dbgate_runaway_prepare(TimestampTz start, const DbgateChain *c,
-					   const DbgateLimits *l, const QueryDesc *queryDesc)
+					   const DbgateLimits *l, uint64 queryid)
 {
 	DbgateRunawayArmed *a = &dbgate_runaway_armed;
 
@@ -67,7 +68,7 @@ dbgate_runaway_prepare(TimestampTz start, const DbgateChain *c,
 	if (unlikely(a->chain == NULL))
 		dbgate_runaway_register(c, l);
 	Assert(a->chain == c && a->lim == l);
-	a->queryDesc = queryDesc;
+	a->queryid = queryid;
 	a->start = start;
 	dbgate_runaway_cancel_fired = false;
 	return TimestampTzPlusMilliseconds(start, l->runaway_after_ms);

@@ -147,6 +147,7 @@
 #include "memgrant.h"
 #include "mincost.h"
 #include "quarantine.h"
+#include "queryid.h"
 #include "runaway.h"
 #include "shmem.h"
 #include "slot.h"
@@ -175,6 +176,8 @@ typedef struct SlotRef
 	const void *key;			/* QueryDesc, Portal, or &utility_key */
 	RefKind		kind;
 	PlannedStmt *pstmt;			/* REF_RUN: the statement as started */
+	uint64		command_queryid;	/* REF_RUN: the command it started in
+									 * (queryid.h) */
 	SubTransactionId create_subid;	/* subxact of its start */
 	SubTransactionId run_subid; /* subxact of the ExecutorRun/Finish in
 								 * progress, or InvalidSubTransactionId */
@@ -471,6 +474,8 @@ add_ref(const void *key, RefKind kind, PlannedStmt *pstmt)
 	r->key = key;
 	r->kind = kind;
 	r->pstmt = pstmt;
+	/* queryid.c: a cursor's FETCHes run under its DECLARE's id */
+	r->command_queryid = dbgate_command_queryid;
 	r->create_subid = GetCurrentSubTransactionId();
 	r->run_subid = InvalidSubTransactionId;
 	if (kind == REF_PORTAL)
@@ -986,10 +991,14 @@ dbgate_run_begin(QueryDesc *queryDesc, DbgateLimitState *st, bool finish)
 			slot_adopt();
 		base = run_clock_start(queryDesc, finish);
 
-		/* runaway.c: 0 for a statement that ran away already */
+		/*
+		 * runaway.c: 0 for a statement that ran away already; the handler
+		 * records the query id the statement had at its start (queryid.h)
+		 */
 		if (unlikely(slot_limits.runaway_after_ms > 0))
-			runaway_at = dbgate_runaway_prepare(base, &slot_chain,
-												&slot_limits, queryDesc);
+			runaway_at = dbgate_runaway_prepare(base, &slot_chain, &slot_limits,
+												dbgate_statement_queryid(refs[i].command_queryid,
+																		 refs[i].pstmt));
 		dbgate_limits_apply(st, base, slot_limits.statement_timeout_ms,
 							slot_limits.lock_timeout_ms, runaway_at);
 	}

@@ -11,7 +11,11 @@
 #      on the primary; the standby's entries survive its clean restart;
 #   6. dbgate.max_quarantine = 0 (the default): quarantine_add is refused
 #      (55000), the view is empty, runaways are still counted;
-#   7. the check compares an entry's end with the current time: a
+#   7. cursors (DECLARE and FETCH, as psycopg2's named cursors) and CREATE
+#      TABLE AS: the entry is made under the query id that the repeat is
+#      looked up by, the one pg_stat_activity shows for the DECLARE or the
+#      CREATE TABLE AS; a plain SELECT and EXPLAIN ANALYZE share theirs;
+#   8. the check compares an entry's end with the current time: a
 #      statement of a DO block that began before the end, gated after it,
 #      is not held back (the runaway worker, which frees ended entries, is
 #      stopped meanwhile).
@@ -246,7 +250,118 @@ $node->safe_psql('postgres', 'SELECT dbgate.quarantine_remove()');
 	$off->stop;
 }
 
-# 7. The check compares an entry's end with the current time, not with
+# 7. Cursors and CREATE TABLE AS (psycopg2's named cursors run every query
+# as DECLARE ... CURSOR and FETCH in a transaction): the runaway (in a
+# FETCH, or in the command's query) makes its entry under the query id
+# that the repeat is looked up by, the one pg_stat_activity.query_id shows
+# for the DECLARE or the CREATE TABLE AS; a plain SELECT and EXPLAIN
+# ANALYZE of it still share theirs.  Statements that must not run away run
+# under runaway_after '1h'; those that must wait on the test's lock.
+$node->safe_psql(
+	'postgres', q{
+	CREATE ROLE qa_cu LOGIN;
+	GRANT CREATE ON SCHEMA public TO qa_cu;
+	SELECT dbgate.create_budget('qa_c', 1, 4, runaway_after => '1h',
+	                            runaway_action => 'cancel', quarantine => '1h');
+	SELECT dbgate.assign_role('qa_cu', 'qa_c');
+});
+my $qa_c_entries = q{SELECT count(*) FROM dbgate.quarantine WHERE budget = 'qa_c'};
+my $declare = q{DECLARE "qa_cur" CURSOR WITHOUT HOLD FOR SELECT pg_advisory_xact_lock_shared(81) AS x};
+my $locks = DbgateTest::Session->new($node);
+$locks->query('SELECT pg_advisory_lock(80), pg_advisory_lock(81)');
+# the DECLARE waits in the queue behind h (qa_c has one slot), where its
+# query id can be read
+my $h = DbgateTest::Session->new($node, user => 'qa_cu');
+$h->send('SELECT pg_advisory_xact_lock_shared(80)');
+poll_ok($node, q{SELECT active FROM dbgate.status WHERE budget = 'qa_c'}, '1',
+	'cursor: the slot is held');
+my $c = DbgateTest::Session->new($node, user => 'qa_cu');
+$c->query('BEGIN');
+$c->send($declare);
+poll_ok($node, q{SELECT queued FROM dbgate.status WHERE budget = 'qa_c'}, '1',
+	'cursor: the DECLARE waits for the slot');
+my $declare_id = $node->safe_psql('postgres',
+	'SELECT query_id FROM pg_stat_activity WHERE pid = ' . $c->pid);
+like($declare_id, qr/^-?[1-9]\d*$/, 'cursor: pg_stat_activity shows the DECLARE\'s query id');
+$node->safe_psql('postgres',
+	q{SELECT dbgate.alter_budget('qa_c', runaway_after => '200ms')});
+$locks->query('SELECT pg_advisory_unlock(80)');
+($state) = ($h->result)[2];
+is($state, '', 'cursor: the slot holder ends');
+($state) = ($c->result)[2];
+is($state, '', 'cursor: the DECLARE is admitted');
+$offset = -s $node->logfile;
+($state) = ($c->query('FETCH FORWARD 2000 FROM "qa_cur"'))[2];
+is($state, '57014', 'cursor: the FETCH runs away and is canceled');
+poll_ok($node, $qa_c_entries, '1', 'cursor: its query is quarantined');
+is($node->safe_psql('postgres',
+		q{SELECT queryid FROM dbgate.quarantine WHERE budget = 'qa_c'}),
+	$declare_id, 'cursor: under the DECLARE\'s query id');
+ok(wait_log($node,
+		qr/runaway statement in budget "qa_c": pid \d+, query id \Q$declare_id\E,/,
+		$offset),
+	'cursor: the LOG line names the DECLARE\'s query id');
+$c->query('ROLLBACK');
+$c->query('BEGIN');
+my ($out, $err);
+(undef, $err, $state) = $c->query($declare);
+is($state, '53000', 'cursor: the repeat\'s DECLARE is refused');
+like($err, qr/query \Q$declare_id\E is quarantined in budget "qa_c"/,
+	'cursor: the message names the DECLARE\'s query id');
+$c->query('ROLLBACK');
+
+# CREATE TABLE AS: its id read while it waits on the test's lock
+my $ctas = q{CREATE TABLE qa_ctas AS SELECT pg_advisory_xact_lock_shared(82)::text AS x};
+$node->safe_psql('postgres',
+	q{SELECT dbgate.alter_budget('qa_c', runaway_after => '1h')});
+$locks->query('SELECT pg_advisory_lock(82)');
+$c->send($ctas);
+poll_ok($node,
+	'SELECT wait_event_type FROM pg_stat_activity WHERE pid = ' . $c->pid,
+	'Lock', 'CREATE TABLE AS: it waits on the lock');
+my $ctas_id = $node->safe_psql('postgres',
+	'SELECT query_id FROM pg_stat_activity WHERE pid = ' . $c->pid);
+like($ctas_id, qr/^-?[1-9]\d*$/, 'CREATE TABLE AS: pg_stat_activity shows its query id');
+$locks->query('SELECT pg_advisory_unlock(82)');
+($state) = ($c->result)[2];
+is($state, '', 'CREATE TABLE AS: ends under runaway_after 1h');
+$c->query('DROP TABLE qa_ctas');
+$node->safe_psql('postgres',
+	q{SELECT dbgate.alter_budget('qa_c', runaway_after => '200ms')});
+$locks->query('SELECT pg_advisory_lock(82)');
+($state) = ($c->query($ctas))[2];
+is($state, '57014', 'CREATE TABLE AS: runs away and is canceled');
+poll_ok($node, $qa_c_entries, '2', 'CREATE TABLE AS: its query is quarantined');
+is($node->safe_psql('postgres',
+		"SELECT count(*) FROM dbgate.quarantine WHERE queryid = $ctas_id"),
+	'1', 'CREATE TABLE AS: under its query id');
+(undef, $err, $state) = $c->query($ctas);
+is($state, '53000', 'CREATE TABLE AS: the repeat is refused');
+like($err, qr/query \Q$ctas_id\E is quarantined/, 'CREATE TABLE AS: the message names its id');
+
+# a plain SELECT, and EXPLAIN ANALYZE of the same query (another constant)
+$locks->query('SELECT pg_advisory_lock(83)');
+($state) = run_sql($node, 'SELECT pg_advisory_xact_lock_shared(83)', user => 'qa_cu');
+is($state, '57014', 'SELECT: runs away and is canceled');
+poll_ok($node, $qa_c_entries, '3', 'SELECT: its query is quarantined');
+my $select_id = pg_query_id($node, 'SELECT pg_advisory_xact_lock_shared(84)');
+is($node->safe_psql('postgres',
+		"SELECT count(*) FROM dbgate.quarantine WHERE queryid = $select_id"),
+	'1', 'SELECT: under the query id that PostgreSQL computes');
+($state) = run_sql($node, 'EXPLAIN ANALYZE SELECT pg_advisory_xact_lock_shared(84)',
+	user => 'qa_cu');
+is($state, '53000', 'EXPLAIN ANALYZE of the query is refused');
+($state) = run_sql($node, 'SELECT pg_advisory_xact_lock_shared(85)', user => 'qa_cu');
+is($state, '53000', 'a repeat of the SELECT is refused');
+$node->safe_psql('postgres',
+	q{SELECT dbgate.alter_budget('qa_c', runaway_after => '1h');
+	  SELECT dbgate.quarantine_remove('qa_c')});
+$locks->query('SELECT pg_advisory_unlock_all()');
+$locks->quit;
+$c->quit;
+$h->quit;
+
+# 8. The check compares an entry's end with the current time, not with
 # the statement's start: a statement of a DO block that began before the
 # entry ended, gated after its end, is not held back.  The runaway worker,
 # which frees ended entries about once a second, is stopped meanwhile: the

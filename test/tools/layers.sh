@@ -40,7 +40,7 @@ done
 
 # The files the hooks of dbgate.c call on the statement path; the
 # statement path is them and everything they reach.
-STATEMENT_ROOTS="slot classify planner parallel memgrant mincost utility"
+STATEMENT_ROOTS="slot classify planner parallel memgrant mincost utility queryid"
 # What only a configuration change (or its replay) runs, and may not be
 # reached from the statement path.
 WRITING_SIDE="config wal persist"
