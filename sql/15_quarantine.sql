@@ -102,7 +102,10 @@ SET compute_query_id = off;
 SET SESSION AUTHORIZATION regress_dbgate_qa_u;
 SELECT pg_sleep(0.01) IS NOT NULL AS no_query_id;
 RESET SESSION AUTHORIZATION;
+-- a quarantine set meanwhile cannot take effect: a WARNING says so
+SELECT dbgate.alter_budget('qa_b', quarantine => '2h');
 RESET compute_query_id;
+SELECT dbgate.alter_budget('qa_b', quarantine => '1h');
 
 -- shadow mode: counted, never refused
 SELECT dbgate.alter_budget('qa_b', enforce => false);

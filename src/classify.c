@@ -45,7 +45,15 @@
  * lock, no allocation.  Only the slow path, after a change, reads the
  * catalogs and takes config_lock shared, never both at once.
  *
- * The slow path runs in ExecutorStart, in the planner and in ProcessUtility,
+ * Besides the budget, the answer carries what the statement path tests
+ * of it without reading the budget: min_cost, reservations in the chain,
+ * quarantine entries, and whether its statements need query ids
+ * (queryid.c).  When that last one turns on, the backend's cached plans
+ * are marked invalid (ResetPlanCache()), so that statements parsed without
+ * an id are parsed again, with one, at their next use.
+ *
+ * The slow path runs in ExecutorStart, in the planner, in ProcessUtility
+ * and in post_parse_analyze_hook (queryid.c),
  * always inside a transaction, and must not fail in normal operation: it
  * looks up only rows it found a moment ago and copes with their absence (a
  * role dropped meanwhile), and allocates nothing while holding the lock.
@@ -73,9 +81,11 @@
 #include "nodes/pg_list.h"
 #include "utils/catcache.h"
 #include "utils/inval.h"
+#include "utils/plancache.h"
 #include "utils/syscache.h"
 
 #include "classify.h"
+#include "compat.h"
 #include "dbgate.h"
 #include "shmem.h"
 
@@ -84,7 +94,7 @@ char	   *dbgate_default_budget = NULL;
 
 /* backend-local lookup cache; its fast path is dbgate_classify() (classify.h) */
 DbgateLookupCache dbgate_lookup_cache = {
-	false, InvalidOid, 0, {-1, 0, DBGATE_BY_ROLE, InvalidOid}
+	false, InvalidOid, 0, {-1, 0, DBGATE_BY_ROLE, InvalidOid}, false
 };
 static uint32 lookup_invals = 0;	/* invalidations received so far */
 static bool lookup_callbacks_registered = false;
@@ -377,8 +387,9 @@ dbgate_classify_slow(void)
 	DbgateLookupCache *c = &dbgate_lookup_cache;
 	Oid			user = GetSessionUserId();
 	uint64		generation = pg_atomic_read_u64(&dbgate_shared->generation);
-	DbgateLookup result = {-1, 0, DBGATE_BY_ROLE, InvalidOid, InvalidOid, false, false, false};
+	DbgateLookup result = {-1, 0, DBGATE_BY_ROLE, InvalidOid, InvalidOid, false, false, false, false};
 	uint32		invals = lookup_invals;
+	bool		had_queryid = c->result.queryid;
 
 	if (!lookup_callbacks_registered)
 	{
@@ -400,7 +411,20 @@ dbgate_classify_slow(void)
 		/* quarantine.c: whether the statements are looked up */
 		result.quarantine =
 			(pg_atomic_read_u32(&dbgate_shared->budgets[result.budget].d.quarantine_n) != 0);
+		/* queryid.c: whether its statements need query ids */
+		result.queryid = result.quarantine ||
+			dbgate_shared->budgets[result.budget].d.conf.runaway_after_ms > 0;
 	}
+
+	/*
+	 * queryid.c: statements parsed while the budget needed no query ids (a
+	 * prepared statement, PL/pgSQL's cached plans) are parsed again, with
+	 * one, at their next use, unless PostgreSQL computes them anyway (or
+	 * never: compute_query_id = off)
+	 */
+	if (result.queryid && !had_queryid && !IsQueryIdEnabled() &&
+		compute_query_id != COMPUTE_QUERY_ID_OFF)
+		ResetPlanCache();
 
 	/*
 	 * Valid only if no invalidation arrived while the catalogs were read
@@ -410,6 +434,7 @@ dbgate_classify_slow(void)
 	c->result = result;
 	c->generation = generation;
 	c->user = user;
+	c->user_fixed = !superuser_arg(GetAuthenticatedUserId());
 	c->valid = (lookup_invals == invals);
 	return &c->result;
 }

@@ -41,6 +41,9 @@ typedef struct DbgateLookup
 								 * (quarantine.c bumps the generation when
 								 * a budget gets its first or loses its
 								 * last) */
+	bool		queryid;		/* its statements need query ids: it had
+								 * runaway_after or quarantine entries
+								 * (queryid.c) */
 } DbgateLookup;
 
 /*
@@ -54,6 +57,11 @@ typedef struct DbgateLookupCache
 	Oid			user;
 	uint64		generation;
 	DbgateLookup result;
+	bool		user_fixed;		/* the session user cannot change: the
+								 * authenticated user is no superuser, whom
+								 * SET SESSION AUTHORIZATION needs (a change
+								 * of that clears the cache); queryid.c
+								 * skips the comparison of 'user' then */
 } DbgateLookupCache;
 
 extern PGDLLIMPORT DbgateLookupCache dbgate_lookup_cache;

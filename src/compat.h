@@ -115,6 +115,18 @@ dbgate_queue_wait_event(void)
 #endif
 
 /*
+ * PostgreSQL's jumbling of a query, which sets its queryId (queryid.c):
+ * before 16 it also takes the query text (a utility statement's id was a
+ * hash of its text); from 16 on utility statements are jumbled by their
+ * nodes and the text argument is gone.
+ */
+#if PG_VERSION_NUM >= 160000
+#define DBGATE_JUMBLE_QUERY(query, text)	JumbleQuery(query)
+#else
+#define DBGATE_JUMBLE_QUERY(query, text)	JumbleQuery(query, text)
+#endif
+
+/*
  * Which processes may be gated: regular client backends only.  Parallel
  * workers, background workers, autovacuum and walsenders all have another
  * BackendType; the explicit checks document the intent and protect against

@@ -51,6 +51,7 @@
 #include "utils/memutils.h"
 
 #include "budgets.h"
+#include "compat.h"
 #include "config.h"
 #include "confimage.h"
 #include "dbgate.h"
@@ -561,6 +562,30 @@ check_childless(const DbgateConfig *config, const char *name)
  */
 static bool apply_reports = false;
 
+/*
+ * A quarantine that this server cannot apply is accepted (it is
+ * configuration, replicated, and may take effect after a restart or on
+ * another server), with a WARNING that says why it does nothing here: no
+ * quarantine table, or no query ids in this session (quarantine.c,
+ * queryid.c).
+ */
+static void
+warn_quarantine_inert(const DbgateBudgetConf *c)
+{
+	if (!apply_reports || c->quarantine_ms <= 0)
+		return;
+	if (dbgate_shared->max_quarantine == 0)
+		ereport(WARNING,
+				(errmsg("quarantine of budget \"%s\" has no effect", c->name),
+				 errdetail("dbgate.max_quarantine is 0: this server keeps no quarantine table."),
+				 errhint("Set dbgate.max_quarantine above 0 and restart the server.")));
+	else if (compute_query_id == COMPUTE_QUERY_ID_OFF)
+		ereport(WARNING,
+				(errmsg("quarantine of budget \"%s\" has no effect", c->name),
+				 errdetail("compute_query_id is off: statements have no query id, and none is quarantined."),
+				 errhint("Set compute_query_id to auto (the default) or on.")));
+}
+
 /* create_budget: a new budget, checked as a whole. */
 static void
 apply_create(DbgateConfig *config, const PendingOp *op)
@@ -584,6 +609,7 @@ apply_create(DbgateConfig *config, const PendingOp *op)
 	dbgate_image_add_budget(config, &op->conf);
 	config->budgets[config->nbudgets - 1].src_index = -1;
 	config->budgets[config->nbudgets - 1].src_incarnation = 0;
+	warn_quarantine_inert(&op->conf);
 }
 
 /* alter_budget: the fields of the mask changed, the result checked. */
@@ -623,6 +649,8 @@ apply_alter(DbgateConfig *config, const PendingOp *op)
 	if (altered.max_active < config->budgets[bi].max_active)
 		check_reservations(config, altered.name, &altered, bi);
 	config->budgets[bi] = altered;
+	if (op->mask & DBGATE_FIELD_BIT(dbgate_field_index("quarantine")))
+		warn_quarantine_inert(&altered);
 }
 
 /*

@@ -10,7 +10,8 @@
  * Every hook calls the previous hook or the standard function.
  *
  * The settings are defined here, their variables where they are used:
- * dbgate.enabled, dbgate.max_budgets and dbgate.max_roles in shmem.c,
+ * dbgate.enabled, dbgate.max_budgets, dbgate.max_roles and
+ * dbgate.max_quarantine in shmem.c,
  * dbgate.default_budget in classify.c.  This file is the top of dbgate:
  * it wires the statement path (slot.c and below) and the configuration
  * side (config.c, wal.c) into PostgreSQL, and nothing calls into it.
@@ -27,6 +28,7 @@
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
+#include "parser/analyze.h"
 #include "storage/ipc.h"
 #include "tcop/pquery.h"
 #include "tcop/tcopprot.h"
@@ -64,6 +66,7 @@ static ExecutorFinish_hook_type prev_ExecutorFinish = NULL;
 static ExecutorEnd_hook_type prev_ExecutorEnd = NULL;
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 static object_access_hook_type prev_object_access_hook = NULL;
+static post_parse_analyze_hook_type prev_post_parse_analyze = NULL;
 
 extern PGDLLEXPORT void _PG_init(void);
 
@@ -81,6 +84,8 @@ static void dbgate_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 								  DestReceiver *dest, QueryCompletion *qc);
 static void dbgate_object_access(ObjectAccessType access, Oid classId,
 								 Oid objectId, int subId, void *arg);
+static void dbgate_post_parse_analyze(ParseState *pstate, Query *query,
+									  JumbleState *jstate);
 static void dbgate_xact_callback(XactEvent event, void *arg);
 static void dbgate_subxact_callback(SubXactEvent event,
 									SubTransactionId mySubid,
@@ -156,9 +161,9 @@ _PG_init(void)
 
 	DefineCustomIntVariable("dbgate.max_quarantine",
 							"Maximum number of quarantined queries.",
-							"Sizes the shared quarantine table; 0 means no quarantine, and no query ids are asked for.",
+							"Sizes the shared quarantine table; 0 means no quarantine.",
 							&dbgate_max_quarantine,
-							0,
+							1000,
 							0, DBGATE_MAX_QUARANTINE_LIMIT,
 							PGC_POSTMASTER,
 							0,
@@ -174,14 +179,6 @@ _PG_init(void)
 							   check_default_budget, assign_default_budget, NULL);
 
 	MarkGUCPrefixReserved("dbgate");
-
-	/*
-	 * quarantine.c: quarantined queries are known by their query id, which
-	 * PostgreSQL then computes for every statement (compute_query_id =
-	 * auto), as for pg_stat_statements
-	 */
-	if (dbgate_max_quarantine > 0)
-		EnableQueryId();
 
 	prev_shmem_request_hook = shmem_request_hook;
 	shmem_request_hook = dbgate_shmem_request_hook;
@@ -199,6 +196,12 @@ _PG_init(void)
 	ProcessUtility_hook = dbgate_ProcessUtility;
 	prev_object_access_hook = object_access_hook;
 	object_access_hook = dbgate_object_access;
+	/*
+	 * queryid.c: query ids for the statements of budgets that need them,
+	 * not EnableQueryId(), which would have every statement jumbled
+	 */
+	prev_post_parse_analyze = post_parse_analyze_hook;
+	post_parse_analyze_hook = dbgate_post_parse_analyze;
 	/* planner_hook: planner.c */
 	dbgate_planner_init();
 
@@ -666,6 +669,37 @@ dbgate_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 		debug_query_string == NULL && ActivePortal == NULL &&
 		CurrentMemoryContext == MessageContext)
 		dbgate_slot_call_start();
+}
+
+/* ----------
+ * Parse analysis
+ * ----------
+ */
+
+/*
+ * post_parse_analyze_hook: queryid.c gives a query id to the statements of
+ * budgets that need one, where PostgreSQL computed none; the next hook
+ * sees the query with it, and the JumbleState.  Apart, so that the hook
+ * itself, for every other statement, needs no stack frame and passes the
+ * query on with a jump.
+ */
+static pg_noinline void
+queryid_post_parse_analyze(ParseState *pstate, Query *query,
+						   JumbleState *jstate)
+{
+	jstate = dbgate_queryid_compute(pstate, query, jstate);
+	if (prev_post_parse_analyze)
+		prev_post_parse_analyze(pstate, query, jstate);
+}
+
+static void
+dbgate_post_parse_analyze(ParseState *pstate, Query *query,
+						  JumbleState *jstate)
+{
+	if (unlikely(!dbgate_queryid_unwanted(query)))
+		queryid_post_parse_analyze(pstate, query, jstate);
+	else if (prev_post_parse_analyze)
+		prev_post_parse_analyze(pstate, query, jstate);
 }
 
 /* ----------

@@ -45,15 +45,13 @@
  * with 'demote' it is gated by the budget's runaway_budget instead, and
  * counts as moved there (demote.c).
  *
- * Query ids are those PostgreSQL computes for pg_stat_statements: _PG_init
- * asks for them (EnableQueryId()) when dbgate.max_quarantine > 0, which
- * costs every statement of the server the jumbling of its query (README:
- * "Quarantine" has the figure); that is why the default is 0.  A
- * statement's id is dbgate_statement_queryid()'s (queryid.h), on both
- * sides: the runaway that makes the entry and the repeat that is looked up
- * (a cursor's FETCH runs under its DECLARE's id, which is what the DECLARE
- * of a repeat is looked up by).  With compute_query_id = off they are 0
- * and nothing is quarantined.
+ * Query ids are those PostgreSQL computes for pg_stat_statements, computed
+ * for the statements of budgets with runaway_after or quarantine entries
+ * only, where PostgreSQL computes none (queryid.c).  A statement's id is
+ * dbgate_statement_queryid()'s, on both sides: the runaway that makes the
+ * entry and the repeat that is looked up (a cursor's FETCH runs under its
+ * DECLARE's id, which is what the DECLARE of a repeat is looked up by).
+ * With compute_query_id = off they are 0 and nothing is quarantined.
  *
  * Persistence: entries are per server (a standby keeps its own).  At a
  * clean shutdown the worker writes the live entries to "dbgate.quarantine"

@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * queryid.h
- *	  Query ids (queryid.c): the one id of a statement that the quarantine
+ *	  Query ids (queryid.c): computed for the statements of the budgets
+ *	  that need them, and the one id of a statement that the quarantine
  *	  check and the runaway timer both use.
  *
  *-------------------------------------------------------------------------
@@ -11,7 +12,12 @@
 
 #include "nodes/parsenodes.h"
 #include "nodes/plannodes.h"
+#include "parser/parse_node.h"
 #include "utils/backend_status.h"
+
+#include "classify.h"
+#include "compat.h"
+#include "dbgate.h"
 
 /*
  * The query id of the command that runs a query of its own (DECLARE
@@ -19,6 +25,32 @@
  * VIEW) while it runs, else 0: set by dbgate.c's ProcessUtility hook.
  */
 extern uint64 dbgate_command_queryid;
+
+extern JumbleState *dbgate_queryid_compute(ParseState *pstate, Query *query,
+										   JumbleState *jstate);
+
+/*
+ * post_parse_analyze_hook (dbgate.c): does the query certainly need no id
+ * from dbgate_queryid_compute()?  Yes if the cached classification, still
+ * valid, says that its budget needs none (DbgateLookup.queryid): read as
+ * dbgate_classify() reads it, for a session whose session user cannot
+ * change (user_fixed: then the comparison with it, a call, is not needed;
+ * other sessions ask dbgate_queryid_compute()); or if it has PostgreSQL's
+ * own, or none may be computed (compute_query_id = off).  A few tests: no
+ * lock, no allocation, no clock, no call.
+ */
+static inline bool
+dbgate_queryid_unwanted(const Query *query)
+{
+	const DbgateLookupCache *c = &dbgate_lookup_cache;
+
+	/* the common case first: a budget without runaway_after, or none */
+	if (c->valid && c->user_fixed && !c->result.queryid &&
+		c->generation == pg_atomic_read_u64(&dbgate_shared->generation))
+		return true;
+	return query->queryId != UINT64CONST(0) ||
+		compute_query_id == COMPUTE_QUERY_ID_OFF;
+}
 
 /*
  * The query id of a statement that starts its run (ExecutorStart) with

@@ -38,7 +38,7 @@
 bool		dbgate_enabled = true;
 int			dbgate_max_budgets = 64;
 int			dbgate_max_roles = 1024;
-int			dbgate_max_quarantine = 0;
+int			dbgate_max_quarantine = 1000;
 
 DbgateShared *dbgate_shared = NULL;
 

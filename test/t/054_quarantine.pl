@@ -9,8 +9,9 @@
 #   4. a full table: the entry that would end first gives way;
 #   5. a streaming standby: quarantine_add there, its own runaways, nothing
 #      on the primary; the standby's entries survive its clean restart;
-#   6. dbgate.max_quarantine = 0 (the default): quarantine_add is refused
-#      (55000), the view is empty, runaways are still counted;
+#   6. dbgate.max_quarantine = 0: create_budget and alter_budget warn that
+#      a quarantine has no effect, quarantine_add is refused (55000), the
+#      view is empty, runaways are still counted;
 #   7. cursors (DECLARE and FETCH, as psycopg2's named cursors) and CREATE
 #      TABLE AS: the entry is made under the query id that the repeat is
 #      looked up by, the one pg_stat_activity shows for the DECLARE or the
@@ -18,7 +19,12 @@
 #   8. the check compares an entry's end with the current time: a
 #      statement of a DO block that began before the end, gated after it,
 #      is not held back (the runaway worker, which frees ended entries, is
-#      stopped meanwhile).
+#      stopped meanwhile);
+#   9. the defaults: dbgate.max_quarantine is 1000; query ids are computed
+#      for the statements of budgets with runaway_after or quarantine
+#      entries only (PostgreSQL's own jumbling, the same id), not with
+#      compute_query_id = off (then a warning); a quarantine works on a
+#      server with nothing set.
 #
 # Timing: the runaway that makes the entry waits on a lock that the test
 # holds until the entry is seen (the worker reads the text while the
@@ -222,18 +228,26 @@ $node->safe_psql('postgres', 'SELECT dbgate.quarantine_remove()');
 	$primary->stop;
 }
 
-# 6. No table (the default).
+# 6. No table (dbgate.max_quarantine = 0).  A quarantine can then never
+# take effect: create_budget and alter_budget say so.
 {
-	my $off = dbgate_node('quarantine_off');
-	is($off->safe_psql('postgres', 'SHOW dbgate.max_quarantine'), '0',
-		'off: dbgate.max_quarantine is 0 by default');
-	$off->safe_psql(
-		'postgres', q{
-		CREATE ROLE qa_u LOGIN;
-		SELECT dbgate.create_budget('qa_b', 10, runaway_after => '100ms',
-		                            runaway_action => 'cancel', quarantine => '1h');
-		SELECT dbgate.assign_role('qa_u', 'qa_b');
-	});
+	my $off = dbgate_node('quarantine_off', conf => "dbgate.max_quarantine = 0\n");
+	$off->safe_psql('postgres', 'CREATE ROLE qa_u LOGIN');
+	my ($err0, $err1, $err2);
+	(undef, undef, $err0) = run_sql($off,
+		q{SELECT dbgate.create_budget('qa_plain', 10, runaway_after => '100ms')});
+	($state, undef, $err1) = run_sql($off,
+		q{SELECT dbgate.create_budget('qa_b', 10, runaway_after => '100ms',
+		                              runaway_action => 'cancel', quarantine => '1h')});
+	is($state, '', 'off: a budget with a quarantine is created');
+	like($err1, qr/WARNING:  01000: quarantine of budget "qa_b" has no effect\n.*DETAIL:  dbgate.max_quarantine is 0/s,
+		'off: create_budget warns that the quarantine has no effect');
+	unlike($err0, qr/WARNING/, 'off: no warning for a budget without a quarantine');
+	(undef, undef, $err2) = run_sql($off,
+		q{SELECT dbgate.alter_budget('qa_plain', quarantine => '2h')});
+	like($err2, qr/WARNING:  01000: quarantine of budget "qa_plain" has no effect/,
+		'off: alter_budget warns as well');
+	$off->safe_psql('postgres', q{SELECT dbgate.assign_role('qa_u', 'qa_b')});
 	($state) = run_sql($off, q{SELECT dbgate.quarantine_add('qa_b', 5, '1 h')});
 	is($state, '55000', 'off: quarantine_add is refused');
 	($state) = run_sql($off, 'SELECT pg_sleep(5.0)', user => 'qa_u');
@@ -396,4 +410,79 @@ $h->quit;
 	$lk->quit;
 }
 $node->stop;
+
+# 9. The defaults (nothing set): a table of 1000; query ids only for the
+# statements of budgets with runaway_after or quarantine entries, and
+# PostgreSQL's own ones; nothing computed with compute_query_id = off.
+{
+	my $def = dbgate_node('quarantine_default');
+	is($def->safe_psql('postgres', 'SHOW dbgate.max_quarantine'), '1000',
+		'default: dbgate.max_quarantine is 1000');
+	$def->safe_psql(
+		'postgres', q{
+		CREATE ROLE qd_u LOGIN;
+		CREATE ROLE qd_plain LOGIN;
+		CREATE ROLE qd_free LOGIN;
+		CREATE ROLE qd_entry LOGIN;
+		SELECT dbgate.create_budget('qd_b', 10, runaway_after => '1h',
+		                            runaway_action => 'cancel', quarantine => '1h');
+		SELECT dbgate.create_budget('qd_p', 10);
+		SELECT dbgate.create_budget('qd_e', 10, runaway_action => 'cancel');
+		SELECT dbgate.assign_role('qd_u', 'qd_b');
+		SELECT dbgate.assign_role('qd_plain', 'qd_p');
+		SELECT dbgate.assign_role('qd_entry', 'qd_e');
+	});
+	my $own = 'SELECT query_id IS NOT NULL FROM pg_stat_activity WHERE pid = pg_backend_pid()';
+	my $o;
+	(undef, $o) = run_sql($def, $own, user => 'qd_u');
+	is($o, 't', 'default: a statement of a budget with runaway_after has a query id');
+	(undef, $o) = run_sql($def, $own, user => 'qd_plain');
+	is($o, 'f', 'default: one of a budget without runaway_after has none');
+	(undef, $o) = run_sql($def, $own, user => 'qd_free');
+	is($o, 'f', 'default: nor one of a session that is not gated');
+	(undef, $o) = run_sql($def, $own, user => 'qd_entry');
+	is($o, 'f', 'default: nor one of a budget without runaway_after or entries');
+	$def->safe_psql('postgres', q{SELECT dbgate.quarantine_add('qd_e', 12345, '1 h')});
+	(undef, $o) = run_sql($def, $own, user => 'qd_entry');
+	is($o, 't', 'default: a budget with quarantine entries has them');
+
+	# a quarantine, on a server with nothing set
+	my $lk = DbgateTest::Session->new($def);
+	$lk->query('SELECT pg_advisory_lock(93)');
+	$def->safe_psql('postgres',
+		q{SELECT dbgate.alter_budget('qd_b', runaway_after => '200ms')});
+	my $off0 = -s $def->logfile;
+	($state) = run_sql($def, 'SELECT pg_advisory_xact_lock_shared(93)', user => 'qd_u');
+	is($state, '57014', 'default: the runaway is canceled');
+	poll_ok($def, q{SELECT count(*) FROM dbgate.quarantine WHERE budget = 'qd_b'}, '1',
+		'default: its query is quarantined');
+	$def->safe_psql('postgres',
+		q{SELECT dbgate.alter_budget('qd_b', runaway_after => '1h')});
+	my $pgid = pg_query_id($def, 'SELECT pg_advisory_xact_lock_shared(94)');
+	is($def->safe_psql('postgres',
+			q{SELECT queryid FROM dbgate.quarantine WHERE budget = 'qd_b'}),
+		$pgid, 'default: under the query id that PostgreSQL computes');
+	ok(wait_log($def,
+			qr/runaway statement in budget "qd_b": pid \d+, query id \Q$pgid\E,/, $off0),
+		'default: the LOG line names it');
+	($state) = run_sql($def, 'SELECT pg_advisory_xact_lock_shared(94)', user => 'qd_u');
+	is($state, '53000', 'default: the repeat is refused');
+	$lk->query('SELECT pg_advisory_unlock_all()');
+	$lk->quit;
+
+	# compute_query_id = off: no query ids, nothing held back; a quarantine
+	# set meanwhile gets a warning
+	$def->safe_psql('postgres', q{ALTER ROLE qd_u SET compute_query_id = off});
+	(undef, $o) = run_sql($def, $own, user => 'qd_u');
+	is($o, 'f', 'compute_query_id = off: no query id');
+	($state) = run_sql($def, 'SELECT pg_advisory_xact_lock_shared(95)', user => 'qd_u');
+	is($state, '', 'compute_query_id = off: the repeat runs');
+	my $e;
+	(undef, undef, $e) = run_sql($def,
+		q{SET compute_query_id = off; SELECT dbgate.alter_budget('qd_p', runaway_after => '1h', quarantine => '1h')});
+	like($e, qr/WARNING:  01000: quarantine of budget "qd_p" has no effect\n.*DETAIL:  compute_query_id is off/s,
+		'compute_query_id = off: alter_budget warns');
+	$def->stop;
+}
+
 done_testing();
