@@ -30,15 +30,16 @@
 # controller, and one in a period runs its step), stimeout (a budget
 # with a statement_timeout that never fires) and runaway (the same budget
 # with runaway_after instead: its timer is armed and disarmed where the
-# statement timer is, and the two are compared in a line of their own),
+# statement timer is, and the two are compared in a line of their own; its
+# statements get query ids, jumbled by dbgate's post_parse_analyze hook),
 # demote (runaway_after with runaway_action 'demote': the slot's release
 # also closes its move word, demote.c);
 # queryid (the budget of mode budget on a server with
-# dbgate.max_quarantine > 0, which makes PostgreSQL compute a query id for
-# every statement: compared with budget by the whole statement, since the
-# jumbling is PostgreSQL's work outside the hooks) and qentry (the same
-# with a quarantine entry in the budget for another query: every statement
-# is looked up);
+# dbgate.max_quarantine = 100: compared with budget by the whole statement,
+# which until query ids were computed per budget (queryid.c) paid
+# PostgreSQL's jumbling of every statement) and qentry (the same with a
+# quarantine entry in the budget for another query: every statement is
+# jumbled and looked up);
 # memory and mincost are skipped, with a line that
 # says so, when the installed dbgate shows no effect of them (a probe: a
 # statement's memory grant in dbgate.backends, a cheap statement counted in
@@ -218,7 +219,9 @@ busiest_cg() {
 # Instructions per statement spent in dbgate's hooks, from the callgrind
 # file of the busiest process of the last run (N statements): the inclusive
 # cost of each hook minus that of the PostgreSQL function it wraps, plus the
-# transaction callback and the object access hook (called for every
+# transaction callback, the post_parse_analyze hook (query ids: the
+# jumbling it calls for the statements of budgets that need them counts
+# here) and the object access hook (called for every
 # function that an executor run or the planner prepares, inside the
 # wrapped functions).  Exact, unlike the difference of two runs, which
 # also carries PostgreSQL's own time-dependent work (statistics flushes).
@@ -245,6 +248,7 @@ hook_cost() { # statements
 		/:dbgate_ExecutorFinish / { t += num($1) } /:standard_ExecutorFinish / { t -= num($1) }
 		/:dbgate_ExecutorEnd /    { t += num($1) } /:standard_ExecutorEnd /    { t -= num($1) }
 		/:dbgate_xact_callback /  { t += num($1) }
+		/:dbgate_post_parse_analyze / { t += num($1) }
 		/:dbgate_object_access /  { t += num($1) }
 		END { printf "%d", t / n }'
 }
@@ -275,7 +279,7 @@ hook_cost_whole() { # statements
 		END {
 			t = inc["dbgate_planner"] + inc["dbgate_ExecutorStart"] + inc["dbgate_ExecutorRun"]
 			t += inc["dbgate_ExecutorFinish"] + inc["dbgate_ExecutorEnd"] + inc["dbgate_xact_callback"]
-			t += inc["dbgate_object_access"]
+			t += inc["dbgate_post_parse_analyze"] + inc["dbgate_object_access"]
 			t -= inc["standard_planner"] + inc["standard_ExecutorStart"] + inc["standard_ExecutorRun"]
 			t -= inc["standard_ExecutorFinish"] + inc["standard_ExecutorEnd"]
 			printf "%d", t / n
