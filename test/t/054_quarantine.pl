@@ -22,9 +22,9 @@
 #      stopped meanwhile);
 #   9. the defaults: dbgate.max_quarantine is 1000; query ids are computed
 #      for the statements of budgets with runaway_after or quarantine
-#      entries only (PostgreSQL's own jumbling, the same id), not with
-#      compute_query_id = off (then a warning); a quarantine works on a
-#      server with nothing set.
+#      entries only (PostgreSQL's own jumbling, the same id), also for a
+#      statement prepared before, not with compute_query_id = off (then a
+#      warning); a quarantine works on a server with nothing set.
 #
 # Timing: the runaway that makes the entry waits on a lock that the test
 # holds until the entry is seen (the worker reads the text while the
@@ -445,6 +445,22 @@ $node->stop;
 	$def->safe_psql('postgres', q{SELECT dbgate.quarantine_add('qd_e', 12345, '1 h')});
 	(undef, $o) = run_sql($def, $own, user => 'qd_entry');
 	is($o, 't', 'default: a budget with quarantine entries has them');
+
+	# a statement prepared while its budget needed no ids is parsed again,
+	# with one, once the budget has entries ('log': counted, run)
+	my $p = DbgateTest::Session->new($def, user => 'qd_plain');
+	$p->query('PREPARE qd_q AS SELECT pg_advisory_xact_lock_shared(96)');
+	($state) = ($p->query('EXECUTE qd_q'))[2];
+	is($state, '', 'prepared: runs');
+	my $qid96 = pg_query_id($def, 'SELECT pg_advisory_xact_lock_shared(96)');
+	$def->safe_psql('postgres', "SELECT dbgate.quarantine_add('qd_p', $qid96, '1 h')");
+	($state) = ($p->query('EXECUTE qd_q'))[2];
+	is($state, '', 'prepared: runs (\'log\')');
+	is($def->safe_psql('postgres',
+			q{SELECT quarantined FROM dbgate.status WHERE budget = 'qd_p'}),
+		'1', 'prepared: its query was looked up with its id');
+	$p->quit;
+	$def->safe_psql('postgres', q{SELECT dbgate.quarantine_remove('qd_p')});
 
 	# a quarantine, on a server with nothing set
 	my $lk = DbgateTest::Session->new($def);
