@@ -55,11 +55,12 @@ dbgate_queryid_unwanted(const Query *query)
 /*
  * The query id of a statement that starts its run (ExecutorStart) with
  * command_id the id of the command around it (dbgate_command_queryid):
- *	  - in a command that runs a query of its own, the command's id (its
- *		query's plan has none before PostgreSQL 18, and a cursor's rows
- *		are fetched by later statements, FETCH, that have ids of their
- *		own): the id that pg_stat_activity.query_id shows for DECLARE or
- *		CREATE TABLE AS, and that FETCH then runs under;
+ *	  - in a command that runs a query of its own, the command's id (the
+ *		plan of its query has none on 15 to 17, where PostgreSQL jumbles
+ *		only the command, and a cursor's rows are fetched by later
+ *		statements, FETCH, that have ids of their own): the id that
+ *		pg_stat_activity.query_id shows for DECLARE or CREATE TABLE AS,
+ *		and that FETCH then runs under, on every version;
  *	  - otherwise the id of the plan (a statement, a statement of a
  *		function or DO block, the query of EXPLAIN ANALYZE: the id under
  *		which pg_stat_statements counts it);
