@@ -70,8 +70,8 @@
  *				statement.
  *
  * Shadow budgets (enforce = false): every action acts as 'log' (the
- * runaway is still counted and logged).  'demote' acts as 'log' until the
- * move is built here.
+ * runaway is still counted and logged).  'demote' of an enforcing budget
+ * is the move of demote.c, made by this worker.
  *
  * Fast-path function calls and gated utility commands arm no runaway
  * timer (no ExecutorRun wraps them).
