@@ -63,6 +63,8 @@
 # what does not depend on the server's version: the "alone" suite and the
 # smoke scripts of $HOST_ONLY_SMOKE; set by the matrix for the versions in
 # roots when this system's version is in the same run),
+# CHECK_BESIDE=1 (the smoke and package suites beside the TAP lanes, and
+# a version's package suite beside its suites in the root),
 # CHECK_PG, CHECK_TIMEOUT (seconds per command, default
 # 600), CHECK_KEEP=1 (like --keep), PG_TEST_TIMEOUT_DEFAULT (TAP waits,
 # default here 60), PGISOLATIONTIMEOUT (isolation step waits, default here
@@ -347,8 +349,8 @@ matrix_package() {
 	local opts=()
 	[[ -z $do_install ]] && opts+=(--no-update)
 	[[ -n $keep ]] && opts+=(--keep)
-	# Beside the version's other suites (see side_start): its output is
-	# shown when they end (matrix_package_finish).
+	# In the background (beside the version's other suites with
+	# CHECK_BESIDE): its output is shown by matrix_package_finish.
 	bash "$DBGATE_TOP/test/package.sh" ${opts[@]+"${opts[@]}"} "$v" \
 		</dev/null >"$M_LOGS/package$v.log" 2>&1 &
 	M_PKG=$!
@@ -499,9 +501,12 @@ run_matrix() {
 			matrix_child "$M_LOGS/pg$v.log" bash "${BASH_SOURCE[0]}" --host \
 				${pass_args[@]+"${pass_args[@]}"} $(matrix_suites package)
 		else
-			matrix_package "$v"
+			# the package suite beside the root's suites with
+			# CHECK_BESIDE=1, after them otherwise
+			[[ -n ${CHECK_BESIDE:-} ]] && matrix_package "$v"
 			matrix_root "$v"
 			p0=$v_passed f0=$v_failed s0=$v_skipped
+			[[ -z ${CHECK_BESIDE:-} ]] && matrix_package "$v"
 			matrix_package_finish "$v"
 			v_passed=$((v_passed + p0)) v_failed=$((v_failed + f0))
 			v_skipped=$((v_skipped + s0))
@@ -1119,13 +1124,14 @@ fi
 echo "== build: ok ($((SECONDS - t0)) s)"
 
 cd "$WORK/tree" || exit 1
-# The smoke scripts and the package suite run beside the TAP lanes when
-# both are asked for: the TAP files spend most of their time waiting for
-# states and timers, and none of their verdicts depends on how busy the
-# machine is (docs/testing.md), so the host's part of the suite ends in
-# the time of the TAP lanes instead of their sum.
+# With CHECK_BESIDE=1, the smoke scripts and the package suite run beside
+# the TAP lanes when both are asked for (none of the TAP verdicts depends
+# on how busy the machine is: docs/testing.md).  Off by default: on a
+# machine of 2 CPUs the lanes already keep them busy, and the builds of
+# the smoke and package suites beside them made the whole longer, not
+# shorter (test/README.md has the figures).
 side=()
-if [[ " ${suites[*]} " == *" tap "* ]]; then
+if [[ -n ${CHECK_BESIDE:-} && " ${suites[*]} " == *" tap "* ]]; then
 	for s in smoke package; do
 		[[ " ${suites[*]} " == *" $s "* ]] && side+=("$s")
 	done
