@@ -31,7 +31,8 @@ use Time::HiRes qw(time);
 
 our @EXPORT = qw(dbgate_node dbgate_standby run_sql sqlstate counters_are status_of
   poll_ok backends_of backend_state slot_holder queued_waiter admitted_at_once
-  wire_run wire_start wire_finish walgen_functions walgen_log_image);
+  wire_run wire_start wire_finish walgen_functions walgen_log_image
+  worker_pid worker_runs);
 
 # The counters of dbgate.status that counters_are() compares; those not
 # named in the expected hash must be 0.
@@ -228,6 +229,38 @@ sub admitted_at_once
 	is($out, "|t|$what", $names->[1]) or diag $err;
 	$n->quit;
 	return $during;
+}
+
+# worker_pid(NODE) -> the pid of NODE's runaway worker ('' when it is not
+# there), from ps: "postgres: NODE: dbgate runaway worker"
+sub worker_pid
+{
+	my ($n) = @_;
+	my $name = $n->name;
+	for (`ps -eo pid=,args=`)
+	{
+		return $1 if /^\s*(\d+) postgres: \Q$name\E: dbgate runaway worker\s*$/;
+	}
+	return '';
+}
+
+# worker_runs(NODE, NAME, not => PID) -> its pid: one assertion that a
+# runaway worker (other than PID) runs, waited for up to the default
+# timeout
+sub worker_runs
+{
+	my ($n, $name, %p) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	my $pid = '';
+	for (1 .. 10 * $PostgreSQL::Test::Utils::timeout_default)
+	{
+		$pid = worker_pid($n);
+		last if $pid ne '' && (!defined $p{not} || $pid ne $p{not});
+		$pid = '';
+		select(undef, undef, undef, 0.1);
+	}
+	ok($pid ne '', $name);
+	return $pid;
 }
 
 # poll_ok(NODE, SQL, EXPECTED, NAME): one assertion that SQL (run as the

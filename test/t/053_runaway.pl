@@ -61,36 +61,6 @@ $node->safe_psql(
 	GRANT SELECT ON ra_t TO ra_u;
 });
 
-# the pid of node n's runaway worker ('' when it is not there), from ps:
-# "postgres: NODE: dbgate runaway worker"
-sub worker_pid
-{
-	my ($n) = @_;
-	my $name = $n->name;
-	for (`ps -eo pid=,args=`)
-	{
-		return $1 if /^\s*(\d+) postgres: \Q$name\E: dbgate runaway worker\s*$/;
-	}
-	return '';
-}
-
-# worker_runs(n, name, not => pid): one assertion that a worker (other
-# than pid) runs within the default timeout
-sub worker_runs
-{
-	my ($n, $name, %p) = @_;
-	my $pid = '';
-	for (1 .. 10 * $PostgreSQL::Test::Utils::timeout_default)
-	{
-		$pid = worker_pid($n);
-		last if $pid ne '' && (!defined $p{not} || $pid ne $p{not});
-		$pid = '';
-		select(undef, undef, undef, 0.1);
-	}
-	ok($pid ne '', $name);
-	return $pid;
-}
-
 sub runaways
 {
 	my ($n, $budget) = @_;

@@ -55,18 +55,6 @@ $node->safe_psql(
 my $view = q{SELECT budget, query, runaways, hits, until FROM dbgate.quarantine
              ORDER BY budget, queryid};
 
-# the pid of node n's runaway worker ('' when it is not there)
-sub worker_pid
-{
-	my ($n) = @_;
-	my $name = $n->name;
-	for (`ps -eo pid=,args=`)
-	{
-		return $1 if /^\s*(\d+) postgres: \Q$name\E: dbgate runaway worker\s*$/;
-	}
-	return '';
-}
-
 sub quarantined
 {
 	my ($n) = @_;
