@@ -2227,7 +2227,7 @@ ok($mon->{nviolations} == 0, 'every sample of dbgate.status and dbgate.backends 
 # ---------------------------------------------------------------------
 # Server log
 
-my ($problems, $kills_seen) = scan_log(file => $node->logfile, killed => \@killed);
+my ($problems, $kills_seen, $quitting) = scan_log(file => $node->logfile, killed => \@killed);
 ok(!@$problems, 'the server log shows no PANIC, assertion or unexpected crash')
   or diag join("\n", @$problems[ 0 .. ($#$problems < 40 ? $#$problems : 39) ]);
 is($kills_seen, scalar @killed, 'the server log shows each deliberate kill -9');
@@ -2245,6 +2245,8 @@ push @fig, sprintf('statements %d (%s); operations: %s',
 push @fig, 'outcomes: ' . join(', ',
 	map { my $k = $_; (my $n = $k) =~ s/^outcome_//; "$n $tot{all}{$k}" }
 	grep { /^outcome_/ } sort keys %{ $tot{all} });
+push @fig, sprintf('%d line(s) of glibc from backends quitting after a deliberate kill -9 (the SIGQUIT handler\'s message)%s',
+	scalar @$quitting, @$quitting ? ": $quitting->[0]" : '');
 push @fig, 'errors by SQLSTATE: ' . join(', ', map { "$_ $errors{$_}" } sort keys %errors);
 # all epochs; for soak_c, since it was last created in each epoch
 my %sum;

@@ -537,21 +537,53 @@ sub lh_before
 	return $lo > 0 ? $h->[ $lo - 1 ][1] : 0;
 }
 
-# scan_log(file => F, killed => [pids]) -> (problems, deliberate kills seen)
+# scan_log(file => F, killed => [pids]) -> (problems, deliberate kills seen,
+#                                            lines of a quitting backend)
+#
+# After a deliberate kill -9 the postmaster sends SIGQUIT to every other
+# child, and a client backend's SIGQUIT handler (PostgreSQL's quickdie())
+# builds a message for its client from inside the signal handler: when the
+# signal came in the middle of a malloc() of that backend, glibc may find
+# its heap half updated and abort the process with "Fatal glibc error" or
+# "malloc(): ..." on stderr (PostgreSQL's own comment there says so).  The
+# postmaster logs no exit of the children it told to quit.  Such lines are
+# counted apart, and only between the postmaster's "terminating any other
+# active server processes" that follows a deliberate kill and its
+# "all server processes terminated; reinitializing"; the same lines
+# anywhere else are problems.
 sub scan_log
 {
 	my (%p) = @_;
 	my %killed = map { $_ => 1 } @{ $p{killed} };
 	my @problems;
+	my @quitting;
 	my $seen = 0;
-	open(my $fh, '<', $p{file}) or return ([ "cannot read $p{file}: $!" ], 0);
+	my $deliberate = 0;    # the last child crash was a deliberate kill
+	my $window = 0;        # between its SIGQUIT to all and the reinit
+	open(my $fh, '<', $p{file}) or return ([ "cannot read $p{file}: $!" ], 0, []);
 	while (my $line = <$fh>)
 	{
 		chomp $line;
 		if ($line =~ /\(PID (\d+)\) was terminated by signal (\d+)/)
 		{
-			if ($killed{$1} && $2 == 9) { $seen++; next; }
+			if ($killed{$1} && $2 == 9) { $seen++; $deliberate = 1; next; }
+			$deliberate = 0;
 			push @problems, $line;
+			next;
+		}
+		if ($line =~ /terminating any other active server processes/)
+		{
+			$window = $deliberate;
+			next;
+		}
+		if ($line =~ /all server processes terminated; reinitializing/)
+		{
+			$window = $deliberate = 0;
+			next;
+		}
+		if ($window && $line =~ /^(?:Fatal glibc error: |malloc\(\)|free\(\)|corrupted )/)
+		{
+			push @quitting, $line;
 			next;
 		}
 		# a parallel worker ends with an error when its leader is
@@ -560,10 +592,10 @@ sub scan_log
 		  if $line =~
 		  /background worker "parallel worker" \(PID \d+\) exited with exit code 1$/;
 		push @problems, $line
-		  if $line =~ /PANIC|TRAP:|[Aa]ssert|terminated by signal|exited with exit code|WARNING:.*dbgate|dbgate\.state\.corrupt/;
+		  if $line =~ /PANIC|TRAP:|[Aa]ssert|terminated by signal|exited with exit code|WARNING:.*dbgate|dbgate\.state\.corrupt|^Fatal glibc error|^malloc\(\)|^free\(\)|^corrupted /;
 	}
 	close $fh;
-	return (\@problems, $seen);
+	return (\@problems, $seen, \@quitting);
 }
 
 1;
