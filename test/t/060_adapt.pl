@@ -21,8 +21,9 @@
 # The signals of the law count this server's backends only (R, C: those
 # without a wait event), so other processes that load the machine do not
 # make L fall; they can only delay its fall (a throughput that they cut
-# makes rule 2 take a step back); see section 2 for the one assertion
-# that a busy machine could still affect.
+# makes rule 2 take a step back).  That sleeping statements keep L (section
+# 2) is shown with the sleepers asleep throughout, so no scheduler can put
+# enough of them on a CPU at a step.
 use strict;
 use warnings FATAL => 'all';
 
@@ -74,17 +75,18 @@ PostgreSQL::Test::Utils::append_to_file($cpu_sql,
 	"SELECT count(*) FROM generate_series(1, 300000);\n");
 PostgreSQL::Test::Utils::append_to_file($sleep_sql, "SELECT pg_sleep(0.01);\n");
 
-# load(NODE, ROLE, FILE, SECONDS): pgbench with M clients of FILE as ROLE
-# on NODE, in the background.  Without SECONDS it runs until stop() ends
+# load(NODE, ROLE, FILE, SECONDS, CLIENTS): pgbench with CLIENTS (default
+# M) clients of FILE as ROLE on NODE, in the background.  Without SECONDS it runs until stop() ends
 # it (its own -T only bounds a test that died).
 sub load
 {
-	my ($n, $role, $file, $seconds) = @_;
+	my ($n, $role, $file, $seconds, $clients) = @_;
 	$seconds //= 3 * $PostgreSQL::Test::Utils::timeout_default;
+	$clients //= $M;
 	my ($out, $err) = ('', '');
 	my $h = IPC::Run::start(
 		[
-			'pgbench', '-n', '-c', $M, '-j', 2, '-T', $seconds,
+			'pgbench', '-n', '-c', $clients, '-j', ($clients > 1 ? 2 : 1), '-T', $seconds,
 			'-f', $file, '-h', $n->host, '-p', $n->port,
 			'-U', $role, 'postgres'
 		],
@@ -195,18 +197,45 @@ is(active_queued('ad_cpu'), "$l_cpu:1",
 release('ad_cpu', @held);
 
 # ---------------------------------------------------------------------------
-# 2. sleep-bound statements: L stays at max_active.  The one assertion
-# that other work on the machine could affect: rule 3 reads which
-# backends have no wait event at the moment of a step, and a backend back
-# from its 10 ms sleep counts as on a CPU until it waits again (for its
-# client).  Were more than 8 x the CPUs of this server's backends caught
-# between their waits at one step, a quarter of L of them the budget's
-# statements, L would fall by a step (and rise again by rule 5 while work
-# waits).  A backend is runnable that long only when the CPUs are taken
-# from it; no SQL control keeps that out.
-my $sleep = load($node, 'ad_sleep', $sleep_sql, 4);
-ok(finish($sleep) > 0, 'sleep-bound: the clients ran');
+# 2. sleep-bound statements: L stays at max_active.  M - 1 statements of
+# the budget sleep (wait event PgSleep) for as long as the test needs,
+# seen admitted and asleep before anything else runs; one client then
+# runs short statements of the budget for 2 s, whose ends take the steps
+# of the law (one per period of 250 ms).  At each step nearly all of L is
+# active (so no rule 1), and the budget's statements on a CPU are at most
+# the one that takes the step (a quarter of L would be needed for rule 3,
+# and R, the server's runnable backends, stays far below 8 x the CPUs):
+# L cannot fall, however busy the machine is.  Were sleeping statements
+# counted as on a CPU, R and C would be M and the first step would lower
+# L.  The sleepers are then terminated, and the budget's adaptive limit is
+# started again ('off', then 'on': L = max_active) for section 7, since
+# the ends of M - 1 statements at once are steps of a CPU-bound moment.
+my @sleepers;
+for (1 .. $M - 1)
+{
+	my $s = DbgateTest::Session->new($node, user => 'ad_sleep');
+	$s->send('SELECT pg_sleep(3600)');
+	push @sleepers, $s;
+}
+poll_ok($node,
+	"SELECT (SELECT active FROM dbgate.status WHERE budget = 'ad_sleep')
+	     || ':' || (SELECT count(*) FROM pg_stat_activity
+	                 WHERE usename = 'ad_sleep' AND wait_event = 'PgSleep')",
+	($M - 1) . ':' . ($M - 1), 'sleep-bound: M - 1 statements are admitted and asleep');
+my $sleep = load($node, 'ad_sleep', $sleep_sql, 2, 1);
+ok(finish($sleep) > 0, 'sleep-bound: the client ran');
 is(limit_of('ad_sleep'), $M, 'sleep-bound: L stays at max_active');
+$node->safe_psql('postgres',
+	"SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE usename = 'ad_sleep'");
+$_->quit for @sleepers;
+poll_ok($node,
+	"SELECT active + queued FROM dbgate.status WHERE budget = 'ad_sleep'", '0',
+	'sleep-bound: the sleepers are gone');
+$node->safe_psql('postgres', q{
+	SELECT dbgate.alter_budget('ad_sleep', adapt => 'off');
+	SELECT dbgate.alter_budget('ad_sleep', adapt => 'on');
+});
+is(limit_of('ad_sleep'), $M, 'sleep-bound: L starts again at max_active');
 
 # ---------------------------------------------------------------------------
 # 3. shadow: L is computed, admission is as without it.  (In shadow mode
