@@ -13,7 +13,8 @@
 # what the server looks up by name -- every function the install scripts
 # name and its info function, _PG_init, Pg_magic_func, the background
 # worker's entry point -- and nothing else (hidden visibility, also on 15);
-# and the layers of src/README hold (test/tools/layers.sh).
+# and the layers of src/README hold (test/tools/layers.sh, with the edges
+# test/tools/layers.allow lets pass for now).
 # Exit 0 = pass, 77 = skipped (make or nm missing), anything else = fail.
 set -euo pipefail
 
@@ -128,13 +129,16 @@ echo "ok: $(echo "$want" | wc -l) symbols exported, the ones the server looks up
 # the layers of src/README, from the objects just built: no file-to-file
 # cycle, nothing calls into dbgate.c, the statement path reaches nothing of
 # the configuration's writing side, which reaches the queues through
-# queue.c only (test/tools/layers.sh exits 1 on a violation)
+# queue.c only; and of the modules with their headers, no cycle or upward
+# dependency that test/tools/layers.allow does not list (test/tools/layers.sh
+# exits 1 on a violation)
 if ! out=$(cd "$A" && bash test/tools/layers.sh 2>&1); then
 	echo "$out"
-	fail "test/tools/layers.sh found a violation of the layers"
+	fail "test/tools/layers.sh found a violation of the layers (a new edge upward or in a cycle goes away, or, if it must stay for now, into test/tools/layers.allow)"
 fi
 grep -q '^file-to-file cycles: 0$' <<<"$out" || {
 	echo "$out"
 	fail "a file-to-file cycle"
 }
-echo "ok: layers as src/README says ($(grep -c . <<<"$out") lines of report, no cycle)"
+grep '^gone ' <<<"$out" || true
+echo "ok: layers as src/README says ($(grep -c . <<<"$out") lines of report, no file-to-file cycle; modules: $(tail -1 <<<"$out"), all in test/tools/layers.allow)"
