@@ -10,6 +10,8 @@
 #   counters_are($node, 'budget', { active => 1, admitted => 1 }, 'name');
 #   my $h = slot_holder($node, 'alice', 1, 'name');   # active until lock 1 goes
 #   my $w = queued_waiter($node, 'alice', 'w', 'name'); # queued behind it
+#   poll_ok($node, 'SELECT count(*) FROM dbgate.backends', '0', 'name');
+#   my $out = poll_psql($node, 'SELECT ...');   # safe_psql, without a new psql
 #
 # SQLSTATEs are taken from psql's verbose error format
 # ("ERROR:  53300: budget ..."), so tests assert the exact code.
@@ -30,7 +32,7 @@ use Test::More;
 use Time::HiRes qw(time);
 
 our @EXPORT = qw(dbgate_node dbgate_standby run_sql sqlstate counters_are status_of
-  poll_ok backends_of backend_state slot_holder queued_waiter admitted_at_once
+  poll_ok poll_until poll_psql backends_of backend_state slot_holder queued_waiter admitted_at_once
   wire_run wire_start wire_finish walgen_functions walgen_log_image
   worker_pid worker_runs);
 
@@ -103,10 +105,10 @@ sub status_of
 {
 	my ($node, $budget, %p) = @_;
 	my @cols = (@COUNTERS, qw(max_active max_queued peak_active peak_queued));
-	my $out = $node->safe_psql($p{db} // 'postgres',
+	my $out = poll_psql($node,
 		    'SELECT '
 		  . join(', ', @cols)
-		  . " FROM dbgate.status WHERE budget = '$budget'");
+		  . " FROM dbgate.status WHERE budget = '$budget'", %p);
 	return undef if $out eq '';
 	my %h;
 	@h{@cols} = split /\|/, $out;
@@ -138,10 +140,10 @@ sub counters_are
 sub backends_of
 {
 	my ($node, $budget, %p) = @_;
-	return $node->safe_psql($p{db} // 'postgres',
+	return poll_psql($node,
 		"SELECT string_agg(pid || ':' || state || ':' || coalesce(queue_position::text, '-'), ','
 		   ORDER BY state, queue_position, pid)
-		   FROM dbgate.backends WHERE budget = '$budget'");
+		   FROM dbgate.backends WHERE budget = '$budget'", %p);
 }
 
 # backend_state(NODE, SESSION) -> the state of SESSION's backend in
@@ -149,7 +151,7 @@ sub backends_of
 sub backend_state
 {
 	my ($node, $s) = @_;
-	return $node->safe_psql('postgres',
+	return poll_psql($node,
 		'SELECT state FROM dbgate.backends WHERE pid = ' . $s->pid);
 }
 
@@ -215,14 +217,14 @@ sub admitted_at_once
 	$ctl->query("SELECT pg_advisory_lock($key)");
 	my $n = DbgateTest::Session->new($node, user => $user);
 	$n->send("SELECT pg_advisory_lock_shared($key), pg_advisory_unlock_shared($key), '$what'");
-	$node->poll_query_until('postgres',
+	poll_until($node,
 		"SELECT state IN ('active', 'queued') FROM dbgate.backends WHERE pid = "
 		  . $n->pid)
 	  or die "$names->[0]: the statement of $user did not reach the gate";
 	my $state = backend_state($node, $n);
 	is($state, 'active', $names->[0]);
 	my $during = $p{during} ? $p{during}->() : undef;
-	$node->safe_psql('postgres', 'SELECT pg_cancel_backend(' . $n->pid . ')')
+	poll_psql($node, 'SELECT pg_cancel_backend(' . $n->pid . ')')
 	  if $state ne 'active';
 	$ctl->query("SELECT pg_advisory_unlock($key)");
 	my ($out, $err) = $n->result;
@@ -263,15 +265,74 @@ sub worker_runs
 	return $pid;
 }
 
-# poll_ok(NODE, SQL, EXPECTED, NAME): one assertion that SQL (run as the
-# superuser in database postgres) returns EXPECTED within the default
-# timeout.
+# poll_ok(NODE, SQL, EXPECTED, NAME, db => DB): one assertion that SQL
+# (run as the superuser in database postgres, or DB) returns EXPECTED
+# within the default timeout (poll_until).
 sub poll_ok
 {
 	my ($node, $sql, $expected, $name, %p) = @_;
 	local $Test::Builder::Level = $Test::Builder::Level + 1;
-	return ok($node->poll_query_until($p{db} // 'postgres', $sql, $expected),
-		$name);
+	return ok(poll_until($node, $sql, $expected, %p), $name);
+}
+
+# poll_until(NODE, SQL, EXPECTED, db => DB) -> 1 once SQL returns EXPECTED
+# ('t' by default) with nothing on stderr, 0 when it has not within the
+# default timeout: PostgreSQL::Test::Cluster's poll_query_until(), with
+# its timeout and its diagnostics (the last output), but SQL runs every
+# 50 ms in NODE's poll session (DbgateTest::Poll below) instead of in a
+# new psql and a new backend each time.
+sub poll_until
+{
+	my ($node, $sql, $expected, %p) = @_;
+	$expected //= 't';
+	my $db = $p{db} // 'postgres';
+	my ($out, $err);
+	my $until = time + $PostgreSQL::Test::Utils::timeout_default;
+	for (;;)
+	{
+		($out, $err) = DbgateTest::Poll::query($node, $db, $sql);
+		if (defined $out && $out eq $expected && $err eq '')
+		{
+			DbgateTest::Poll::end_sessions($node, $db) if $db ne 'postgres';
+			return 1;
+		}
+		last if time > $until;
+		select(undef, undef, undef, 0.05);
+	}
+	DbgateTest::Poll::end_sessions($node, $db) if $db ne 'postgres';
+	$out //= '';
+	$err //= '(the poll session was lost)';
+	diag qq(poll_query_until timed out executing this query:
+$sql
+expecting this output:
+$expected
+last actual query output:
+$out
+with stderr:
+$err);
+	return 0;
+}
+
+# poll_psql(NODE, SQL, db => DB) -> STDOUT: safe_psql() run in NODE's poll
+# session (database postgres; another DB gets a psql of its own, as
+# safe_psql), for the reads that tests repeat; dies on an error, as
+# safe_psql (but statements after the failing one have run: use it for
+# reads).  A session lost to a restart is opened again once.
+sub poll_psql
+{
+	my ($node, $sql, %p) = @_;
+	my $db = $p{db} // 'postgres';
+	return $node->safe_psql($db, $sql) if $db ne 'postgres';
+	my ($out, $err) = DbgateTest::Poll::query($node, $db, $sql);
+	($out, $err) = DbgateTest::Poll::query($node, $db, $sql)
+	  unless defined $out;
+	die "poll session of node " . $node->name . " lost: $err"
+	  unless defined $out;
+	die "error running SQL: '$err'\nwhile running '$sql'"
+	  if $err =~ /\b(?:ERROR|FATAL|PANIC):/;
+	print "#### Begin standard error\n$err\n#### End standard error\n"
+	  if $err ne '';
+	return $out;
 }
 
 # wire_run(NODE, USER, LINES) -> output lines of test/tools/pgwire.py, a
@@ -361,6 +422,121 @@ sub walgen_log_image
 }
 
 # ---------------------------------------------------------------------------
+# The poll session: one psql per node (and database) that poll_until(),
+# poll_ok(), poll_psql() and the reads of this module (status_of,
+# backends_of, backend_state, a Session's pid) run their SQL in, opened on
+# first use and kept: a poll in a new psql each 100 ms (poll_query_until)
+# starts a process and a backend, with authentication, each time, and the
+# tests poll a lot.  It is a session of the bootstrap superuser (never
+# gated, never counted in a budget, not in dbgate.backends) with
+# application_name 'dbgate_poll'; a query of a test that counts sessions
+# in pg_stat_activity sees it.  A session lost to a restart, a crash
+# restart or a terminate is noticed by the query that fails (its psql
+# exits: a psql reading a script does not reconnect) and opened again by
+# the next one; stop, restart, kill9, promote and teardown_node of the node
+# close it first, so that no psql outlives its server.  A session of
+# another database than postgres is closed after each poll (it would stand
+# in the way of DROP DATABASE).
+
+package DbgateTest::Poll;
+
+use strict;
+use warnings FATAL => 'all';
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+
+my %open;    # "node name/database" -> { psql, marker, owner }
+
+# query(NODE, DB, SQL) -> (STDOUT, STDERR) of SQL in the poll session of
+# NODE and DB (opened when there is none), or (undef, WHY) when the session
+# could not be opened or was lost on the way (it is closed then).
+sub query
+{
+	my ($node, $db, $sql) = @_;
+	local $SIG{PIPE} = 'IGNORE';    # a psql that exited: its stdin is closed
+	my $key = $node->name . "/$db";
+	my $s = $open{$key};
+	if (!$s)
+	{
+		local $ENV{PGAPPNAME} = 'dbgate_poll';
+		my $psql = eval {
+			$node->background_psql($db, on_error_stop => 0, wait => 0);
+		};
+		return (undef, "could not start psql: $@") unless $psql;
+		$s = $open{$key} = { psql => $psql, marker => 0, owner => $$ };
+	}
+	my $psql = $s->{psql};
+	my $m = 'dbgate_poll_' . ++$s->{marker};
+	$psql->{stdout} = '';
+	$psql->{stderr} = '';
+	# on a line of its own: SQL may end in a comment
+	$sql .= "\n;" unless $sql =~ /;\s*\z/;
+	$psql->{timeout}->start($PostgreSQL::Test::Utils::timeout_default);
+	$psql->{stdin} .= "$sql\n\\echo $m\n\\warn $m\n";
+	my $done = eval {
+		$psql->{run}->pump()
+		  until ($psql->{stdout} =~ /^$m\n/m && $psql->{stderr} =~ /^$m\n/m)
+		  || !$psql->{run}->pumpable
+		  || $psql->{timeout}->is_expired;
+		1;
+	};
+	my ($out, $err) = ($psql->{stdout}, $psql->{stderr});
+	# psql may go on after its connection was lost (its next statements
+	# fail): a FATAL or a lost connection ends the session
+	if (!$done
+		|| !($out =~ s/^$m\n//m && $err =~ s/^$m\n//m)
+		|| $err =~ /\bFATAL:|server closed the connection|no connection to the server|connection to server was lost|terminating connection because of crash/
+	  )
+	{
+		$err .= $@ if !$done;
+		end_sessions($node, $db);
+		chomp $err;
+		return (undef, $err);
+	}
+	chomp $out;
+	chomp $err;
+	return ($out, $err);
+}
+
+# end_sessions(NODE, DB): end NODE's poll session of DB, or with DB undef all of
+# NODE's, if open.  In a forked process, only forget them: the psql is the
+# parent's.
+sub end_sessions
+{
+	my ($node, $db) = @_;
+	local $SIG{PIPE} = 'IGNORE';
+	my $name = $node->name;
+	for my $key (grep { m{^\Q$name\E/(.*)\z} && (!defined $db || $1 eq $db) }
+		keys %open)
+	{
+		my $s = delete $open{$key};
+		next if $s->{owner} != $$;
+		my $psql = $s->{psql};
+		eval {
+			$psql->{timeout}->start($PostgreSQL::Test::Utils::timeout_default);
+			$psql->{stdin} .= "\\q\n" if $psql->{run}->pumpable;
+			$psql->{run}->finish;
+		};
+		eval { $psql->{run}->kill_kill; } if $@;
+	}
+	return;
+}
+
+# A node's poll sessions end before the node stops, restarts, crashes on
+# purpose or is promoted (the next poll opens one again).
+for my $method (qw(stop restart kill9 promote teardown_node))
+{
+	no strict 'refs';
+	no warnings 'redefine';
+	my $orig = \&{"PostgreSQL::Test::Cluster::$method"};
+	*{"PostgreSQL::Test::Cluster::$method"} = sub {
+		DbgateTest::Poll::end_sessions($_[0]);
+		goto &$orig;
+	};
+}
+
+# ---------------------------------------------------------------------------
 # A psql session in the background, for statements that block (queued,
 # waiting for a lock) while the test goes on.  Errors do not end the
 # session (ON_ERROR_STOP is off).  BackgroundPsql gives a session one
@@ -401,7 +577,7 @@ sub new
 	$self->send("SET application_name = '$name';");
 	my (undef, $err) = $self->result;
 	die "could not set application_name: $err" if $err ne '';
-	$self->{pid} = $node->safe_psql('postgres',
+	$self->{pid} = DbgateTest::poll_psql($node,
 		"SELECT pid FROM pg_stat_activity WHERE application_name = '$name'");
 	die "no backend for session $name" unless $self->{pid} =~ /^\d+$/;
 	return $self;
