@@ -432,8 +432,7 @@ sub start_holder
 	$node->safe_psql('postgres',
 		q{SELECT dbgate.alter_budget('t_queue', statement_timeout => '0')});
 	$h->send($sql // 'SELECT pg_advisory_xact_lock_shared(1)');
-	ok( $node->poll_query_until(
-			'postgres',
+	ok(poll_until($node,
 			'SELECT state FROM dbgate.backends WHERE pid = ' . $h->pid, 'active'),
 		'holder has the slot');
 	$node->safe_psql('postgres',
@@ -445,9 +444,8 @@ sub queued
 {
 	my ($w) = @_;
 	return ok(
-		$node->poll_query_until(
-			'postgres', 'SELECT state FROM dbgate.backends WHERE pid = ' . $w->pid,
-			'queued'),
+		poll_until($node,
+			'SELECT state FROM dbgate.backends WHERE pid = ' . $w->pid, 'queued'),
 		'statement is queued');
 }
 

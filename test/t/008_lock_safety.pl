@@ -292,7 +292,7 @@ my $both = q{FROM dbgate.status WHERE budget IN ('ls_budget', 'ls_other')};
 my $done = q{SELECT string_agg(pid::text, ',' ORDER BY pid) FROM pg_stat_activity
 	WHERE state = 'idle in transaction' AND query LIKE 'SELECT ''across''%'
 	  AND pid IN (} . $t1->pid . ', ' . $u->pid . ')';
-if (!$node->poll_query_until('postgres', "SELECT ($done) IS NOT NULL"))
+if (!poll_until($node, "SELECT ($done) IS NOT NULL"))
 {
 	$node->safe_psql('postgres',
 		'SELECT pg_cancel_backend(' . $t1->pid . '), pg_cancel_backend(' . $u->pid . ')');

@@ -771,7 +771,7 @@ for my $scope (@scopes)
 	is(backends_of($node, 'k_lock'), $t2->pid . ':active:-',
 		"$what: T2 shows as active while its LOCK TABLE runs");
 	$t1->send('SELECT 1');
-	$node->poll_query_until('postgres',
+	poll_until($node,
 		q{SELECT admitted_lock_holder FROM dbgate.status WHERE budget = 'k_lock'}, '1')
 	  or su_sql('SELECT pg_cancel_backend(' . $t1->pid . ')');
 	($out, $err, $state) = $t1->result;

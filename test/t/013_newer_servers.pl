@@ -75,7 +75,7 @@ for my $attempt (1 .. 5)
 	$w1->send(q{SELECT 'w1 ran'});
 	$err = $w1->wait_exit;
 	# gone: its exit has taken it out of the queue and counted that
-	$gone = $node->poll_query_until('postgres',
+	$gone = poll_until($node,
 		'SELECT count(*) FROM pg_stat_activity WHERE pid = ' . $w1->pid, '0');
 	$stat = status_of($node, 'tt_b');
 	last

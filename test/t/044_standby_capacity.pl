@@ -116,7 +116,7 @@ sub prompt_ok
 	my $s = DbgateTest::Session->new($node, user => $user);
 	my $pid = $s->pid;
 	$s->send('SELECT 42');
-	my $done = $node->poll_query_until('postgres',
+	my $done = poll_until($node,
 		"SELECT state = 'idle' AND query = 'SELECT 42;'
 		   FROM pg_stat_activity WHERE pid = $pid");
 	$node->safe_psql('postgres', "SELECT pg_cancel_backend($pid)") if !$done;

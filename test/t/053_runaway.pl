@@ -115,7 +115,7 @@ sub wait_lines
 sub wait_count
 {
 	my ($n, $budget, $count) = @_;
-	return $n->poll_query_until('postgres',
+	return poll_until($n,
 		"SELECT runaways >= $count FROM dbgate.status WHERE budget = '$budget'");
 }
 

@@ -138,7 +138,7 @@ sub counts_are
 	my $out;
 	for (;;)
 	{
-		$out = $n->safe_psql('postgres',
+		$out = poll_psql($n,
 			'SELECT ' . join(', ', @cols) . " FROM dbgate.status WHERE budget = '$budget'");
 		last if $out eq $wanted || time > $deadline;
 		usleep(50_000);
@@ -152,8 +152,7 @@ sub counts_are
 sub col
 {
 	my ($n, $budget, $c) = @_;
-	return $n->safe_psql('postgres',
-		"SELECT $c FROM dbgate.status WHERE budget = '$budget'");
+	return poll_psql($n, "SELECT $c FROM dbgate.status WHERE budget = '$budget'");
 }
 
 # where(NODE, PID): "budget:state:demoted_from" of the backend in
@@ -161,7 +160,7 @@ sub col
 sub where
 {
 	my ($n, $pid) = @_;
-	return $n->safe_psql('postgres',
+	return poll_psql($n,
 		"SELECT budget || ':' || state || ':' || coalesce(demoted_from, '-')
 		   FROM dbgate.backends WHERE pid = $pid");
 }
@@ -189,7 +188,7 @@ sub wait_where
 sub activity
 {
 	my ($n, $pid) = @_;
-	return $n->safe_psql('postgres',
+	return poll_psql($n,
 		"SELECT state || ':' || coalesce(wait_event_type, '-')
 		   FROM pg_stat_activity WHERE pid = $pid");
 }
@@ -199,8 +198,7 @@ sub activity
 sub state_of
 {
 	my ($n, $pid) = @_;
-	return $n->safe_psql('postgres',
-		"SELECT state FROM pg_stat_activity WHERE pid = $pid");
+	return poll_psql($n, "SELECT state FROM pg_stat_activity WHERE pid = $pid");
 }
 
 # idle_ok(NODE, NAME, BUDGET...): one assertion that every budget named

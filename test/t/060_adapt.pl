@@ -111,12 +111,12 @@ sub stop
 {
 	my ($l) = @_;
 	my ($n, $role) = ($l->{node}, $l->{role});
-	$n->poll_query_until('postgres',
+	poll_until($n,
 		"SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 		  WHERE usename = '$role'", '0')
 	  or die "the backends of the load of $role did not end";
 	my $done = finish($l);
-	$n->poll_query_until('postgres',
+	poll_until($n,
 		"SELECT active + queued FROM dbgate.status WHERE budget = '$role'", '0')
 	  or die "budget $role still has statements";
 	return $done;
@@ -152,7 +152,7 @@ sub hold
 		$s->send('SELECT pg_advisory_xact_lock_shared(1)');
 		push @s, $s;
 	}
-	$node->poll_query_until('postgres',
+	poll_until($node,
 		"SELECT count(*) FROM dbgate.backends WHERE budget = '$role'", $count)
 	  or die "the $count statements of $role did not reach the gate";
 	return @s;
@@ -169,7 +169,7 @@ sub release
 		$_->quit;
 	}
 	$locker->query('SELECT pg_advisory_lock(1)');
-	$node->poll_query_until('postgres',
+	poll_until($node,
 		"SELECT active + queued FROM dbgate.status WHERE budget = '$role'", '0')
 	  or die "budget $role still has statements";
 	return;

@@ -104,7 +104,7 @@ sub untick
 {
 	my ($t) = @_;
 	my $role = $t->{role};
-	$node->poll_query_until('postgres',
+	poll_until($node,
 		"SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 		  WHERE usename = '$role' AND application_name = 'tick'", '0')
 	  or die "the clients of $role did not end";
@@ -129,7 +129,7 @@ sub hold
 		$s->send('SELECT pg_advisory_xact_lock_shared(1)');
 		push @s, $s;
 	}
-	$node->poll_query_until('postgres',
+	poll_until($node,
 		"SELECT count(*) FROM dbgate.backends WHERE budget = '$role'", $count)
 	  or die "the $count statements of $role did not reach the gate";
 	return @s;

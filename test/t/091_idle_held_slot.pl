@@ -64,7 +64,7 @@ sub idle_case
 		"$name: the slot holder shows as idle in transaction, holding the slot");
 	$s->query('ROLLBACK');
 	$s->quit;
-	$node->poll_query_until('postgres',
+	poll_until($node,
 		"SELECT active FROM dbgate.status WHERE budget = 'ih'", '0')
 	  or die "$name: the slot was not returned after ROLLBACK";
 
