@@ -32,9 +32,9 @@ use Test::More;
 use Time::HiRes qw(time);
 
 our @EXPORT = qw(dbgate_node dbgate_standby run_sql sqlstate counters_are status_of
-  poll_ok poll_until poll_psql backends_of backend_state slot_holder queued_waiter admitted_at_once
-  wire_run wire_start wire_finish walgen_functions walgen_log_image
-  worker_pid worker_runs);
+  poll_ok poll_until poll_psql backends_of backend_state slot_holder
+  queued_waiter admitted_at_once wire_run wire_start wire_finish
+  walgen_functions walgen_log_image worker_pid worker_runs);
 
 # The counters of dbgate.status that counters_are() compares; those not
 # named in the expected hash must be 0.
@@ -301,7 +301,6 @@ sub poll_until
 	}
 	DbgateTest::Poll::end_sessions($node, $db) if $db ne 'postgres';
 	$out //= '';
-	$err //= '(the poll session was lost)';
 	diag qq(poll_query_until timed out executing this query:
 $sql
 expecting this output:
