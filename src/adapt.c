@@ -103,11 +103,12 @@
  *
  * Shared state and locks
  * ----------------------
- * This file owns the adaptive fields of a budget entry (dbgate.h): the
+ * This file owns the adaptive fields of a budget entry (shmem.h): the
  * counts adapt_done and adapt_busy_us (atomic additions, statement path),
  * adapt_due_us (compare-and-swap), adapt_limit (written under the tree
- * lock, by the step and by the install) and the controller's memory
- * 'adapt' (tree lock); it reads held_above, which the grant step counts
+ * lock, by the step and by the install) and the controller's memory, a
+ * DbgateAdaptState per budget entry in this file's shared memory (tree
+ * lock); it reads held_above, which the grant step counts
  * (trees.c, tree lock).  A step takes the one tree lock of its budget, as a
  * release with waiters does; it writes lim.max_active through queue.c
  * (dbgate_admission_set_adaptive()), which hands out slots at once when L
@@ -121,12 +122,13 @@
 
 #include "miscadmin.h"
 #include "storage/proc.h"
+#include "storage/shmem.h"
 #include "utils/timestamp.h"
 #include "utils/wait_event.h"
 
 #include "adapt.h"
-#include "dbgate.h"
 #include "queue.h"
+#include "shmem.h"
 
 #define PERIOD_US		((uint64) DBGATE_ADAPT_PERIOD_MS * 1000)
 #define HOLD_PERIODS	10
@@ -142,6 +144,41 @@ static inline DbgateBudget *
 entry(int idx)
 {
 	return &dbgate_shared->budgets[idx].d;
+}
+
+/* The controllers' memory, one per budget entry (adapt.h) */
+static DbgateAdaptState *adapt_states = NULL;
+
+static Size
+adapt_shmem_size(void)
+{
+	return mul_size((Size) dbgate_max_budgets, sizeof(DbgateAdaptState));
+}
+
+void
+dbgate_adapt_shmem_request(void)
+{
+	RequestAddinShmemSpace(adapt_shmem_size());
+}
+
+/* Every controller empty (a new segment: server start, crash restart). */
+void
+dbgate_adapt_shmem_init(void)
+{
+	bool		found;
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	adapt_states = ShmemInitStruct("dbgate adapt", adapt_shmem_size(), &found);
+	if (!found)
+		memset(adapt_states, 0, adapt_shmem_size());
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/* The index of budget entry b */
+static inline int
+entry_index(const DbgateBudget *b)
+{
+	return (int) ((const DbgateBudgetPadded *) b - dbgate_shared->budgets);
 }
 
 static int32
@@ -169,7 +206,7 @@ dbgate_adapt_install(DbgateBudget *b, const DbgateBudgetConf *conf)
 	{
 		/* starts to adapt: from max_active, with a fresh period */
 		l = conf->max_active;
-		memset(&b->adapt, 0, sizeof(b->adapt));
+		memset(&adapt_states[entry_index(b)], 0, sizeof(DbgateAdaptState));
 		pg_atomic_write_u64(&b->adapt_due_us, 0);
 	}
 	else if (conf->max_active > old->max_active)
@@ -379,7 +416,7 @@ step(int idx, uint32 inc, TimestampTz now)
 {
 	int			root = dbgate_admission_lock_tree(idx);
 	DbgateBudget *b = entry(idx);
-	DbgateAdaptState *s = &b->adapt;
+	DbgateAdaptState *s = &adapt_states[idx];
 	uint64		done,
 				busy,
 				waits,

@@ -9,10 +9,39 @@
 #ifndef DBGATE_ADAPT_H
 #define DBGATE_ADAPT_H
 
-#include "dbgate.h"
+#include "shmem.h"
 
 /* Length of a period of the controller, and its steps (README.md). */
 #define DBGATE_ADAPT_PERIOD_MS	250
+
+/*
+ * The memory of a budget's adaptive-limit controller (adapt.c), written by
+ * the one process that runs a step, under the tree lock: one per budget
+ * entry, in adapt.c's own shared memory (dbgate.c's shared-memory hooks
+ * call dbgate_adapt_shmem_request() and _init()).
+ */
+typedef struct DbgateAdaptState
+{
+	TimestampTz period_start;	/* 0: no period measured yet */
+	uint64		done0;			/* the counters when the period started */
+	uint64		busy0;
+	uint64		waits0;
+	uint64		tokens0;
+	uint64		above0;			/* held_above */
+	double		runnable;		/* averages over periods: backends on a CPU */
+	double		own_cpu;		/* the budget's statements on a CPU */
+	double		own_lock;		/* the budget's statements waiting for a lock */
+	double		x_avg;			/* throughput, averaged over busy periods */
+	double		x_before;		/* x_avg before the last decrease (0: too
+								 * few periods in it to check against) */
+	int32		x_periods;		/* busy periods in x_avg, counted to 4 */
+	int32		l_before;		/* L before it (0: none to check) */
+	int32		hold;			/* periods left without a decrease */
+	bool		sampled;		/* the averages hold a sample */
+} DbgateAdaptState;
+
+extern void dbgate_adapt_shmem_request(void);
+extern void dbgate_adapt_shmem_init(void);
 
 /*
  * The statement path (slot.c): a slot of a chain with an adapting level

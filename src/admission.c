@@ -45,7 +45,7 @@
  * State word and fast paths (this file)
  * -------------------------------------
  * A budget's live counts are one atomic word (tag | active | queued, see
- * dbgate.h).  Without any lock:
+ * shmem.h).  Without any lock:
  *	  - admission: a free slot at every level (and, for a fair budget,
  *		nobody queued in it) is taken by one compare-and-swap per level,
  *		bottom-up, and a token per level that has a rate; a level that
@@ -59,7 +59,7 @@
  * whose chain has no reservation reads one flag of its limits per level
  * and nothing more.
  * Everything else happens under the *tree lock* (the lock of the tree's
- * root, see dbgate.h): joining and leaving queues, handing off, the
+ * root, see shmem.h): joining and leaving queues, handing off, the
  * releases of levels that have waiters.  Every change of a word is a
  * compare-and-swap of the whole word or an atomic add that cannot cross a
  * field, so a decision taken on one reading of a word holds when its swap
@@ -106,9 +106,12 @@
 #include "admission.h"
 #include "admission_internals.h"
 #include "classify.h"
-#include "dbgate.h"
 #include "demote.h"
+#include "queue.h"
 #include "rate.h"
+#include "shmem.h"
+#include "trees.h"
+#include "waiting.h"
 
 /* ----------
  * Admission

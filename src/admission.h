@@ -12,23 +12,9 @@
 
 #include "executor/execdesc.h"
 
+#include "admitdefs.h"
 #include "classify.h"
-#include "dbgate.h"
 
-/* What an admission hands to the slot (admission.c -> slot.c). */
-typedef struct DbgateAdmission
-{
-	DbgateChain chain;
-	DbgateLimits lim;			/* the statement's budget's, when admitted */
-	TimestampTz since;			/* when the slot was taken */
-} DbgateAdmission;
-
-typedef enum DbgateAdmit
-{
-	DBGATE_ADMIT_SLOT,			/* holds a slot now */
-	DBGATE_ADMIT_NONE,			/* goes on without a slot */
-	DBGATE_ADMIT_RETRY			/* the budget changed identity: classify again */
-} DbgateAdmit;
 
 extern DbgateAdmit dbgate_admit(const DbgateLookup *lk, bool utility,
 								QueryDesc *queryDesc, DbgateAdmission *a);

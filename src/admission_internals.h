@@ -3,16 +3,20 @@
  * admission_internals.h
  *	  What the files of admission share among themselves: the per-backend
  *	  entries and the state words of the budgets as they are read and
- *	  written, and the functions each file gives the others.
+ *	  written.
  *
  * Only admission.c, waiting.c, queue.c, trees.c, lockgraph.c and demote.c
  * include this header (admission.c lists them and has the rules that all
  * of them follow); the rest of dbgate uses admission.h, waiting.h and queue.h.
+ * It includes only lower headers (shmem.h, budgetdefs.h, admitdefs.h,
+ * classify.h, compat.h): the functions that each file gives the others
+ * are declared in that file's header (queue.h, trees.h, waiting.h,
+ * lockgraph.h), in a part marked for the files of admission only.
  *
  * The helpers below are static inline, as they were when these files
  * were one: the statement path uses them (admission.c) and must compile
  * to the same instructions.  The functions and variables the files share
- * are hidden from outside the library (DBGATE_HIDDEN): they are reached
+ * are hidden from outside the library (DBGATE_HIDDEN, shmem.h): they are reached
  * directly, not through the library's PLT or GOT, as the static ones of
  * one file are, so that a call from one file to another costs the
  * statement path nothing more than it did.
@@ -25,37 +29,15 @@
 #include "executor/execdesc.h"
 #include "storage/latch.h"
 
-#include "admission.h"
+#include "admitdefs.h"
 #include "classify.h"
 #include "compat.h"
-#include "dbgate.h"
-
-#if defined(__GNUC__)
-#define DBGATE_HIDDEN __attribute__((visibility("hidden")))
-#else
-#define DBGATE_HIDDEN
-#endif
-
-/* This backend's entry and its proc number, once attached (queue.c) */
-extern DBGATE_HIDDEN DbgateProc *dbgate_my_proc;
-extern DBGATE_HIDDEN int dbgate_my_procno;
+#include "shmem.h"
 
 /* ----------
- * The shared entries
+ * The shared entries (shmem.h has proc_entry() and budget_entry())
  * ----------
  */
-static inline DbgateProc *
-proc_entry(int procno)
-{
-	return &dbgate_shared->procs[procno].d;
-}
-
-static inline DbgateBudget *
-budget_entry(int idx)
-{
-	return &dbgate_shared->budgets[idx].d;
-}
-
 static inline uint64
 elapsed_us(TimestampTz from, TimestampTz to)
 {
@@ -178,7 +160,7 @@ chain_same(const DbgateChain *a, const DbgateChain *b)
 }
 
 /* ----------
- * Reservations: the 'resv' word of a budget (dbgate.h; queue.c has the
+ * Reservations: the 'resv' word of a budget (shmem.h; queue.c has the
  * rules).  x below is the budget at level k - 1 of a chain, its parent
  * the level k whose slot is taken or returned through x's reservation.
  * ----------
@@ -323,7 +305,7 @@ resv_has_held(DbgateBudget *x)
 }
 
 /* ----------
- * State words (the tag, active and queued of dbgate.h)
+ * State words (the tag, active and queued of budgetdefs.h)
  * ----------
  */
 
@@ -517,66 +499,5 @@ admitted_now(const DbgateLookup *lk, const ChainLimits *cl, TimestampTz now,
 		a->lim = cl->lim[0];
 	publish_slot(lk, now, a, false);
 }
-
-/* ----------
- * The functions that the files give each other
- * ----------
- */
-
-/* A candidate of the grant step (trees.c chooses it, queue.c grants it). */
-typedef struct Pick
-{
-	int			procno;			/* -1: none */
-	TimestampTz since;			/* its arrival, for ties */
-	bool		overdue;
-	int64		due_ns;			/* for a token waiter: when it is due */
-	int8		token_level;	/* for a token waiter: the level lacking one */
-} Pick;
-
-/* ----------
- * queue.c: the tree lock, the queue lists, granting, returning a slot
- * ----------
- */
-extern DBGATE_HIDDEN int dbgate_lock_tree(int idx);
-extern DBGATE_HIDDEN void dbgate_list_append(DbgateBudget *b, int procno);
-extern DBGATE_HIDDEN void dbgate_list_unlink(DbgateBudget *b, int procno);
-extern DBGATE_HIDDEN void dbgate_queue_remove(int procno);
-extern DBGATE_HIDDEN void dbgate_held_return(DbgateBudget *b, int n);
-extern DBGATE_HIDDEN bool dbgate_held_settle(DbgateBudget *b);
-extern DBGATE_HIDDEN bool dbgate_promote(int procno, bool beyond,
-										 int64 now_ns, int64 asof_ns);
-extern DBGATE_HIDDEN void dbgate_grant_tree(int root, TimestampTz now,
-											Wakeups *w);
-extern DBGATE_HIDDEN void dbgate_admission_release(const DbgateChain *c,
-												   TimestampTz admitted_at);
-
-/* ----------
- * trees.c: what shadow levels count, the choice of a waiter
- * ----------
- */
-extern DBGATE_HIDDEN void dbgate_count_shadow(const ChainLimits *cl,
-											  const uint32 *before,
-											  uint32 lacked);
-extern DBGATE_HIDDEN bool dbgate_select_tree(int root, TimestampTz now,
-											 int64 now_ns, Pick *pick,
-											 Pick *blocked);
-extern DBGATE_HIDDEN bool dbgate_lifo_overdue(DbgateBudget *b,
-											  TimestampTz now);
-
-/* ----------
- * waiting.c: no room at once
- * ----------
- */
-extern DBGATE_HIDDEN DbgateAdmit dbgate_admit_slow(const DbgateLookup *lk,
-												   bool utility,
-												   QueryDesc *queryDesc,
-												   TimestampTz now,
-												   DbgateAdmission *a);
-
-/* ----------
- * lockgraph.c: the lock-holder check of a queued backend's tree
- * ----------
- */
-extern DBGATE_HIDDEN void dbgate_lockgraph_check(int idx, TimestampTz now);
 
 #endif							/* DBGATE_ADMISSION_INTERNALS_H */

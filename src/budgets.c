@@ -27,7 +27,6 @@
 #include "adapt.h"
 #include "budgets.h"
 #include "confimage.h"
-#include "dbgate.h"
 #include "persist.h"
 #include "queue.h"
 #include "shmem.h"

@@ -12,7 +12,7 @@
 #include "access/xlogdefs.h"
 
 #include "confimage.h"
-#include "dbgate.h"
+#include "shmem.h"
 
 extern void dbgate_install_initial(void);
 extern void dbgate_install_config(const DbgateConfig *config, XLogRecPtr lsn);

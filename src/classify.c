@@ -86,7 +86,6 @@
 
 #include "classify.h"
 #include "compat.h"
-#include "dbgate.h"
 #include "shmem.h"
 
 /* GUC dbgate.default_budget (dbgate.c) */

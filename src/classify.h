@@ -10,7 +10,7 @@
 
 #include "miscadmin.h"
 
-#include "dbgate.h"
+#include "shmem.h"
 
 /* dbgate.default_budget (dbgate.c defines the GUC) */
 extern PGDLLIMPORT char *dbgate_default_budget;

@@ -54,7 +54,6 @@
 #include "compat.h"
 #include "config.h"
 #include "confimage.h"
-#include "dbgate.h"
 #include "fields.h"
 #include "persist.h"
 #include "shmem.h"
@@ -574,7 +573,7 @@ warn_quarantine_inert(const DbgateBudgetConf *c)
 {
 	if (!apply_reports || c->quarantine_ms <= 0)
 		return;
-	if (dbgate_shared->max_quarantine == 0)
+	if (dbgate_max_quarantine == 0)
 		ereport(WARNING,
 				(errmsg("quarantine of budget \"%s\" has no effect", c->name),
 				 errdetail("dbgate.max_quarantine is 0: this server keeps no quarantine table."),

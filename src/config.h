@@ -10,8 +10,8 @@
 
 #include "access/xact.h"
 
+#include "budgetdefs.h"
 #include "confimage.h"
-#include "dbgate.h"
 
 extern bool dbgate_config_busy;	/* changes pending in this transaction */
 extern void dbgate_config_xact_callback(XactEvent event);

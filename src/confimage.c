@@ -44,8 +44,8 @@
 #include "lib/stringinfo.h"
 #include "utils/memutils.h"
 
+#include "budgetdefs.h"
 #include "confimage.h"
-#include "dbgate.h"
 
 void
 dbgate_image_init(DbgateConfig *config)

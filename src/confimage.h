@@ -9,7 +9,7 @@
 #ifndef DBGATE_CONFIMAGE_H
 #define DBGATE_CONFIMAGE_H
 
-#include "dbgate.h"
+#include "budgetdefs.h"
 
 /* One role assignment of a configuration image. */
 typedef struct DbgateRoleConf

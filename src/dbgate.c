@@ -37,6 +37,7 @@
 #include "utils/guc.h"
 #include "utils/memutils.h"
 
+#include "adapt.h"
 #include "budgets.h"
 #include "classify.h"
 #include "compat.h"
@@ -47,6 +48,7 @@
 #include "mincost.h"
 #include "parallel.h"
 #include "planner.h"
+#include "quarantine.h"
 #include "queryid.h"
 #include "runaway.h"
 #include "shmem.h"
@@ -68,7 +70,6 @@ static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 static object_access_hook_type prev_object_access_hook = NULL;
 static post_parse_analyze_hook_type prev_post_parse_analyze = NULL;
 
-extern PGDLLEXPORT void _PG_init(void);
 
 static void dbgate_shmem_request_hook(void);
 static void dbgate_shmem_startup_hook(void);
@@ -221,15 +222,27 @@ dbgate_shmem_request_hook(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	dbgate_shmem_request();
+	dbgate_adapt_shmem_request();
+	dbgate_runaway_shmem_request();
+	dbgate_quarantine_shmem_request();
 }
 
 static void
 dbgate_shmem_startup_hook(void)
 {
+	bool		new_segment;
+
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
-	/* a new segment (server start, crash restart): the state file's budgets */
-	if (dbgate_shmem_init())
+	/*
+	 * The shared memory, then each module's own; a new segment (server
+	 * start, crash restart): the state file's budgets.
+	 */
+	new_segment = dbgate_shmem_init();
+	dbgate_adapt_shmem_init();
+	dbgate_runaway_shmem_init();
+	dbgate_quarantine_shmem_init();
+	if (new_segment)
 		dbgate_install_initial();
 	/* once, here, so that no backend has a step left that could fail */
 	if (!IsUnderPostmaster)

@@ -116,8 +116,9 @@
 
 #include "admission_internals.h"
 #include "compat.h"
-#include "dbgate.h"
 #include "demote.h"
+#include "queue.h"
+#include "shmem.h"
 
 /* ----------
  * The move word

@@ -13,7 +13,7 @@
 #include "admission.h"
 #include "classify.h"
 #include "compat.h"
-#include "dbgate.h"
+#include "shmem.h"
 
 /*
  * The move word of a backend's entry (DbgateProc.move): | ticket:32 |

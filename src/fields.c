@@ -50,8 +50,8 @@
 #include "utils/datetime.h"
 #include "utils/timestamp.h"
 
+#include "budgetdefs.h"
 #include "compat.h"
-#include "dbgate.h"
 #include "fields.h"
 
 static const char *const scope_names[] = {"statement", "transaction", NULL};

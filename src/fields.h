@@ -11,7 +11,7 @@
 #include "fmgr.h"
 #include "lib/stringinfo.h"
 
-#include "dbgate.h"
+#include "budgetdefs.h"
 
 /* Longest duration accepted for a timeout, in milliseconds (as for GUCs). */
 #define DBGATE_MAX_TIMEOUT_MS	INT_MAX

@@ -50,7 +50,9 @@
 
 #include "admission_internals.h"
 #include "compat.h"
-#include "dbgate.h"
+#include "lockgraph.h"
+#include "queue.h"
+#include "shmem.h"
 
 #define LOCK_CHECK_MAX_NODES 256
 

@@ -82,8 +82,8 @@
 #include "utils/memutils.h"
 
 #include "admission.h"
+#include "budgetdefs.h"
 #include "compat.h"
-#include "dbgate.h"
 #include "gucvar.h"
 #include "memestimate.h"
 #include "memgrant.h"

@@ -11,7 +11,7 @@
 
 #include "executor/execdesc.h"
 
-#include "dbgate.h"
+#include "budgetdefs.h"
 #include "gucvar.h"
 
 /* The smallest work_mem (kB) a grant lowers to: work_mem's own minimum. */

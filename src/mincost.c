@@ -89,9 +89,9 @@
 #include "utils/memutils.h"
 #include "utils/syscache.h"
 
-#include "dbgate.h"
 #include "mincost.h"
 #include "plantree.h"
+#include "shmem.h"
 
 int			dbgate_mincost_writer_depth = 0;
 

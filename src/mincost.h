@@ -13,7 +13,7 @@
 #include "nodes/parsenodes.h"
 
 #include "classify.h"
-#include "dbgate.h"
+#include "shmem.h"
 
 extern int	dbgate_mincost_writer_depth;
 extern bool dbgate_mincost_bypass_slow(DbgateBudget *b, QueryDesc *queryDesc);

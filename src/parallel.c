@@ -73,7 +73,6 @@
 
 #include "classify.h"
 #include "compat.h"
-#include "dbgate.h"
 #include "gucvar.h"
 #include "parallel.h"
 #include "plantree.h"

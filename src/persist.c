@@ -85,7 +85,6 @@
 #include "utils/memutils.h"
 
 #include "confimage.h"
-#include "dbgate.h"
 #include "fields.h"
 #include "persist.h"
 #include "shmem.h"

@@ -52,7 +52,6 @@
 
 #include "classify.h"
 #include "compat.h"
-#include "dbgate.h"
 #include "gucvar.h"
 #include "memestimate.h"
 #include "memgrant.h"

@@ -59,7 +59,7 @@
  * back for the budgets of those names and removes the file, so that a
  * crash restart (which writes nothing) starts with none.
  *
- * Locking: quarantine_lock (DbgateShared) protects the entries' keys,
+ * Locking: quarantine_lock (DbgateShared, shmem.h) protects the entries' keys,
  * 'until', 'runaways' and text, and the budgets' quarantine_n; 'hits' and
  * 'last_hit' are atomics written under the lock shared.  Lock order:
  * config_lock before quarantine_lock; no budget lock is taken with it.
@@ -78,15 +78,15 @@
 #include "port/pg_crc32c.h"
 #include "storage/fd.h"
 #include "storage/lwlock.h"
+#include "storage/shmem.h"
 #include "utils/backend_status.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 #include "mb/pg_wchar.h"
 
 #include "compat.h"				/* PG_FUNCTION_INFO_V1 exports on 15 too */
-#include "dbgate.h"
-#include "fields.h"
 #include "demote.h"
+#include "fields.h"
 #include "quarantine.h"
 #include "queryid.h"
 #include "shmem.h"
@@ -121,6 +121,76 @@ typedef struct QuarantineFileHeader
 	uint32		pad;
 } QuarantineFileHeader;
 
+/* The table and its buckets (quarantine.h) */
+static DbgateQuarantineShared *qsh = NULL;
+
+/* ----------
+ * Shared memory
+ * ----------
+ */
+
+/* Hash buckets of the quarantine table: a power of 2, at least its size. */
+static Size
+quarantine_buckets(void)
+{
+	Size		n = 1;
+
+	while (n < (Size) dbgate_max_quarantine)
+		n <<= 1;
+	return n;
+}
+
+static Size
+quarantine_shmem_size(void)
+{
+	Size		size;
+
+	size = CACHELINEALIGN(sizeof(DbgateQuarantineShared));
+	size = add_size(size, mul_size(dbgate_max_quarantine,
+								   sizeof(DbgateQuarantineEntry)));
+	size = add_size(size, mul_size(quarantine_buckets(), sizeof(int32)));
+	return size;
+}
+
+void
+dbgate_quarantine_shmem_request(void)
+{
+	RequestAddinShmemSpace(quarantine_shmem_size());
+}
+
+/* Every entry free (a new segment: server start, crash restart). */
+void
+dbgate_quarantine_shmem_init(void)
+{
+	bool		found;
+	char	   *base;
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	qsh = ShmemInitStruct("dbgate quarantine", quarantine_shmem_size(),
+						  &found);
+	if (!found)
+	{
+		int			q;
+
+		memset(qsh, 0, quarantine_shmem_size());
+		qsh->max = dbgate_max_quarantine;
+		base = (char *) qsh + CACHELINEALIGN(sizeof(DbgateQuarantineShared));
+		qsh->entries = (DbgateQuarantineEntry *) base;
+		base += mul_size(qsh->max, sizeof(DbgateQuarantineEntry));
+		qsh->buckets = (int32 *) base;
+		qsh->mask = (uint32) quarantine_buckets() - 1;
+		for (q = 0; q < qsh->max; q++)
+		{
+			qsh->entries[q].next = -1;
+			pg_atomic_init_u64(&qsh->entries[q].hits, 0);
+			pg_atomic_init_u64(&qsh->entries[q].last_hit, 0);
+		}
+		for (q = 0; q <= (int) qsh->mask; q++)
+			qsh->buckets[q] = -1;
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
 /* ----------
  * The table
  * ----------
@@ -143,20 +213,19 @@ key_bucket(int budget, Oid dbid, uint64 queryid)
 {
 	/* query ids are hashes already */
 	return ((uint32) queryid ^ (uint32) (queryid >> 32) ^ dbid ^
-			((uint32) budget * 0x9E3779B1)) & dbgate_shared->quarantine_mask;
+			((uint32) budget * 0x9E3779B1)) & qsh->mask;
 }
 
 /* The entry of this key, or -1.  Lock held. */
 static int
 find_entry(int budget, uint32 incarnation, Oid dbid, uint64 queryid)
 {
-	DbgateShared *sh = dbgate_shared;
 	int			i;
 
-	for (i = sh->quarantine_buckets[key_bucket(budget, dbid, queryid)];
-		 i >= 0; i = sh->quarantine[i].next)
+	for (i = qsh->buckets[key_bucket(budget, dbid, queryid)];
+		 i >= 0; i = qsh->entries[i].next)
 	{
-		DbgateQuarantineEntry *e = &sh->quarantine[i];
+		DbgateQuarantineEntry *e = &qsh->entries[i];
 
 		if (e->queryid == queryid && e->budget == budget &&
 			e->incarnation == incarnation && e->dbid == dbid)
@@ -169,16 +238,15 @@ find_entry(int budget, uint32 incarnation, Oid dbid, uint64 queryid)
 static void
 free_entry(int i)
 {
-	DbgateShared *sh = dbgate_shared;
-	DbgateQuarantineEntry *e = &sh->quarantine[i];
-	int32	   *link = &sh->quarantine_buckets[key_bucket(e->budget, e->dbid,
+	DbgateQuarantineEntry *e = &qsh->entries[i];
+	int32	   *link = &qsh->buckets[key_bucket(e->budget, e->dbid,
 														   e->queryid)];
 
 	Assert(e->in_use);
 	while (*link != i)
 	{
 		Assert(*link >= 0);
-		link = &sh->quarantine[*link].next;
+		link = &qsh->entries[*link].next;
 	}
 	*link = e->next;
 	e->next = -1;
@@ -192,13 +260,12 @@ free_entry(int i)
 static int
 place_for_entry(TimestampTz now)
 {
-	DbgateShared *sh = dbgate_shared;
 	int			victim = -1;
 	int			i;
 
-	for (i = 0; i < sh->max_quarantine; i++)
+	for (i = 0; i < qsh->max; i++)
 	{
-		DbgateQuarantineEntry *e = &sh->quarantine[i];
+		DbgateQuarantineEntry *e = &qsh->entries[i];
 
 		if (!e->in_use)
 			return i;
@@ -207,7 +274,7 @@ place_for_entry(TimestampTz now)
 			free_entry(i);
 			return i;
 		}
-		if (victim < 0 || e->until < sh->quarantine[victim].until)
+		if (victim < 0 || e->until < qsh->entries[victim].until)
 			victim = i;
 	}
 	if (victim >= 0)
@@ -220,9 +287,8 @@ static void
 fill_entry(int i, int budget, uint32 incarnation, Oid dbid, uint64 queryid,
 		   TimestampTz until, const char *query, int query_len)
 {
-	DbgateShared *sh = dbgate_shared;
-	DbgateQuarantineEntry *e = &sh->quarantine[i];
-	int32	   *head = &sh->quarantine_buckets[key_bucket(budget, dbid, queryid)];
+	DbgateQuarantineEntry *e = &qsh->entries[i];
+	int32	   *head = &qsh->buckets[key_bucket(budget, dbid, queryid)];
 
 	Assert(!e->in_use);
 	e->in_use = true;
@@ -259,9 +325,9 @@ recount(TimestampTz now)
 	bool		flip = false;
 	int			i;
 
-	for (i = 0; i < sh->max_quarantine; i++)
+	for (i = 0; i < qsh->max; i++)
 	{
-		DbgateQuarantineEntry *e = &sh->quarantine[i];
+		DbgateQuarantineEntry *e = &qsh->entries[i];
 
 		if (!e->in_use)
 			continue;
@@ -320,7 +386,7 @@ dbgate_quarantine_note_runaway(int budget, uint32 incarnation,
 	const char *text = NULL;
 	int			i;
 
-	if (sh->max_quarantine == 0 || queryid == 0)
+	if (qsh->max == 0 || queryid == 0)
 		return;
 
 	/* the statement's text, as the backend shows it (outside the lock) */
@@ -340,10 +406,10 @@ dbgate_quarantine_note_runaway(int budget, uint32 incarnation,
 			fill_entry(i, budget, incarnation, dbid, queryid, until,
 					   text, text ? clip_text(text) : 0);
 	}
-	else if (sh->quarantine[i].until < until)
-		sh->quarantine[i].until = until;
+	else if (qsh->entries[i].until < until)
+		qsh->entries[i].until = until;
 	if (i >= 0)
-		sh->quarantine[i].runaways++;
+		qsh->entries[i].runaways++;
 	recount(now);
 	LWLockRelease(sh->quarantine_lock);
 }
@@ -356,12 +422,12 @@ dbgate_quarantine_tick(void)
 	bool		any = false;
 	int			i;
 
-	if (sh->max_quarantine == 0)
+	if (qsh->max == 0)
 		return;
 	now = GetCurrentTimestamp();
 	/* nothing to do (the common case): no lock */
-	for (i = 0; i < sh->max_quarantine && !any; i++)
-		any = sh->quarantine[i].in_use;
+	for (i = 0; i < qsh->max && !any; i++)
+		any = qsh->entries[i].in_use;
 	for (i = 0; i < sh->max_budgets && !any; i++)
 		any = (pg_atomic_read_u32(&sh->budgets[i].d.quarantine_n) != 0);
 	if (!any)
@@ -386,7 +452,7 @@ dbgate_quarantine_save(void)
 	FILE	   *f;
 	int			i;
 
-	if (sh->max_quarantine == 0)
+	if (qsh->max == 0)
 		return;
 	initStringInfo(&buf);
 	memset(&h, 0, sizeof(h));
@@ -396,9 +462,9 @@ dbgate_quarantine_save(void)
 
 	LWLockAcquire(sh->config_lock, LW_SHARED);
 	LWLockAcquire(sh->quarantine_lock, LW_SHARED);
-	for (i = 0; i < sh->max_quarantine; i++)
+	for (i = 0; i < qsh->max; i++)
 	{
-		DbgateQuarantineEntry *e = &sh->quarantine[i];
+		DbgateQuarantineEntry *e = &qsh->entries[i];
 		QuarantineFileEntry fe;
 
 		if (!entry_live(e, now))
@@ -530,7 +596,7 @@ dbgate_quarantine_load(void)
 			}
 			if (i >= 0)
 			{
-				DbgateQuarantineEntry *e = &sh->quarantine[i];
+				DbgateQuarantineEntry *e = &qsh->entries[i];
 
 				e->until = Max(e->until, fe.until);
 				e->runaways = Max(e->runaways, fe.runaways);
@@ -574,16 +640,16 @@ dbgate_quarantine_check(const DbgateLookup *lk, const QueryDesc *queryDesc,
 	bool		hit = false;
 	int			i;
 
-	if (queryid == 0 || sh->max_quarantine == 0)
+	if (queryid == 0 || qsh->max == 0)
 		return lk;
 	/* an entry that had not ended at the statement's start: and now? */
 	start = GetCurrentStatementStartTimestamp();
 	LWLockAcquire(sh->quarantine_lock, LW_SHARED);
 	i = find_entry(lk->budget, lk->incarnation, MyDatabaseId, queryid);
-	if (i >= 0 && sh->quarantine[i].until > start &&
-		sh->quarantine[i].until > (now = GetCurrentTimestamp()))
+	if (i >= 0 && qsh->entries[i].until > start &&
+		qsh->entries[i].until > (now = GetCurrentTimestamp()))
 	{
-		DbgateQuarantineEntry *e = &sh->quarantine[i];
+		DbgateQuarantineEntry *e = &qsh->entries[i];
 
 		hit = true;
 		until = e->until;
@@ -628,7 +694,7 @@ static void
 require_table(void)
 {
 	dbgate_check_loaded();
-	if (dbgate_shared->max_quarantine == 0)
+	if (qsh->max == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("the quarantine table is off"),
@@ -727,7 +793,7 @@ dbgate_quarantine_add(PG_FUNCTION_ARGS)
 
 	LWLockAcquire(sh->quarantine_lock, LW_EXCLUSIVE);
 	i = find_entry(budget, inc, MyDatabaseId, (uint64) queryid);
-	if (i >= 0 && !entry_live(&sh->quarantine[i], now))
+	if (i >= 0 && !entry_live(&qsh->entries[i], now))
 	{
 		free_entry(i);
 		i = -1;
@@ -740,7 +806,7 @@ dbgate_quarantine_add(PG_FUNCTION_ARGS)
 				   NULL, 0);
 	}
 	else
-		sh->quarantine[i].until = until;
+		qsh->entries[i].until = until;
 	recount(now);
 	LWLockRelease(sh->quarantine_lock);
 	PG_RETURN_VOID();
@@ -768,9 +834,9 @@ dbgate_quarantine_remove(PG_FUNCTION_ARGS)
 		budget = committed_budget(PG_GETARG_TEXT_PP(0), &inc, false);
 
 	LWLockAcquire(sh->quarantine_lock, LW_EXCLUSIVE);
-	for (i = 0; i < sh->max_quarantine; i++)
+	for (i = 0; i < qsh->max; i++)
 	{
-		DbgateQuarantineEntry *e = &sh->quarantine[i];
+		DbgateQuarantineEntry *e = &qsh->entries[i];
 
 		if (!entry_live(e, now))
 			continue;
@@ -801,16 +867,16 @@ dbgate_quarantine_view(PG_FUNCTION_ARGS)
 	dbgate_check_loaded();
 	sh = dbgate_shared;
 	InitMaterializedSRF(fcinfo, 0);
-	if (sh->max_quarantine == 0)
+	if (qsh->max == 0)
 		return (Datum) 0;
 
-	copy = palloc(sizeof(DbgateQuarantineEntry) * sh->max_quarantine);
-	names = palloc(NAMEDATALEN * sh->max_quarantine);
+	copy = palloc(sizeof(DbgateQuarantineEntry) * qsh->max);
+	names = palloc(NAMEDATALEN * qsh->max);
 	LWLockAcquire(sh->config_lock, LW_SHARED);
 	LWLockAcquire(sh->quarantine_lock, LW_SHARED);
-	for (i = 0; i < sh->max_quarantine; i++)
+	for (i = 0; i < qsh->max; i++)
 	{
-		DbgateQuarantineEntry *e = &sh->quarantine[i];
+		DbgateQuarantineEntry *e = &qsh->entries[i];
 		DbgateQuarantineEntry *c = &copy[n];
 
 		if (!entry_live(e, now))

@@ -54,7 +54,6 @@
 
 #include "classify.h"
 #include "compat.h"
-#include "dbgate.h"
 #include "queryid.h"
 #include "shmem.h"
 

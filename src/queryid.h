@@ -17,7 +17,7 @@
 
 #include "classify.h"
 #include "compat.h"
-#include "dbgate.h"
+#include "shmem.h"
 
 /*
  * The query id of the command that runs a query of its own (DECLARE

@@ -11,7 +11,7 @@
  *
  * Locking
  * -------
- * The lock of a tree is the lock of its root (dbgate.h): it protects every
+ * The lock of a tree is the lock of its root (shmem.h): it protects every
  * queue of the tree (the lists, the 'queued' counts, the token waiter), the
  * statistics that are not atomics and the entries of the tree's queued
  * backends.  dbgate_lock_tree() finds the root and locks it: the shape of
@@ -67,7 +67,7 @@
  * a sibling's statement, which takes a parent slot only while 'active' is
  * below max_active, leaves them free with no check of its own: the
  * reservation costs nothing on the path of a budget that has none.  The
- * child's 'resv' word (dbgate.h) says how: r; 'used', its statements that
+ * child's 'resv' word (shmem.h) says how: r; 'used', its statements that
  * hold a parent slot taken through the word; 'held', the parent slots
  * counted for it without a statement.  A statement of the child takes a
  * held slot if there is one (one compare-and-swap of the word and none of
@@ -114,14 +114,11 @@
 
 #include "admission_internals.h"
 #include "compat.h"
-#include "dbgate.h"
 #include "demote.h"
 #include "queue.h"
 #include "rate.h"
-
-/* This backend's entry, once it is attached (admission.c) */
-DbgateProc *dbgate_my_proc = NULL;
-int			dbgate_my_procno = -1;
+#include "shmem.h"
+#include "trees.h"
 
 /* ----------
  * The tree lock

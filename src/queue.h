@@ -10,7 +10,7 @@
 #ifndef DBGATE_QUEUE_H
 #define DBGATE_QUEUE_H
 
-#include "dbgate.h"
+#include "shmem.h"
 
 /* The lock of budget idx's tree; returns the root, whose lock it is. */
 extern int	dbgate_admission_lock_tree(int idx);
@@ -55,5 +55,26 @@ extern int	dbgate_admission_backends(int idx, DbgateBackendRow *rows,
 									  int maxrows);
 extern uint64 dbgate_admission_oldest_wait(int idx);
 extern int	dbgate_admission_idle_count(int idx);
+
+/* ----------
+ * For the other files of admission only (admission.c lists them): the
+ * tree lock, the queue lists, granting, returning a slot.  Hidden from
+ * outside the library (admission_internals.h says why).
+ * ----------
+ */
+struct Wakeups;					/* admission_internals.h */
+
+extern DBGATE_HIDDEN int dbgate_lock_tree(int idx);
+extern DBGATE_HIDDEN void dbgate_list_append(DbgateBudget *b, int procno);
+extern DBGATE_HIDDEN void dbgate_list_unlink(DbgateBudget *b, int procno);
+extern DBGATE_HIDDEN void dbgate_queue_remove(int procno);
+extern DBGATE_HIDDEN void dbgate_held_return(DbgateBudget *b, int n);
+extern DBGATE_HIDDEN bool dbgate_held_settle(DbgateBudget *b);
+extern DBGATE_HIDDEN bool dbgate_promote(int procno, bool beyond,
+										 int64 now_ns, int64 asof_ns);
+extern DBGATE_HIDDEN void dbgate_grant_tree(int root, TimestampTz now,
+											struct Wakeups *w);
+extern DBGATE_HIDDEN void dbgate_admission_release(const DbgateChain *c,
+												   TimestampTz admitted_at);
 
 #endif							/* DBGATE_QUEUE_H */

@@ -48,8 +48,8 @@
 
 #include <time.h>
 
-#include "dbgate.h"
 #include "rate.h"
+#include "shmem.h"
 
 /* Nanoseconds of the monotonic clock (vDSO: no system call). */
 int64

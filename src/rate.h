@@ -8,7 +8,7 @@
 #ifndef DBGATE_RATE_H
 #define DBGATE_RATE_H
 
-#include "dbgate.h"
+#include "shmem.h"
 
 /*
  * How far back a queued statement granted after the token waiter may take

@@ -78,7 +78,7 @@
  *
  * Shared state and its protocol (no lock)
  * ---------------------------------------
- * DbgateRunawayRec, one per proc number (dbgate.h): 'seq' and the facts
+ * DbgateRunawayRec, one per proc number (runaway.h): 'seq' and the facts
  * are written only by the backend's handler (plain stores: the handler
  * never runs twice at once, and never while the backend writes the
  * record); 'seq' is odd while it writes, and seq / 2 is the number of
@@ -88,7 +88,7 @@
  * at the next wake-up.  Runaways of one backend that follow each other
  * faster than the worker wakes (a runaway_after of a few ms) are all
  * counted, at the budget of the last one, with one LOG line for them.
- * dbgate_shared->runaway_latch is the worker's latch, set by the worker
+ * runaway_shared->latch is the worker's latch, set by the worker
  * when it starts and cleared when it exits; a handler that finds none
  * leaves the record for the worker's start (it scans every record once a
  * second as well).  A crash restart starts with every record empty.
@@ -112,16 +112,20 @@
 #include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "storage/proc.h"
+#include "storage/shmem.h"
 #include "utils/memutils.h"
 #include "utils/timeout.h"
 
 #include "compat.h"
-#include "dbgate.h"
 #include "demote.h"
 #include "quarantine.h"
 #include "runaway.h"
+#include "shmem.h"
 
 volatile sig_atomic_t dbgate_runaway_cancel_fired = false;
+
+/* The records and the worker's latch (runaway.h) */
+static DbgateRunawayShared *runaway_shared = NULL;
 
 /*
  * What the handler records (runaway.h: set by the inline
@@ -132,6 +136,43 @@ TimeoutId	dbgate_runaway_timeout_id = MAX_TIMEOUTS;	/* registered at first use *
 static volatile DbgateRunawayRec *my_rec = NULL;
 DbgateRunawayArmed dbgate_runaway_armed;
 #define armed dbgate_runaway_armed
+
+/* ----------
+ * Shared memory
+ * ----------
+ */
+static Size
+runaway_shmem_size(void)
+{
+	return add_size(CACHELINEALIGN(sizeof(DbgateRunawayShared)),
+					mul_size((Size) MaxBackends, sizeof(DbgateRunawayPadded)));
+}
+
+void
+dbgate_runaway_shmem_request(void)
+{
+	RequestAddinShmemSpace(runaway_shmem_size());
+}
+
+/* Every record empty, no worker yet (a new segment: start, crash restart). */
+void
+dbgate_runaway_shmem_init(void)
+{
+	bool		found;
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	runaway_shared = ShmemInitStruct("dbgate runaway", runaway_shmem_size(),
+									 &found);
+	if (!found)
+	{
+		memset(runaway_shared, 0, runaway_shmem_size());
+		runaway_shared->latch = NULL;
+		runaway_shared->recs = (DbgateRunawayPadded *)
+			((char *) runaway_shared +
+			 CACHELINEALIGN(sizeof(DbgateRunawayShared)));
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
 
 /* ----------
  * The backend's side
@@ -182,7 +223,7 @@ runaway_timeout_handler(void)
 		kill(MyProcPid, SIGINT);
 	}
 
-	latch = dbgate_shared->runaway_latch;
+	latch = runaway_shared->latch;
 	if (latch != NULL)
 		SetLatch(latch);
 }
@@ -193,7 +234,7 @@ dbgate_runaway_register(const DbgateChain *c, const DbgateLimits *l)
 {
 	armed.chain = c;
 	armed.lim = l;
-	my_rec = &dbgate_shared->runaway[DBGATE_MY_PROCNO()].d;
+	my_rec = &runaway_shared->recs[DBGATE_MY_PROCNO()].d;
 	dbgate_runaway_timeout_id = RegisterTimeout(USER_TIMEOUT,
 												runaway_timeout_handler);
 }
@@ -391,7 +432,7 @@ scan_records(void)
 
 	for (i = 0; i < sh->max_procs; i++)
 	{
-		volatile DbgateRunawayRec *r = &sh->runaway[i].d;
+		volatile DbgateRunawayRec *r = &runaway_shared->recs[i].d;
 		DbgateRunawayRec f;
 		uint32		s1;
 		uint32		s2;
@@ -433,7 +474,7 @@ scan_records(void)
 static void
 worker_exit(int code, Datum arg)
 {
-	dbgate_shared->runaway_latch = NULL;
+	runaway_shared->latch = NULL;
 }
 
 void
@@ -449,7 +490,7 @@ dbgate_runaway_worker_main(Datum arg)
 	if (dbgate_shared == NULL)
 		proc_exit(0);
 	on_shmem_exit(worker_exit, (Datum) 0);
-	dbgate_shared->runaway_latch = MyLatch;
+	runaway_shared->latch = MyLatch;
 	pg_memory_barrier();
 	/* what a pass of the loop allocates (quarantine.c) lives until the next */
 	loop_cxt = AllocSetContextCreate(TopMemoryContext, "dbgate runaway worker",

@@ -15,7 +15,48 @@
 #include "utils/timestamp.h"
 
 #include "compat.h"
-#include "dbgate.h"
+#include "shmem.h"
+
+/*
+ * A backend's runaway record, indexed by proc number (runaway.c has the
+ * protocol): written by the backend's runaway timer handler (seq and the
+ * facts), read by the runaway worker (which alone writes 'taken').
+ */
+typedef struct DbgateRunawayRec
+{
+	uint32		seq;			/* odd while written; seq / 2 = runaways */
+	uint32		taken;			/* runaways the worker has counted */
+	int32		budget;			/* leaf budget index */
+	uint32		incarnation;	/* of that budget */
+	int32		pid;
+	Oid			dbid;
+	int32		action;			/* DBGATE_RUNAWAY_*, as it acted */
+	int32		after_ms;		/* runaway_after then */
+	uint32		ticket;			/* 'demote': the move asked for (demote.c) */
+	uint64		queryid;		/* 0: none computed */
+	TimestampTz start;			/* the statement's runaway clock started */
+	TimestampTz at;				/* it ran out (the handler ran) */
+} DbgateRunawayRec;
+
+typedef union DbgateRunawayPadded
+{
+	DbgateRunawayRec d;
+	char		pad[DBGATE_LINES(sizeof(DbgateRunawayRec))];
+} DbgateRunawayPadded;
+
+/*
+ * runaway.c's shared memory: the records, one per proc number, and the
+ * worker's latch (NULL while no worker runs).  Sized and set up by
+ * runaway.c (dbgate.c's shared-memory hooks call it).
+ */
+typedef struct DbgateRunawayShared
+{
+	struct Latch *volatile latch;
+	DbgateRunawayPadded *recs;	/* [MaxBackends] */
+} DbgateRunawayShared;
+
+extern void dbgate_runaway_shmem_request(void);
+extern void dbgate_runaway_shmem_init(void);
 
 /*
  * Set by the runaway timer's handler when it asked for the statement's

@@ -8,10 +8,13 @@
  * at initialisation, a named LWLock tranche (config_lock, then one lock
  * per budget entry), and initialisation under AddinShmemInitLock only
  * when the segment is new (at server start and after a crash restart,
- * when every counter starts from zero).  The layout is dbgate.h's: the
- * shared header, the budget entries, the role map, the database map, one
- * entry per backend and one runaway record per backend (runaway.c), each
- * array on cache lines of its own.  What the
+ * when every counter starts from zero).  The layout is shmem.h's: the
+ * shared header, the budget entries, the role map, the database map and
+ * one entry per backend, each array on cache lines of its own.  The
+ * modules with shared state of their own (adapt.c's controllers,
+ * runaway.c's records, quarantine.c's table) size and set it up
+ * themselves, called by dbgate.c's shared-memory hooks beside this file;
+ * only the quarantine's lock is of this file's tranche.  What the
  * entries hold is installed by budgets.c (the configuration, read back
  * from the state file once the segment is new: dbgate.c's start-up hook
  * asks for it) and changed by the files of admission (the queues).
@@ -31,7 +34,6 @@
 #include "storage/shmem.h"
 #include "utils/wait_event.h"
 
-#include "dbgate.h"
 #include "shmem.h"
 
 /* GUCs (dbgate.c) */
@@ -42,21 +44,14 @@ int			dbgate_max_quarantine = 1000;
 
 DbgateShared *dbgate_shared = NULL;
 
+/* This backend's entry, once attached (admission.c) */
+DbgateProc *dbgate_my_proc = NULL;
+int			dbgate_my_procno = -1;
+
 static Size
 procs_count(void)
 {
 	return (Size) MaxBackends;
-}
-
-/* Hash buckets of the quarantine table: a power of 2, at least its size. */
-static Size
-quarantine_buckets(void)
-{
-	Size		n = 1;
-
-	while (n < (Size) dbgate_max_quarantine)
-		n <<= 1;
-	return n;
 }
 
 static Size
@@ -73,10 +68,6 @@ shmem_size(void)
 	size = add_size(size, CACHELINEALIGN(mul_size(dbgate_max_roles,
 												  sizeof(DbgateDbMap))));
 	size = add_size(size, mul_size(procs_count(), sizeof(DbgateProcPadded)));
-	size = add_size(size, mul_size(procs_count(), sizeof(DbgateRunawayPadded)));
-	size = add_size(size, mul_size(dbgate_max_quarantine,
-								   sizeof(DbgateQuarantineEntry)));
-	size = add_size(size, mul_size(quarantine_buckets(), sizeof(int32)));
 	return size;
 }
 
@@ -190,29 +181,8 @@ dbgate_shmem_init(void)
 		base += CACHELINEALIGN(mul_size(sh->max_roles, sizeof(DbgateDbMap)));
 		sh->procs = (DbgateProcPadded *) base;
 		base += mul_size(sh->max_procs, sizeof(DbgateProcPadded));
-		/* the runaway records: zero (memset above), no worker yet */
-		sh->runaway = (DbgateRunawayPadded *) base;
-		sh->runaway_latch = NULL;
-		base += mul_size(sh->max_procs, sizeof(DbgateRunawayPadded));
-		/* the quarantine table: every entry free (memset above) */
-		sh->max_quarantine = dbgate_max_quarantine;
+		/* the quarantine table's lock (its table: quarantine.c) */
 		sh->quarantine_lock = &locks[1 + dbgate_max_budgets].lock;
-		sh->quarantine = (DbgateQuarantineEntry *) base;
-		base += mul_size(sh->max_quarantine, sizeof(DbgateQuarantineEntry));
-		sh->quarantine_buckets = (int32 *) base;
-		sh->quarantine_mask = (uint32) quarantine_buckets() - 1;
-		{
-			int			q;
-
-			for (q = 0; q < sh->max_quarantine; q++)
-			{
-				sh->quarantine[q].next = -1;
-				pg_atomic_init_u64(&sh->quarantine[q].hits, 0);
-				pg_atomic_init_u64(&sh->quarantine[q].last_hit, 0);
-			}
-			for (q = 0; q <= (int) sh->quarantine_mask; q++)
-				sh->quarantine_buckets[q] = -1;
-		}
 		init_proc_entries(sh);
 		pg_atomic_init_u32(&sh->enabled, dbgate_enabled ? 1 : 0);
 		sh->wait_event_info = PG_WAIT_EXTENSION;

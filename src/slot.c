@@ -138,11 +138,10 @@
 #include "utils/memutils.h"
 #include "utils/portal.h"
 
-#include "admission.h"
 #include "adapt.h"
+#include "admission.h"
 #include "classify.h"
 #include "compat.h"
-#include "dbgate.h"
 #include "demote.h"
 #include "memgrant.h"
 #include "mincost.h"

@@ -38,7 +38,6 @@
 #include "compat.h"			/* PG_FUNCTION_INFO_V1 exports on 15 too */
 #include "config.h"
 #include "confimage.h"
-#include "dbgate.h"
 #include "fields.h"
 #include "queue.h"
 #include "shmem.h"

@@ -20,7 +20,6 @@
 
 #include "classify.h"
 #include "compat.h"			/* PG_FUNCTION_INFO_V1 exports on 15 too */
-#include "dbgate.h"
 #include "queue.h"
 #include "shmem.h"
 #include "waiting.h"

@@ -61,8 +61,9 @@
 #include "postgres.h"
 
 #include "admission_internals.h"
-#include "dbgate.h"
 #include "rate.h"
+#include "shmem.h"
+#include "trees.h"
 
 /* ----------
  * Shadow levels

@@ -49,8 +49,11 @@
 #include "admission.h"
 #include "admission_internals.h"
 #include "classify.h"
-#include "dbgate.h"
+#include "lockgraph.h"
+#include "queue.h"
 #include "rate.h"
+#include "shmem.h"
+#include "trees.h"
 #include "waiting.h"
 #include "waitsnap.h"
 

@@ -210,9 +210,9 @@
 #include "budgets.h"
 #include "compat.h"
 #include "confimage.h"
-#include "dbgate.h"
 #include "fields.h"
 #include "persist.h"
+#include "shmem.h"
 #include "wal.h"
 
 #define DBGATE_RMGR_ID			219
