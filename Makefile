@@ -11,6 +11,7 @@ OBJS = \
 	src/queue.o \
 	src/trees.o \
 	src/demote.o \
+	src/move.o \
 	src/rate.o \
 	src/lockgraph.o \
 	src/timeouts.o \

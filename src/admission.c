@@ -20,7 +20,10 @@
  *					what its shadow levels count, and which waiter of a
  *					tree a free slot goes to (shares, queue order, tokens)
  *	  lockgraph.c	the lock-holder check across the queues
- *	  demote.c		a runaway's slot moved to another budget (1.3)
+ *	  demote.c		the backend's side of a runaway's slot moved to another
+ *					budget (1.3)
+ *	  move.c		the move itself, made by the runaway worker (1.3)
+ * The last two are above the others, which call nothing of them.
  * They share admission_internals.h.  The rest of dbgate sees admission.h
  * (the statement path: slot.c, memgrant.c), waiting.h and queue.h (the
  * configuration install and the views); nothing else.  Together they own
@@ -106,7 +109,6 @@
 #include "admission.h"
 #include "admission_internals.h"
 #include "classify.h"
-#include "demote.h"
 #include "queue.h"
 #include "rate.h"
 #include "shmem.h"
@@ -519,15 +521,13 @@ dbgate_admission_mark(uint8 state, TimestampTz since)
 
 /*
  * This backend's memory grants changed by delta_kb at every level of its
- * chain ('demote': its budget may have it moved meanwhile, demote.c).
+ * chain (a slot whose budget demotes, which may be moved meanwhile, goes
+ * through dbgate_demote_memory() instead: memgrant.c).
  */
 void
-dbgate_admission_memory(int64 delta_kb, bool demote)
+dbgate_admission_memory(int64 delta_kb)
 {
-	if (unlikely(demote))
-		dbgate_demote_memory(delta_kb);
-	else
-		memory_add(dbgate_my_proc, delta_kb);
+	memory_add(dbgate_my_proc, delta_kb);
 }
 
 /* A session ended by its budget's idle_in_transaction_timeout. */

@@ -24,7 +24,7 @@ extern void dbgate_admission_return(const DbgateChain *c,
 /* This backend's entry */
 extern void dbgate_admission_attach(int procno);
 extern void dbgate_admission_mark(uint8 state, TimestampTz since);
-extern void dbgate_admission_memory(int64 delta_kb, bool demote);
+extern void dbgate_admission_memory(int64 delta_kb);
 extern void dbgate_admission_count_terminated_idle(const DbgateChain *c);
 
 #endif							/* DBGATE_ADMISSION_H */

@@ -5,8 +5,8 @@
  *	  entries and the state words of the budgets as they are read and
  *	  written.
  *
- * Only admission.c, waiting.c, queue.c, trees.c, lockgraph.c and demote.c
- * include this header (admission.c lists them and has the rules that all
+ * Only admission.c, waiting.c, queue.c, trees.c, lockgraph.c, demote.c and
+ * move.c include this header (admission.c lists them and has the rules that all
  * of them follow); the rest of dbgate uses admission.h, waiting.h and queue.h.
  * It includes only lower headers (shmem.h, budgetdefs.h, admitdefs.h,
  * classify.h, compat.h): the functions that each file gives the others

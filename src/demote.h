@@ -1,9 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * demote.h
- *	  Demotion (1.3, demote.c): a runaway's slot moved to the budget's
- *	  runaway_budget by the runaway worker, and what the backend that holds
- *	  the slot does about it.
+ *	  Demotion (1.3, demote.c), the backend's side: the request of the
+ *	  move of a runaway's slot to the budget's runaway_budget (the runaway
+ *	  worker makes it: move.h), and what the backend that holds the slot
+ *	  does about it.
  *
  *-------------------------------------------------------------------------
  */
@@ -16,56 +17,11 @@
 #include "shmem.h"
 
 /*
- * The move word of a backend's entry (DbgateProc.move): | ticket:32 |
- * flags:32 |.  demote.c has the protocol.
- */
-#define DBGATE_MV_ASKED		0x01	/* the runaway timer asked for a move */
-#define DBGATE_MV_BUSY		0x02	/* the runaway worker is moving the slot */
-#define DBGATE_MV_DONE		0x04	/* the slot was moved (chain: the target's) */
-#define DBGATE_MV_PIN		0x08	/* the backend is using its chain */
-#define DBGATE_MV_ADOPTED	0x10	/* the backend applies the target's limits */
-#define DBGATE_MV_TIMEOUT	0x20	/* the worker canceled for the target's
-									 * statement_timeout */
-#define DBGATE_MV_LOCK		0x40	/* ... for its lock_timeout */
-
-static inline uint32
-dbgate_mv_flags(uint64 w)
-{
-	return (uint32) w;
-}
-
-static inline uint32
-dbgate_mv_ticket(uint64 w)
-{
-	return (uint32) (w >> 32);
-}
-
-/*
  * The runaway timer's handler (runaway.c, signal context): ask the worker
  * to move this backend's slot.  Returns the ticket of the request, or 0 if
  * the slot was moved (or asked for) already: the statement acts as 'log'.
  */
 extern uint32 dbgate_demote_ask(void);
-
-/*
- * The runaway worker (runaway.c): move the slot of backend 'procno', whose
- * statement ran away with ticket 'ticket' in budget (budget, incarnation),
- * to that budget's runaway_budget.  Returns 1 when moved (*target: the
- * name of the target), 0 when there was nothing to move (the statement
- * ended first, the budget changed), -1 when the backend was using its
- * chain (try again shortly).
- */
-extern int	dbgate_demote_move(int procno, uint32 ticket, int budget,
-							   uint32 incarnation, TimestampTz start,
-							   char *target);
-
-/*
- * The runaway worker: the target's statement_timeout and lock_timeout for
- * the demoted statements that still run (the backend applies them from its
- * next statement on).  Returns the milliseconds until the next check is
- * due, or -1 when no demoted statement is being watched.
- */
-extern long dbgate_demote_watch(void);
 
 /*
  * The backend's side (slot.c), only for a slot whose budget demotes
@@ -109,7 +65,8 @@ dbgate_demote_close(DbgateAdmission *a)
 
 /*
  * This backend's memory grants change by delta_kb at every level of its
- * chain, for a slot whose budget demotes (admission.c): pinned.
+ * chain, for a slot whose budget demotes (memgrant.c; for any other slot
+ * dbgate_admission_memory()): pinned.
  */
 extern void dbgate_demote_memory(int64 delta_kb);
 

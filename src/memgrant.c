@@ -84,6 +84,7 @@
 #include "admission.h"
 #include "budgetdefs.h"
 #include "compat.h"
+#include "demote.h"
 #include "gucvar.h"
 #include "memestimate.h"
 #include "memgrant.h"
@@ -157,6 +158,19 @@ ensure_rec_space(void)
 	maxrecs *= 2;
 }
 
+/*
+ * The grants of this backend change by delta_kb at every level of its
+ * chain: pinned against a move where the slot's budget demotes (demote.c).
+ */
+static inline void
+memory_add_kb(int64 delta_kb)
+{
+	if (unlikely(slot_demote))
+		dbgate_demote_memory(delta_kb);
+	else
+		dbgate_admission_memory(delta_kb);
+}
+
 /* Forget record i and take its grant back, exactly once. */
 static void
 release_rec(int i)
@@ -167,7 +181,7 @@ release_rec(int i)
 	if (kb == 0)
 		return;
 	open_kb -= Min(open_kb, kb);
-	dbgate_admission_memory(-(int64) kb, slot_demote);
+	memory_add_kb(-(int64) kb);
 }
 
 static void
@@ -385,7 +399,7 @@ dbgate_memgrant_start(QueryDesc *queryDesc, DbgateMemStretch *st)
 	if (grant_kb > 0)
 	{
 		open_kb += grant_kb;
-		dbgate_admission_memory((int64) grant_kb, slot_demote);
+		memory_add_kb((int64) grant_kb);
 	}
 
 	dbgate_memgrant_enter(queryDesc, st);

@@ -114,7 +114,6 @@
 
 #include "admission_internals.h"
 #include "compat.h"
-#include "demote.h"
 #include "queue.h"
 #include "rate.h"
 #include "shmem.h"

@@ -71,7 +71,7 @@
  *
  * Shadow budgets (enforce = false): every action acts as 'log' (the
  * runaway is still counted and logged).  'demote' of an enforcing budget
- * is the move of demote.c, made by this worker.
+ * is the move of move.c, made by this worker.
  *
  * Fast-path function calls and gated utility commands arm no runaway
  * timer (no ExecutorRun wraps them).
@@ -118,6 +118,7 @@
 
 #include "compat.h"
 #include "demote.h"
+#include "move.h"
 #include "quarantine.h"
 #include "runaway.h"
 #include "shmem.h"
@@ -362,7 +363,7 @@ demote(int procno, const DbgateRunawayRec *f, char *target)
 
 	for (tries = 0; tries < 1000; tries++)
 	{
-		int			r = dbgate_demote_move(procno, f->ticket, f->budget,
+		int			r = dbgate_move_slot(procno, f->ticket, f->budget,
 										   f->incarnation, f->start, target);
 
 		if (r >= 0)
@@ -518,7 +519,7 @@ dbgate_runaway_worker_main(Datum arg)
 		}
 		complete = scan_records();
 		/* demote.c: the target's timeouts of demoted statements */
-		watch_ms = dbgate_demote_watch();
+		watch_ms = dbgate_move_watch();
 		now = GetCurrentTimestamp();
 		if (now - last_tick >= USECS_PER_SEC || now < last_tick)
 		{

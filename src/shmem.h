@@ -277,6 +277,38 @@ typedef struct DbgateProc
 	TimestampTz watch_deadline; /* 0: none */
 } DbgateProc;
 
+/*
+ * The move word of a backend's entry (DbgateProc.move): | ticket:32 |
+ * flags:32 |.  demote.c has the protocol; the runaway worker's move is
+ * move.c's.
+ */
+#define DBGATE_MV_ASKED		0x01	/* the runaway timer asked for a move */
+#define DBGATE_MV_BUSY		0x02	/* the runaway worker is moving the slot */
+#define DBGATE_MV_DONE		0x04	/* the slot was moved (chain: the target's) */
+#define DBGATE_MV_PIN		0x08	/* the backend is using its chain */
+#define DBGATE_MV_ADOPTED	0x10	/* the backend applies the target's limits */
+#define DBGATE_MV_TIMEOUT	0x20	/* the worker canceled for the target's
+									 * statement_timeout */
+#define DBGATE_MV_LOCK		0x40	/* ... for its lock_timeout */
+
+static inline uint32
+dbgate_mv_flags(uint64 w)
+{
+	return (uint32) w;
+}
+
+static inline uint32
+dbgate_mv_ticket(uint64 w)
+{
+	return (uint32) (w >> 32);
+}
+
+static inline uint64
+dbgate_mv_make(uint32 ticket, uint32 flags)
+{
+	return ((uint64) ticket << 32) | flags;
+}
+
 typedef union DbgateProcPadded
 {
 	DbgateProc	d;
