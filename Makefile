@@ -6,9 +6,13 @@ OBJS = \
 	src/budgets.o \
 	src/classify.o \
 	src/slot.o \
+	src/gate.o \
+	src/slotrun.o \
+	src/slotxact.o \
 	src/admission.o \
 	src/waiting.o \
 	src/queue.o \
+	src/install.o \
 	src/trees.o \
 	src/demote.o \
 	src/move.o \
@@ -19,6 +23,7 @@ OBJS = \
 	src/fields.o \
 	src/confimage.o \
 	src/config.o \
+	src/confcheck.o \
 	src/persist.o \
 	src/wal.o \
 	src/sqlfuncs.o \

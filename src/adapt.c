@@ -92,7 +92,7 @@
  * non-fair and 'lifo' queues, wake-ups) for the rule of 'held'.
  *
  * Configuration changes (dbgate_adapt_install(), from the install)
- * ---------------------------------------------------------------
+ * -----------------------------------------------------------------
  * L starts at max_active when the budget starts to adapt (and at server
  * start); 'shadow' <-> 'on' keeps it.  Raising max_active raises L by as
  * much; lowering it, or raising adapt_min, clamps L at once.  Once the
@@ -109,10 +109,17 @@
  * lock, by the step and by the install) and the controller's memory, a
  * DbgateAdaptState per budget entry in this file's shared memory (tree
  * lock); it reads held_above, which the grant step counts
- * (trees.c, tree lock).  A step takes the one tree lock of its budget, as a
- * release with waiters does; it writes lim.max_active through queue.c
+ * (trees.c, tree lock).  This file computes L and takes no lock: the core
+ * applies it (install.c).  At the release of a statement of an adapting
+ * chain, install.c's dbgate_admission_adapt_released() counts it here
+ * (dbgate_adapt_count(), adapt.h, inline) and, for a level whose period
+ * has ended, takes the one tree lock of its budget (as a release with
+ * waiters does), runs the step (dbgate_adapt_step()) and, where L changed
+ * in a budget that admits by it, writes lim.max_active
  * (dbgate_admission_set_adaptive()), which hands out slots at once when L
- * rose.  No ereport() and no allocation under the lock.
+ * rose.  The install does the same with dbgate_adapt_install() (inside
+ * dbgate_admission_set_limits()) and dbgate_adapt_reserved().  No
+ * ereport() and no allocation under the lock.
  *
  *-------------------------------------------------------------------------
  */
@@ -127,10 +134,8 @@
 #include "utils/wait_event.h"
 
 #include "adapt.h"
-#include "queue.h"
 #include "shmem.h"
 
-#define PERIOD_US		((uint64) DBGATE_ADAPT_PERIOD_MS * 1000)
 #define HOLD_PERIODS	10
 #define GUARD_SIGMAS	3.0		/* a fall of the check is this many sd */
 #define GUARD_MIN_PERIODS 4		/* busy periods x_avg needs to be compared */
@@ -229,26 +234,27 @@ children_reserved(DbgateBudget *b)
 }
 
 /*
- * After an install: L of budget b (of tree 'root') is at least its
- * children's reservations (they may have been raised, or a child with a
- * reservation added, without a change of b's own configuration).  Caller
- * holds the tree lock, or every budget lock, with the whole configuration
- * and the shape of the trees installed.
+ * After an install: L of budget b is at least its children's reservations
+ * (they may have been raised, or a child with a reservation added, without
+ * a change of b's own configuration).  Caller holds the tree lock, or
+ * every budget lock, with the whole configuration and the shape of the
+ * trees installed.  Returns true when L was raised to *l and the budget
+ * admits by it (adapt = 'on'): the caller applies it (install.c).
  */
-void
-dbgate_adapt_reserved(DbgateBudget *b, int root)
+bool
+dbgate_adapt_reserved(DbgateBudget *b, int32 *l)
 {
-	int32		l = (int32) pg_atomic_read_u32(&b->adapt_limit);
+	int32		cur = (int32) pg_atomic_read_u32(&b->adapt_limit);
 	int32		floor;
 
-	if (l == 0 || b->conf.adapt == DBGATE_ADAPT_OFF || b->first_child < 0)
-		return;
+	if (cur == 0 || b->conf.adapt == DBGATE_ADAPT_OFF || b->first_child < 0)
+		return false;
 	floor = Min(children_reserved(b), b->conf.max_active);
-	if (l >= floor)
-		return;
+	if (cur >= floor)
+		return false;
 	pg_atomic_write_u32(&b->adapt_limit, (uint32) floor);
-	if (b->conf.adapt == DBGATE_ADAPT_ON)
-		dbgate_admission_set_adaptive(b, root, floor);
+	*l = floor;
+	return b->conf.adapt == DBGATE_ADAPT_ON;
 }
 
 /* ----------
@@ -408,14 +414,15 @@ average_in(DbgateAdaptState *s, const Sample *now, bool first)
 }
 
 /*
- * The step of budget idx (incarnation inc) at 'now'.  Takes the budget's
- * tree lock.
+ * The step of budget idx (incarnation inc) at 'now'.  Caller holds the
+ * budget's tree lock (install.c).  Returns true when L changed to *l and
+ * the budget admits by it (adapt = 'on'): the caller applies it.
  */
-static void
-step(int idx, uint32 inc, TimestampTz now)
+bool
+dbgate_adapt_step(int idx, uint32 inc, TimestampTz now, int32 *lnew)
 {
-	int			root = dbgate_admission_lock_tree(idx);
 	DbgateBudget *b = entry(idx);
+	bool		apply = false;
 	DbgateAdaptState *s = &adapt_states[idx];
 	uint64		done,
 				busy,
@@ -431,10 +438,7 @@ step(int idx, uint32 inc, TimestampTz now)
 
 	if (!b->in_use || b->incarnation != inc || b->conf.adapt == DBGATE_ADAPT_OFF ||
 		(l = (int32) pg_atomic_read_u32(&b->adapt_limit)) == 0)
-	{
-		LWLockRelease(dbgate_budget_lock(root));
-		return;
-	}
+		return false;
 	done = pg_atomic_read_u64(&b->adapt_done);
 	busy = pg_atomic_read_u64(&b->adapt_busy_us);
 	waits = pg_atomic_read_u64(&b->admitted_after_wait);
@@ -475,8 +479,8 @@ step(int idx, uint32 inc, TimestampTz now)
 			 */
 			s->sampled = false;
 			pg_atomic_write_u32(&b->adapt_limit, (uint32) next);
-			if (b->conf.adapt == DBGATE_ADAPT_ON)
-				dbgate_admission_set_adaptive(b, root, next);
+			*lnew = next;
+			apply = (b->conf.adapt == DBGATE_ADAPT_ON);
 		}
 	}
 	s->period_start = now;
@@ -485,36 +489,5 @@ step(int idx, uint32 inc, TimestampTz now)
 	s->waits0 = waits;
 	s->tokens0 = tokens;
 	s->above0 = above;
-	LWLockRelease(dbgate_budget_lock(root));
-}
-
-/* ----------
- * The statement path
- * ----------
- */
-void
-dbgate_adapt_released(const DbgateChain *c, TimestampTz admitted_at)
-{
-	TimestampTz now = GetCurrentTimestamp();
-	uint64		busy = (admitted_at > 0 && now > admitted_at) ?
-		(uint64) (now - admitted_at) : 0;
-	int			i;
-
-	for (i = 0; i < c->n; i++)
-	{
-		DbgateBudget *b = entry(c->idx[i]);
-		uint64		due;
-
-		if (pg_atomic_read_u32(&b->adapt_limit) == 0 ||
-			dbgate_st_tag(pg_atomic_read_u64(&b->state)) != dbgate_tag_of(c->inc[i]))
-			continue;
-		pg_atomic_fetch_add_u64(&b->adapt_done, 1);
-		pg_atomic_fetch_add_u64(&b->adapt_busy_us, busy);
-		due = pg_atomic_read_u64(&b->adapt_due_us);
-		if ((uint64) now < due ||
-			!pg_atomic_compare_exchange_u64(&b->adapt_due_us, &due,
-											(uint64) now + PERIOD_US))
-			continue;
-		step(c->idx[i], c->inc[i], now);
-	}
+	return apply;
 }

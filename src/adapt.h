@@ -43,26 +43,70 @@ typedef struct DbgateAdaptState
 extern void dbgate_adapt_shmem_request(void);
 extern void dbgate_adapt_shmem_init(void);
 
-/*
- * The statement path (slot.c): a slot of a chain with an adapting level
- * was returned (taken at 'admitted_at').  Counts the statement at every
- * adapting level and, at most once per period and level, runs the step.
- */
-extern void dbgate_adapt_released(const DbgateChain *c, TimestampTz admitted_at);
+/* One period of the controller, in microseconds */
+#define DBGATE_ADAPT_PERIOD_US	((uint64) DBGATE_ADAPT_PERIOD_MS * 1000)
 
 /*
- * The configuration install (budgets.c, with the tree lock or every lock
- * held, just before it installs the limits of 'conf'): the limit L that
- * budget b uses from now on under 'conf', from what it used before (its
- * old configuration is still in b->conf).  0 when 'conf' does not adapt.
+ * The statement path (install.c's dbgate_admission_adapt_released(), from
+ * slot.c): a slot of chain c with an adapting level was returned at 'now'
+ * (taken at 'admitted_at').  Counts the statement at every adapting level.
+ * Returns the levels whose period has ended (bit i: level i), each claimed
+ * for this backend by compare-and-swap: the caller runs their steps.
+ * Inline, as the loop was in the release.
+ */
+static inline uint32
+dbgate_adapt_count(const DbgateChain *c, TimestampTz admitted_at,
+				   TimestampTz now)
+{
+	uint64		busy = (admitted_at > 0 && now > admitted_at) ?
+		(uint64) (now - admitted_at) : 0;
+	uint32		due_levels = 0;
+	int			i;
+
+	for (i = 0; i < c->n; i++)
+	{
+		DbgateBudget *b = budget_entry(c->idx[i]);
+		uint64		due;
+
+		if (pg_atomic_read_u32(&b->adapt_limit) == 0 ||
+			dbgate_st_tag(pg_atomic_read_u64(&b->state)) != dbgate_tag_of(c->inc[i]))
+			continue;
+		pg_atomic_fetch_add_u64(&b->adapt_done, 1);
+		pg_atomic_fetch_add_u64(&b->adapt_busy_us, busy);
+		due = pg_atomic_read_u64(&b->adapt_due_us);
+		if ((uint64) now < due ||
+			!pg_atomic_compare_exchange_u64(&b->adapt_due_us, &due,
+											(uint64) now + DBGATE_ADAPT_PERIOD_US))
+			continue;
+		due_levels |= 1U << i;
+	}
+	return due_levels;
+}
+
+/*
+ * The step of budget idx (incarnation inc) at 'now', its period over.
+ * Caller holds the budget's tree lock (install.c).  Returns true when L
+ * changed to *l and the budget admits by it (adapt = 'on'): the caller
+ * applies it (dbgate_admission_set_adaptive()).
+ */
+extern bool dbgate_adapt_step(int idx, uint32 inc, TimestampTz now, int32 *l);
+
+/*
+ * The configuration install (install.c's dbgate_admission_set_limits(),
+ * with the tree lock or every lock held, just before it installs the
+ * limits of 'conf'): the limit L that budget b uses from now on under
+ * 'conf', from what it used before (its old configuration is still in
+ * b->conf).  0 when 'conf' does not adapt.
  */
 extern int32 dbgate_adapt_install(DbgateBudget *b, const DbgateBudgetConf *conf);
 
 /*
  * The configuration install, once every budget has its limits and the
- * trees their shape (tree lock of 'root', or every lock, held): an
- * adapting parent's L is raised to its children's reservations.
+ * trees their shape (tree lock of b's tree, or every lock, held): an
+ * adapting parent's L is raised to its children's reservations.  Returns
+ * true when L was raised to *l and the budget admits by it: the caller
+ * applies it (install.c).
  */
-extern void dbgate_adapt_reserved(DbgateBudget *b, int root);
+extern bool dbgate_adapt_reserved(DbgateBudget *b, int32 *l);
 
 #endif							/* DBGATE_ADAPT_H */

@@ -24,9 +24,9 @@
 #include "utils/memutils.h"
 #include "utils/syscache.h"
 
-#include "adapt.h"
 #include "budgets.h"
 #include "confimage.h"
+#include "install.h"
 #include "persist.h"
 #include "queue.h"
 #include "shmem.h"
@@ -448,7 +448,6 @@ create_new(const Install *in)
 		lock_one(in, idx);
 		b->incarnation++;
 		dbgate_admission_budget_created(b);
-		(void) dbgate_adapt_install(b, &in->config->budgets[n]);
 		dbgate_admission_set_limits(b, &in->config->budgets[n], -1, 0);
 		pg_atomic_write_u64(&b->state, dbgate_st_make(b->incarnation, 0, 0));
 		dbgate_reset_budget_stats(b, in->now);
@@ -485,7 +484,6 @@ set_all_limits(const Install *in)
 			continue;			/* unchanged */
 		if (in->locked && !in->reshape)
 			root = dbgate_admission_lock_tree(idx);
-		(void) dbgate_adapt_install(b, c);
 		dbgate_admission_set_limits(b, c, p,
 									p >= 0 ? sh->budgets[p].d.incarnation : 0);
 		if (!b->conf.enforce)
@@ -559,7 +557,7 @@ raise_to_reservations(const Install *in)
 			continue;
 		if (in->locked && !in->reshape)
 			root = dbgate_admission_lock_tree(i);
-		dbgate_adapt_reserved(b, root);
+		dbgate_admission_adapt_reserved(b, root);
 		if (in->locked && !in->reshape)
 			LWLockRelease(dbgate_budget_lock(root));
 	}

@@ -313,7 +313,6 @@ node_type_may_write(Plan *plan)
 			 * Run-time partition pruning evaluates copies of quals that
 			 * the children have, and never volatile ones (partprune.c).
 			 */
-			return false;
 		case T_Agg:
 			/*
 			 * Its aggregates are in its target list and qual; the Agg

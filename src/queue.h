@@ -1,9 +1,10 @@
 /*-------------------------------------------------------------------------
  *
  * queue.h
- *	  The queues of the budgets (queue.c), as the configuration install and
- *	  the views reach them: the one interface of the configuration side to
- *	  the files of admission.
+ *	  The queues of the budgets (queue.c): the tree lock, for the
+ *	  configuration install, the views and the adaptive limit; what the
+ *	  other files of admission use of queue.c.  The install's side of the
+ *	  queues and the views' reads are install.h's.
  *
  *-------------------------------------------------------------------------
  */
@@ -14,47 +15,6 @@
 
 /* The lock of budget idx's tree; returns the root, whose lock it is. */
 extern int	dbgate_admission_lock_tree(int idx);
-
-/* For the configuration install (budgets.c) */
-extern void dbgate_admission_budget_created(DbgateBudget *b);
-extern void dbgate_admission_set_limits(DbgateBudget *b,
-										const DbgateBudgetConf *conf,
-										int parent, uint32 parent_incarnation);
-extern void dbgate_admission_release_waiters(DbgateBudget *b);
-extern void dbgate_admission_budget_dropped(DbgateBudget *b);
-extern void dbgate_admission_recount_queued(void);
-extern void dbgate_admission_admit_all(DbgateBudget *b);
-extern void dbgate_admission_grant(int root);
-extern void dbgate_admission_set_adapt_chain(DbgateBudget *b, bool adapt_chain);
-
-/* For the adaptive limit (adapt.c) */
-extern void dbgate_admission_set_adaptive(DbgateBudget *b, int root,
-										  int32 limit);
-
-/* For the views (status.c) */
-#define DBGATE_ROW_QUEUED		0
-#define DBGATE_ROW_ACTIVE		1
-#define DBGATE_ROW_HELD			2	/* holds a slot, nothing runs under it */
-
-typedef struct DbgateBackendRow
-{
-	int32		pid;
-	Oid			roleid;
-	int			budget;
-	uint8		state;			/* DBGATE_ROW_* */
-	uint8		rule;			/* DbgateRule */
-	Oid			via;
-	TimestampTz since;
-	int32		position;		/* 1 = next; queued only */
-	int64		memory_kb;		/* open memory grants */
-	int			demoted_from;	/* budget index a demoted slot came from, or
-								 * -1 (1.3, demote.c) */
-} DbgateBackendRow;
-
-extern int	dbgate_admission_backends(int idx, DbgateBackendRow *rows,
-									  int maxrows);
-extern uint64 dbgate_admission_oldest_wait(int idx);
-extern int	dbgate_admission_idle_count(int idx);
 
 /* ----------
  * For the other files of admission only (admission.c lists them): the

@@ -48,6 +48,10 @@ DbgateShared *dbgate_shared = NULL;
 DbgateProc *dbgate_my_proc = NULL;
 int			dbgate_my_procno = -1;
 
+StaticAssertDecl(sizeof(DbgateBudget) <= DBGATE_BUDGET_BYTES &&
+				 DBGATE_BUDGET_BYTES % PG_CACHE_LINE_SIZE == 0,
+				 "a budget entry must fit DBGATE_BUDGET_BYTES, on whole cache lines");
+
 static Size
 procs_count(void)
 {

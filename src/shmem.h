@@ -188,10 +188,18 @@ typedef struct DbgateBudget
 #define DBGATE_LINES(size) \
 	((((size) + PG_CACHE_LINE_SIZE - 1) / PG_CACHE_LINE_SIZE) * PG_CACHE_LINE_SIZE)
 
+/*
+ * A budget entry takes 1024 bytes (8 lines of 128 bytes, the most it has
+ * needed so far; shmem.c checks that it fits): a power of 2, so that the
+ * address of entry i, which the statement path computes at every level of
+ * a chain, is a shift and an addition.
+ */
+#define DBGATE_BUDGET_BYTES		1024
+
 typedef union DbgateBudgetPadded
 {
 	DbgateBudget d;
-	char		pad[DBGATE_LINES(sizeof(DbgateBudget))];
+	char		pad[DBGATE_BUDGET_BYTES];
 } DbgateBudgetPadded;
 
 /*

@@ -11,19 +11,25 @@
 #include "executor/execdesc.h"
 #include "nodes/plannodes.h"
 
+#include "shmem.h"
 #include "timeouts.h"
 
 /*
  * Flags the hooks look at before they call in (dbgate.c): each is one
  * test on the statement path.
  */
-extern int	dbgate_nrefs;		/* references keeping this backend's slot */
-extern bool dbgate_slot_has_limits; /* the slot's budget has timeouts or
-									 * max_memory_mb */
-extern bool dbgate_refs_span_subxacts;
-extern bool dbgate_run_work;	/* ExecutorRun/Finish have work to do */
-extern bool dbgate_slot_busy;	/* the transaction's end has work to do */
-extern bool dbgate_xact_committing;	/* the commit has started */
+/* Variables of the slot's files (slot.c), hidden from outside the library */
+extern DBGATE_HIDDEN int dbgate_nrefs;	/* references keeping this backend's
+										 * slot */
+extern DBGATE_HIDDEN bool dbgate_slot_has_limits;	/* the slot's budget has
+													 * timeouts or
+													 * max_memory_mb */
+extern DBGATE_HIDDEN bool dbgate_refs_span_subxacts;
+extern DBGATE_HIDDEN bool dbgate_run_work;	/* ExecutorRun/Finish have work
+											 * to do */
+extern DBGATE_HIDDEN bool dbgate_slot_busy;	/* the transaction's end has
+											 * work to do */
+extern DBGATE_HIDDEN bool dbgate_xact_committing;	/* the commit has started */
 
 extern void dbgate_slot_executor_start(QueryDesc *queryDesc, int eflags);
 extern void dbgate_slot_executor_end(QueryDesc *queryDesc);

@@ -39,6 +39,7 @@
 #include "config.h"
 #include "confimage.h"
 #include "fields.h"
+#include "install.h"
 #include "queue.h"
 #include "shmem.h"
 

@@ -20,6 +20,7 @@
 
 #include "classify.h"
 #include "compat.h"			/* PG_FUNCTION_INFO_V1 exports on 15 too */
+#include "install.h"
 #include "queue.h"
 #include "shmem.h"
 #include "waiting.h"

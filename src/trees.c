@@ -162,6 +162,30 @@ note_held_above(DbgateBudget *b)
 }
 
 /*
+ * Level idx (budget b, with a rate) has no token for the pick now: the
+ * pick becomes the blocked candidate if its token is due first (with the
+ * level that lacks it), and the level is passed over.  Returns false when
+ * a token is there.
+ */
+static bool
+token_blocks(DbgateBudget *b, int idx, int64 now_ns, const Pick *pick,
+			 Pick *blocked)
+{
+	int64		due = dbgate_token_due(b, now_ns);
+
+	if (due == 0)
+		return false;
+	if (blocked->procno < 0 || due < blocked->due_ns)
+	{
+		*blocked = *pick;
+		blocked->due_ns = due;
+		blocked->token_level = (int8) depth_of(pick->procno >= 0 ?
+											  proc_entry(pick->procno)->budget : idx) - depth_of(idx);
+	}
+	return true;
+}
+
+/*
  * Select a waiter of budget idx's subtree that could take a slot at every
  * level from idx down now (room and tokens).  'blocked_above': a level
  * above idx is full (and what the path holds does not cover it), so only
@@ -268,22 +292,8 @@ select_in(int idx, int depth, bool blocked_above, TimestampTz now,
 	}
 
 	/* this level's token */
-	if (l.rate && l.enforce)
-	{
-		int64		due = dbgate_token_due(b, now_ns);
-
-		if (due != 0)
-		{
-			if (blocked->procno < 0 || due < blocked->due_ns)
-			{
-				*blocked = *pick;
-				blocked->due_ns = due;
-				blocked->token_level = (int8) depth_of(pick->procno >= 0 ?
-													  proc_entry(pick->procno)->budget : idx) - depth_of(idx);
-			}
-			return false;
-		}
-	}
+	if (l.rate && l.enforce && token_blocks(b, idx, now_ns, pick, blocked))
+		return false;
 	return found;
 }
 
