@@ -868,7 +868,7 @@ queue_act(QueueWait *q, WaitStep step, DbgateAdmission *a)
 {
 	DbgateBudget *b = budget_entry(q->idx);
 	uint64		waited_us = elapsed_us(q->enqueued, GetCurrentTimestamp());
-	bool		slot = false;
+	bool		granted = false;
 
 	switch (step)
 	{
@@ -895,7 +895,7 @@ queue_act(QueueWait *q, WaitStep step, DbgateAdmission *a)
 				dbgate_my_proc->state = DBGATE_PROC_ACTIVE;
 				pg_write_barrier();
 				dbgate_my_proc->granted = false;
-				slot = true;
+				granted = true;
 			}
 			break;
 
@@ -920,7 +920,7 @@ queue_act(QueueWait *q, WaitStep step, DbgateAdmission *a)
 			Assert(false);
 			break;
 	}
-	return slot;
+	return granted;
 }
 
 /*

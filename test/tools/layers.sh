@@ -16,7 +16,8 @@
 #     module entry); the statement path (the files the hooks call below
 #     dbgate.c, and all they reach) reaches nothing of the configuration's
 #     writing side (config.c, wal.c, persist.c); the configuration side
-#     reaches the files of admission through queue.c only.  A violation
+#     reaches the files of admission through install.c and queue.c only
+#     (install.h, queue.h's tree lock).  A violation
 #     is printed, and the exit status is 1.
 # Then the same of modules, headers included: a module is a .c file with
 # its header (x.c with x.h); a header without a .c file
@@ -29,7 +30,9 @@
 # static variable of B's header.  A prototype or an extern declaration
 # defines nothing and uses nothing: it is the defining file's.  Printed:
 #   - the layers, from the block "Layers (lowest first):" of src/README;
-#     a file of src/ in no layer, or in two, is a violation;
+#     a file of src/ in no layer, or in two, is a violation; a word
+#     "a.c+b.c+a_internals.h" there makes one module (named a) of the
+#     parts of a split file and the header they share;
 #   - the cycles: each strongly connected set of modules, with the names
 #     that make each edge;
 #   - every upward dependency (a module of a lower layer -> one of a
@@ -37,8 +40,8 @@
 #   - the edges of cycles and the upward ones that test/tools/layers.allow
 #     does not list: "not allowed", a violation; and those it lists that
 #     are gone: "gone", printed only, to be deleted from it;
-#   - "largest cycle: N modules" and last "N cycles, N upward
-#     dependencies".
+#   - "largest cycle: N modules" and "N cycles, N upward dependencies";
+#   - a C file over 1,000 lines or a function over 100: a violation.
 # test/tools/layers.allow lists the edges of cycles and the upward edges
 # that pass while the refactoring that removes them goes on, one "a -> b"
 # a line, and only shrinks: --write-allow writes it from what is found
@@ -74,13 +77,14 @@ done
 
 # The files the hooks of dbgate.c call on the statement path; the
 # statement path is them and everything they reach.
-STATEMENT_ROOTS="slot classify planner parallel memgrant mincost utility queryid"
+STATEMENT_ROOTS="slot slotrun slotxact gate classify planner parallel memgrant mincost utility queryid"
 # What only a configuration change (or its replay) runs, and may not be
 # reached from the statement path.
 WRITING_SIDE="config wal persist"
-# The configuration side, which reaches the queues through queue.c only.
-CONFIG_SIDE="sqlfuncs config wal persist budgets confimage fields"
-ADMISSION_FILES="admission waiting queue trees lockgraph rate"
+# The configuration side, which reaches the queues through install.c and
+# queue.c only.
+CONFIG_SIDE="sqlfuncs config confcheck wal persist budgets confimage fields"
+ADMISSION_FILES="admission waiting queue trees lockgraph rate install demote move"
 
 for f in src/*.c; do
 	[[ -e ${f%.c}.o ]] || { echo "src/${f##*/}: no object file; run make first" >&2; exit 2; }
@@ -194,14 +198,14 @@ END {
 		for (j = 1; j <= na; j++) {
 			if (!((cs[i], ad[j]) in e))
 				continue
-			if (ad[j] != "queue") {
+			if (ad[j] != "queue" && ad[j] != "install") {
 				printf "layering: %s (configuration side) calls %s: %s\n", cs[i], ad[j], sortwords(syms[cs[i], ad[j]])
 				bad = 1
 			} else
 				via = via " " syms[cs[i], ad[j]]
 		}
 	k = split(sortwords(via), vw, " ")
-	printf "configuration side -> queues: queue.c only, %d functions: %s\n", k, sortwords(via)
+	printf "configuration side -> queues: install.c and queue.c only, %d functions: %s\n", k, sortwords(via)
 	exit bad
 }
 function sortwords(s,    a, k, i, j, x, out) {
@@ -229,11 +233,10 @@ use warnings;
 # Standard input: "module symbol D", the global symbols nm finds defined.
 my ($readme, $allowfile, $write_allow, $show_edges) = @ARGV;
 
-my %files;
-for my $f (glob('src/*.c'), glob('src/*.h')) {
-	(my $m = $f) =~ s{^src/(.*)\.[ch]$}{$1};
-	push @{ $files{$m} }, $f;
-}
+# A module is a .c file with its header; a word "a.c+b.c+c_internals.h"
+# of the block makes one module, named after its first file, of files that
+# share one header of their own (a split file's parts).
+my %group;    # basename -> module
 
 # the layers, from the block "Layers (lowest first)" of src/README
 my (@layer_name, %layer_of, $bad);
@@ -251,12 +254,18 @@ while (<$rf>) {
 	} else {
 		$list = $_;
 	}
-	for my $w (split ' ', $list) {
-		$w =~ /^([A-Za-z0-9_]+)\.[ch]$/ or die "src/README, Layers: not a file name: $w\n";
+	for my $g (split ' ', $list) {
+		my @part = split /\+/, $g;
+		$part[0] =~ /^([A-Za-z0-9_]+)\.[ch]$/ or die "src/README, Layers: not a file name: $part[0]\n";
 		my $m = $1;
-		if (!-e "src/$w") {
-			print "layers: src/README lists $w, which is not in src/\n";
-			$bad = 1;
+		my $w = $part[0];
+		for my $pw (@part) {
+			$pw =~ /^([A-Za-z0-9_]+)\.[ch]$/ or die "src/README, Layers: not a file name: $pw\n";
+			$group{$1} = $m;
+			if (!-e "src/$pw") {
+				print "layers: src/README lists $pw, which is not in src/\n";
+				$bad = 1;
+			}
 		}
 		if (exists $layer_of{$m} && $layer_of{$m} != $#layer_name) {
 			print "layers: $w is in two layers of src/README\n";
@@ -267,6 +276,11 @@ while (<$rf>) {
 }
 close $rf;
 die "src/README has no block \"Layers (lowest first)\"\n" unless @layer_name;
+my %files;
+for my $f (glob('src/*.c'), glob('src/*.h')) {
+	(my $b = $f) =~ s{^src/(.*)\.[ch]$}{$1};
+	push @{ $files{ $group{$b} // $b } }, $f;
+}
 for my $m (sort keys %files) {
 	next if exists $layer_of{$m};
 	print "layers: src/$_ is in no layer of src/README\n" for map { s{^src/}{}r } @{ $files{$m} };
@@ -470,6 +484,7 @@ sub declaration {
 while (<STDIN>) {
 	my ($m, $sym, $k) = split;
 	next unless $k eq 'D';
+	$m = $group{$m} // $m;
 	$defs{$sym}{$m} = 'global';
 	$own{$m}{$sym} = 1;
 }
@@ -607,6 +622,28 @@ perl -e "$modules_pl" src/README test/tools/layers.allow "$write_allow" "${edges
 rc2=${rc2:-0}
 ((rc2 <= 1)) || rc2=2
 ((rc2 <= rc)) || rc=$rc2
+
+# The sizes that src/README sets: no C file over 1,000 lines and no
+# function over 100 (counted as --functions counts them); a violation.
+over_files=$(wc -l src/*.c | awk '$2 != "total" && $1 > 1000 { printf "  %s (%d lines)\n", $2, $1 }')
+over_funcs=$(awk '
+	FNR == 1 { fname = ""; start = 0 }
+	/^[A-Za-z_][A-Za-z0-9_]*\(/ { fname = $0; sub(/\(.*/, "", fname); start = FNR; next }
+	/^\{/ && fname != "" { inbody = 1; next }
+	/^\}/ && inbody {
+		if (FNR - start + 1 > 100)
+			printf "  %s:%d %s (%d lines)\n", FILENAME, start, fname, FNR - start + 1
+		inbody = 0; fname = ""
+	}
+' src/*.c)
+if [[ -n $over_files || -n $over_funcs ]]; then
+	echo "sizes: over src/README's limits (1,000 lines a C file, 100 a function):"
+	[[ -z $over_files ]] || echo "$over_files"
+	[[ -z $over_funcs ]] || echo "$over_funcs"
+	rc=1
+else
+	echo "sizes: no C file over 1,000 lines, no function over 100"
+fi
 
 if [[ -n $includes ]]; then
 	echo ""
