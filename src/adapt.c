@@ -45,7 +45,8 @@
  * weighs one half), which smooths one sample's noise; a step that changes
  * L starts the averages again from the next sample.
  *
- * The law (README.md "Adaptive limit" says it for users)
+ * The law (README.md "Adaptive limit" says it for users; docs/design.md
+ * "How the adaptive limit moves" in full)
  * ------------------------------------------------------
  * Steps are bounded: at most max(1, L/8) up and max(1, L/4) down per
  * period.  In this order:

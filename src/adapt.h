@@ -11,7 +11,7 @@
 
 #include "shmem.h"
 
-/* Length of a period of the controller, and its steps (README.md). */
+/* Length of a period of the controller, and its steps (docs/design.md). */
 #define DBGATE_ADAPT_PERIOD_MS	250
 
 /*

@@ -437,7 +437,7 @@ dbgate_field_valid(int i, const DbgateBudgetConf *c)
 const char *
 dbgate_conf_problem(const DbgateBudgetConf *c)
 {
-	/* 'lifo' must bound the wait somehow: see "Queue order" in README.md */
+	/* 'lifo' must bound the wait somehow: see "Queue order" in docs/design.md */
 	if (c->queue_order == DBGATE_ORDER_LIFO && c->overtake_limit_ms == 0 &&
 		c->queue_timeout_ms == 0)
 		return "lifo";

@@ -9,7 +9,8 @@
  * plan's estimate at a work_mem of w kB is units * w kB; memgrant.c turns
  * it into a grant and a lowered work_mem, planner.c into a second planning.
  *
- * What is counted (README, "Memory", lists the same with the reasons):
+ * What is counted (docs/design.md, "The memory estimate", lists the same
+ * with the reasons):
  *	  Sort, Incremental Sort	one tuplesort each (an incremental sort's
  *							small full-sort batch holds at most a few dozen
  *							tuples while its prefix sort fills)
@@ -52,10 +53,11 @@
  * planned number after the budget's parallel_workers cap (parallel.c runs
  * first); fewer workers may be launched.
  *
- * Not counted: nodes whose memory is not bounded by work_mem (README says
- * which), ForeignScan and CustomScan nodes themselves (their children are
- * walked), and trigger transition tables of ModifyTable (decided when the
- * node is initialised, from the relation's triggers).
+ * Not counted: nodes whose memory is not bounded by work_mem
+ * (docs/design.md says which), ForeignScan and CustomScan nodes
+ * themselves (their children are walked), and trigger transition tables
+ * of ModifyTable (decided when the node is initialised, from the
+ * relation's triggers).
  *
  * Versions: the executor nodes above use work_mem and hash_mem the same way
  * in PostgreSQL 15, 17 and 18 (read in their sources).  What differs is

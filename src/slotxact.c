@@ -134,7 +134,8 @@ dbgate_slot_subxact_abort(SubTransactionId mySubid)
  * slot stays through the local WAL flush, which is short: returned now, it
  * would admit more work while this transaction still needs the CPU and
  * still locks its rows until the flush is done, and on hot rows that costs
- * more than the flush (README, "What takes a slot", has the figures).  A
+ * more than the flush (docs/design.md, "Why a commit keeps its slot through
+ * its flush", has the figures).  A
  * wait for a synchronous standby is a network round trip or longer, and
  * can last as long as the standby is away: where one is configured the
  * slot goes now, for every commit (one that turns out to write no commit
