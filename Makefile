@@ -17,6 +17,7 @@ OBJS = \
 	src/demote.o \
 	src/move.o \
 	src/rate.o \
+	src/dimension.o \
 	src/lockgraph.o \
 	src/timeouts.o \
 	src/gucvar.o \

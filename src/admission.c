@@ -27,8 +27,9 @@
  * They share admission_internals.h.  The rest of dbgate sees admission.h
  * (the statement path: slot.c, memgrant.c), waiting.h and queue.h (the
  * configuration install and the views); nothing else.  Together they own
- * the queues, the state words of the budgets, the use of their token
- * buckets (rate.c has the arithmetic) and the per-backend entries
+ * the queues, the state words of the budgets, the use of their admission
+ * dimensions (a rate's token bucket: reached through the table of
+ * dimension.h, whose files have the arithmetic) and the per-backend entries
  * (DbgateProc): every write of a queue list, of 'queued' and of a
  * DbgateProc entry is in one of them.  What one backend does with the
  * slot it holds (references, scope, timeouts) is slot.c's.
@@ -51,7 +52,9 @@
  * shmem.h).  Without any lock:
  *	  - admission: a free slot at every level (and, for a fair budget,
  *		nobody queued in it) is taken by one compare-and-swap per level,
- *		bottom-up, and a token per level that has a rate; a level that
+ *		bottom-up, and a token per level that has a rate (the admission
+ *		dimensions of the levels whose dim_flags has a bit: dimension.h,
+ *		one test of that byte for a level that uses none); a level that
  *		turns out full gives back what was taken (as a release: see below)
  *		and the statement goes the slow way (waiting.c);
  *	  - release: a level with nobody queued in its subtree takes its slot
@@ -109,8 +112,8 @@
 #include "admission.h"
 #include "admission_internals.h"
 #include "classify.h"
+#include "dimension.h"
 #include "queue.h"
-#include "rate.h"
 #include "shmem.h"
 #include "trees.h"
 #include "waiting.h"
@@ -187,12 +190,13 @@ admit_shadow(const DbgateLookup *lk, ChainLimits *cl, TimestampTz now,
 	}
 	for (i = 0; i < cl->c.n; i++)
 	{
-		if (!cl->lim[i].rate)
+		if (!cl->lim[i].dim_flags)
 			continue;
 		if (now_ns == 0)
 			now_ns = dbgate_now_ns();
-		if (dbgate_token_take(budget_entry(cl->c.idx[i]), now_ns,
-							  !cl->lim[i].enforce) != 0)
+		if (dbgate_dims_take(budget_entry(cl->c.idx[i]), cl->lim[i].dim_flags,
+							 dbgate_my_proc, i, now_ns, now_ns,
+							 !cl->lim[i].enforce) != DBGATE_DIM_TAKEN)
 			lacked |= 1 << i;
 	}
 	dbgate_count_shadow(cl, before, lacked);
@@ -226,17 +230,19 @@ admit_shadow_leaf(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 }
 
 /*
- * A token at levels [0, n) of a chain whose budgets are lv (the bits of
- * 'rated': the levels with a rate, of 'shadow': those in shadow mode, which
- * take one whatever the bucket holds and, when none was due, set their bit
- * in *full: counted once, like a full level).  Returns false, with the
- * tokens taken given back (shadow levels' too: one per admission, not one
- * per attempt), when an enforcing level has none.
+ * The admission dimensions (dimension.h; a token of a rate) at levels
+ * [0, n) of a chain whose budgets are lv and whose levels use dims[] (the
+ * bits of 'rated': the levels that use any, of 'shadow': those in shadow
+ * mode, which take whatever the bucket holds and, when it did not admit,
+ * set their bit in *full: counted once, like a full level).  Returns false,
+ * with what was taken given back (shadow levels' too: one per admission,
+ * not one per attempt), when an enforcing level does not admit.
  */
-static inline bool
-take_tokens(DbgateBudget **lv, int n, uint32 rated, uint32 shadow,
-			uint32 *full)
+static pg_attribute_always_inline bool
+take_dims(DbgateBudget **lv, const uint8 *dims, int n, uint32 rated,
+		  uint32 shadow, uint32 *full)
 {
+	DbgateProc *me = dbgate_my_proc;
 	int64		now_ns = dbgate_now_ns();
 	int			i;
 
@@ -244,22 +250,46 @@ take_tokens(DbgateBudget **lv, int n, uint32 rated, uint32 shadow,
 	{
 		if (!(rated & (1 << i)))
 			continue;
-		if (dbgate_token_take(lv[i], now_ns, (shadow & (1 << i)) != 0) == 0)
+		if (dbgate_dims_take(lv[i], dims[i], me, i, now_ns, now_ns,
+							 (shadow & (1 << i)) != 0) == DBGATE_DIM_TAKEN)
 			continue;
 		if (shadow & (1 << i))
 		{
 			*full |= 1 << i;	/* counted once, like a full level */
 			continue;
 		}
-		/* no token: give back the tokens just taken, shadow levels' too */
+		/* not admitted: give back what was just taken, shadow levels' too */
 		while (--i >= 0)
 		{
 			if (rated & (1 << i))
-				dbgate_token_return(lv[i]);
+				dbgate_dims_untake(lv[i], dims[i], me, i);
 		}
 		return false;
 	}
 	return true;
+}
+
+/*
+ * admit_rest_body() of a budget without parent, which uses an admission
+ * dimension (a rate): its token, in fewer steps (the chain of one level
+ * is set up already).
+ */
+static pg_attribute_always_inline DbgateAdmit
+admit_leaf_dims(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
+				TimestampTz now, DbgateAdmission *a, uint32 before0,
+				DbgateBudget *b)
+{
+	int64		now_ns = dbgate_now_ns();
+
+	if (dbgate_dims_take(b, a->lim.dim_flags, dbgate_my_proc, 0, now_ns,
+						 now_ns, false) != DBGATE_DIM_TAKEN)
+	{
+		return_levels(&a->chain, 1);
+		return dbgate_admit_slow(lk, utility, queryDesc, now, a);
+	}
+	note_peak_active(b, before0 + 1);
+	publish_slot(lk, now, a, true);
+	return DBGATE_ADMIT_SLOT;
 }
 
 /*
@@ -298,11 +328,12 @@ take_reserved(DbgateChain *c, DbgateBudget **lv, int n, int32 p,
 
 /*
  * The rest of a fast admission to an enforcing budget that has a parent or
- * a rate, its own slot already taken ('before0': its active before): a
- * slot of every ancestor, bottom-up, then a token at every level that has
- * a rate, each without a lock.  An ancestor's limits are read as they are
- * now; one that changed meanwhile shows in its tag when its slot is taken.
- * Where a level has no room or no token, what was taken goes back and the
+ * an admission dimension (a rate), its own slot already taken ('before0':
+ * its active before): a slot of every ancestor, bottom-up, then the
+ * dimensions of every level that uses one (a token of a rate), each
+ * without a lock.  An ancestor's limits are read as they are now; one
+ * that changed meanwhile shows in its tag when its slot is taken.  Where a
+ * level has no room or no token, what was taken goes back and the
  * statement goes the slow way.
  */
 static pg_attribute_always_inline DbgateAdmit
@@ -313,7 +344,8 @@ admit_rest_body(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 	DbgateChain *c = &a->chain;
 	DbgateBudget *lv[DBGATE_MAX_DEPTH];
 	uint32		before;
-	uint32		rated = a->lim.rate ? 1 : 0;	/* levels with a rate */
+	uint8		dims[DBGATE_MAX_DEPTH];	/* dim_flags of the rated levels */
+	uint32		rated = 0;		/* levels that use any dimension */
 	uint32		shadow = 0;		/* levels in shadow mode */
 	uint32		full = 0;		/* ... of those, full or without a token */
 	int32		parent = a->lim.parent;
@@ -328,19 +360,15 @@ admit_rest_body(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 	c->inc[0] = lk->incarnation;
 	c->resv = 0;
 	lv[0] = budget_entry(lk->budget);
-	if (parent < 0)
-	{
-		/* a rate and no parent: its token, in fewer steps */
-		if (dbgate_token_take(lv[0], dbgate_now_ns(), false) != 0)
-		{
-			return_levels(c, 1);
-			return dbgate_admit_slow(lk, utility, queryDesc, now, a);
-		}
-		note_peak_active(lv[0], before0 + 1);
-		publish_slot(lk, now, a, true);
-		return DBGATE_ADMIT_SLOT;
-	}
+	if (parent < 0)				/* a rate and no parent: its token */
+		return admit_leaf_dims(lk, utility, queryDesc, now, a, before0,
+							   lv[0]);
 	note_peak_active(lv[0], before0 + 1);
+	if (a->lim.dim_flags)
+	{
+		rated = 1;
+		dims[0] = a->lim.dim_flags;
+	}
 	while (parent >= 0)
 	{
 		DbgateLimits pl;
@@ -373,8 +401,11 @@ admit_rest_body(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 		note_peak_active(lv[n], before + 1);
 		c->idx[n] = parent;
 		c->inc[n] = pinc;
-		if (pl.rate)
+		if (pl.dim_flags)
+		{
 			rated |= 1 << n;
+			dims[n] = pl.dim_flags;
+		}
 		if (!pl.enforce)
 		{
 			shadow |= 1 << n;
@@ -388,9 +419,9 @@ admit_rest_body(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 	}
 	c->n = n;
 
-	if (rated && !take_tokens(lv, n, rated, shadow, &full))
+	if (rated && !take_dims(lv, dims, n, rated, shadow, &full))
 	{
-		/* no token: give back the slots just taken */
+		/* not admitted (no token): give back the slots just taken */
 		return_levels(c, n);
 		return dbgate_admit_slow(lk, utility, queryDesc, now, a);
 	}
@@ -464,7 +495,7 @@ dbgate_admit(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 										   old + DBGATE_ST_ONE_ACTIVE))
 			break;
 	}
-	if (unlikely(a->lim.parent >= 0 || a->lim.rate))
+	if (unlikely(a->lim.parent >= 0 || a->lim.dim_flags))
 	{
 		if (unlikely(lk->reserves))
 			return admit_rest_reserved(lk, utility, queryDesc, now, a,
@@ -486,14 +517,35 @@ dbgate_admit(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
  */
 
 /*
+ * dbgate_admission_return() of a slot for which admission dimensions keep
+ * per-statement state (dimension.h): that goes first.
+ */
+static pg_noinline void
+return_with_dims(DbgateProc *me, const DbgateChain *c,
+				 TimestampTz admitted_at)
+{
+	dbgate_dims_release(me, c);
+	me->state = DBGATE_PROC_IDLE;
+	me->budget = -1;
+	dbgate_admission_release(c, admitted_at);
+}
+
+/*
  * This backend returns the slot it holds: its entry is idle again, then
  * the slot goes back as dbgate_admission_release() (queue.c) says.
  */
 void
 dbgate_admission_return(const DbgateChain *c, TimestampTz admitted_at)
 {
-	dbgate_my_proc->state = DBGATE_PROC_IDLE;
-	dbgate_my_proc->budget = -1;
+	DbgateProc *me = dbgate_my_proc;
+
+	if (unlikely(me->dim_held != 0))
+	{
+		return_with_dims(me, c, admitted_at);
+		return;
+	}
+	me->state = DBGATE_PROC_IDLE;
+	me->budget = -1;
 	dbgate_admission_release(c, admitted_at);
 }
 

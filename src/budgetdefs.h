@@ -117,7 +117,8 @@ typedef struct DbgateLimits
 	bool		enforce;
 	bool		utility;
 	bool		lifo;
-	bool		rate;			/* max_rate > 0 */
+	uint8		dim_flags;		/* the admission dimensions it uses
+								 * (DBGATE_DIM_BIT(), dimdefs.h) */
 	bool		adapt_chain;	/* this budget or an ancestor adapts (1.3) */
 	bool		resv;			/* reserved > 0 (and a parent) */
 	bool		runaway_cancel; /* runaway_action 'cancel' (1.3, runaway.c) */

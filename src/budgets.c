@@ -26,6 +26,7 @@
 
 #include "budgets.h"
 #include "confimage.h"
+#include "dimension.h"
 #include "install.h"
 #include "persist.h"
 #include "queue.h"
@@ -686,7 +687,6 @@ dbgate_reset_budget_stats(DbgateBudget *b, TimestampTz now)
 	pg_atomic_write_u64(&b->would_reject, 0);
 	pg_atomic_write_u64(&b->terminated_idle, 0);
 	pg_atomic_write_u64(&b->admitted_overdue, 0);
-	pg_atomic_write_u64(&b->rate_limited, 0);
 	pg_atomic_write_u64(&b->bypassed, 0);
 	pg_atomic_write_u64(&b->runaways, 0);
 	pg_atomic_write_u64(&b->demoted_out, 0);
@@ -698,6 +698,7 @@ dbgate_reset_budget_stats(DbgateBudget *b, TimestampTz now)
 	b->rejected_timeout = 0;
 	b->canceled_waiting = 0;
 	b->admitted_lock_holder = 0;
+	dbgate_dims_reset_stats(b);	/* rate_limited */
 	b->stats_reset = now;
 }
 

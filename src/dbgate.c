@@ -44,6 +44,7 @@
 #include "config.h"
 #include "dbgate.h"
 #include "demote.h"
+#include "dimension.h"
 #include "memgrant.h"
 #include "mincost.h"
 #include "parallel.h"
@@ -225,6 +226,7 @@ dbgate_shmem_request_hook(void)
 	dbgate_adapt_shmem_request();
 	dbgate_runaway_shmem_request();
 	dbgate_quarantine_shmem_request();
+	dbgate_dims_shmem_request();
 }
 
 static void
@@ -242,6 +244,7 @@ dbgate_shmem_startup_hook(void)
 	dbgate_adapt_shmem_init();
 	dbgate_runaway_shmem_init();
 	dbgate_quarantine_shmem_init();
+	dbgate_dims_shmem_init();
 	if (new_segment)
 		dbgate_install_initial();
 	/* once, here, so that no backend has a step left that could fail */

@@ -32,9 +32,9 @@
 #include "adapt.h"
 #include "admission_internals.h"
 #include "compat.h"
+#include "dimension.h"
 #include "install.h"
 #include "queue.h"
-#include "rate.h"
 #include "shmem.h"
 
 /* ----------
@@ -120,8 +120,9 @@ resv_install(DbgateBudget *b, uint32 r, int32 p, bool moved, uint32 *held)
  */
 
 /*
- * A budget entry starts serving a budget: an empty queue and a full token
- * bucket.  Caller holds the budget's tree lock (or every lock, or is alone
+ * A budget entry starts serving a budget: an empty queue, and nothing left
+ * of the dropped budget in its admission dimensions (a full token
+ * bucket).  Caller holds the budget's tree lock (or every lock, or is alone
  * at start-up) and installs the limits next.
  */
 void
@@ -136,7 +137,7 @@ dbgate_admission_budget_created(DbgateBudget *b)
 	pg_atomic_write_u64(&b->lock_check_due, 0);
 	/* grants of a dropped budget that used the entry are not released here */
 	pg_atomic_write_u64(&b->memory_kb_active, 0);
-	dbgate_token_fill(b);
+	(void) dbgate_dims_install(b, NULL, NULL);
 	/* a new budget adapts from its max_active (adapt.c) */
 	pg_atomic_write_u32(&b->adapt_limit, 0);
 	pg_atomic_write_u64(&b->adapt_due_us, 0);
@@ -145,9 +146,11 @@ dbgate_admission_budget_created(DbgateBudget *b)
 
 /*
  * Install the configuration 'conf' (with its parent resolved to an entry)
- * as b's limits.  A change of the rate or of 'enforce' fills the token
- * bucket.  With adapt = 'on' the budget admits up to its adaptive limit,
- * which adapt.c computes for 'conf' first (dbgate_adapt_install()).
+ * as b's limits.  The admission dimensions install theirs (dimension.c:
+ * a change of the rate or of 'enforce' fills the token bucket) and say
+ * which of them b uses (dim_flags).  With adapt = 'on' the budget admits
+ * up to its adaptive limit, which adapt.c computes for 'conf' first
+ * (dbgate_adapt_install()).
  * Caller holds the budget's tree lock, or every budget lock.
  */
 void
@@ -183,7 +186,6 @@ dbgate_admission_set_limits(DbgateBudget *b, const DbgateBudgetConf *conf,
 	l.enforce = conf->enforce;
 	l.utility = conf->utility;
 	l.lifo = (conf->queue_order == DBGATE_ORDER_LIFO);
-	l.rate = (conf->max_rate > 0);
 	/* (more than there are backends could never be used) */
 	if (parent >= 0 && conf->reserved > 0)
 		r = (uint32) Min(Min(conf->reserved, (int32) RESV_MASK),
@@ -200,23 +202,13 @@ dbgate_admission_set_limits(DbgateBudget *b, const DbgateBudgetConf *conf,
 	l.limit_flags = dbgate_limit_flags(&l);
 	q.overtake_ms = conf->overtake_limit_ms;
 	q.weight = Max(conf->weight, 1);
-	if (l.rate)
-	{
-		double		interval = 1e9 / conf->max_rate;
-
-		q.rate_interval_ns = (int64) Max(interval, 1.0);
-		q.rate_tolerance_ns = (int64) (Max(conf->rate_burst, 1) - 1) *
-			q.rate_interval_ns;
-	}
 	/* the adaptive limit, as adapt.c has just set it for 'conf' */
 	adaptive = (int32) pg_atomic_read_u32(&b->adapt_limit);
 	if (conf->adapt == DBGATE_ADAPT_ON && adaptive > 0)
 		l.max_active = adaptive;
 
-	if (b->conf.max_rate != conf->max_rate ||
-		b->conf.rate_burst != conf->rate_burst ||
-		b->conf.enforce != conf->enforce)
-		dbgate_token_fill(b);
+	/* the dimensions' limits and state, from b's old configuration */
+	l.dim_flags = dbgate_dims_install(b, conf, &q);
 	/* slots held under the old rules go back (the install's grant step) */
 	if (b->held > 0)
 		dbgate_held_return(b, b->held);

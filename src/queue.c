@@ -114,8 +114,8 @@
 
 #include "admission_internals.h"
 #include "compat.h"
+#include "dimension.h"
 #include "queue.h"
-#include "rate.h"
 #include "shmem.h"
 #include "trees.h"
 
@@ -415,13 +415,14 @@ unpromote_level(DbgateProc *p, int i, int took)
 }
 
 /*
- * A token at every level of queued p's chain that has a rate and was
- * taken (took[]), as promote wants it.  Returns false, with the tokens
- * taken given back (shadow levels' too), when an enforcing level had none.
+ * The admission dimensions (dimension.h; a token of a rate) at every level
+ * of queued p's chain that uses one and was taken (took[]), as promote
+ * wants them.  Returns false, with what was taken given back (shadow
+ * levels' too), when an enforcing level did not admit.
  */
 static bool
-promote_tokens(DbgateProc *p, const DbgateLimits *lim, const uint8 *took,
-			   int64 now_ns, int64 asof_ns)
+promote_dims(DbgateProc *p, const DbgateLimits *lim, const uint8 *took,
+			 int64 now_ns, int64 asof_ns)
 {
 	uint32		lacked = 0;		/* shadow levels without a token due */
 	int			n = p->chain.n;
@@ -431,20 +432,22 @@ promote_tokens(DbgateProc *p, const DbgateLimits *lim, const uint8 *took,
 	{
 		DbgateBudget *b = budget_entry(p->chain.idx[t]);
 
-		if (!lim[t].rate || took[t] == TOOK_NONE)
+		if (!lim[t].dim_flags || took[t] == TOOK_NONE)
 			continue;
-		if (dbgate_token_take_at(b, now_ns, asof_ns, !lim[t].enforce) == 0)
+		if (dbgate_dims_take(b, lim[t].dim_flags, p, t, now_ns, asof_ns,
+							 !lim[t].enforce) == DBGATE_DIM_TAKEN)
 			continue;
 		if (!lim[t].enforce)
 		{
 			lacked |= 1 << t;
 			continue;
 		}
-		/* give back the tokens (shadow levels' too) */
+		/* give back what was taken (shadow levels' too) */
 		while (--t >= 0)
 		{
-			if (lim[t].rate && took[t] != TOOK_NONE)
-				dbgate_token_return(budget_entry(p->chain.idx[t]));
+			if (lim[t].dim_flags && took[t] != TOOK_NONE)
+				dbgate_dims_untake(budget_entry(p->chain.idx[t]),
+								   lim[t].dim_flags, p, t);
 		}
 		return false;
 	}
@@ -458,10 +461,11 @@ promote_tokens(DbgateProc *p, const DbgateLimits *lim, const uint8 *took,
 
 /*
  * Give the queued procno a slot at every level of its chain, and a token
- * where a level has a rate (one there at now_ns, taken as of asof_ns: see
- * rate.c); 'beyond' (lock holders) ignores every limit and takes no
- * token.  A slot held for its budget ('lifo') covers the levels above it;
- * one held by a reservation covers its level.  Caller holds the tree lock.
+ * where a level has a rate (the admission dimensions of dimension.h:
+ * judged at now_ns, taken as of asof_ns); 'beyond' (lock holders) ignores
+ * every limit and takes no token.  A slot held for its budget ('lifo')
+ * covers the levels above it; one held by a reservation covers its level.
+ * Caller holds the tree lock.
  * Returns false when a level had no room or no token after all (a
  * newcomer took it without the lock, or a budget changed): nothing is
  * then changed.
@@ -490,7 +494,7 @@ dbgate_promote(int procno, bool beyond, int64 now_ns, int64 asof_ns)
 			goto undo;
 		took[i] = (uint8) k;
 	}
-	if (!beyond && !promote_tokens(p, lim, took, now_ns, asof_ns))
+	if (!beyond && !promote_dims(p, lim, took, now_ns, asof_ns))
 		goto undo;
 	for (i = 0; i < n; i++)
 	{
@@ -588,11 +592,11 @@ dbgate_grant_tree(int root, TimestampTz now, Wakeups *w)
 		 * was waiting all along, so the time a wake-up took is no idle time
 		 * of the bucket.  The tree's token waiter, however late it woke;
 		 * the others granted in the same step, up to
-		 * DBGATE_TOKEN_CATCHUP_NS back (rate.c).  Otherwise every wake-up's
-		 * delay would be lost, and a busy budget would fall short of its
-		 * rate (the more, the higher the rate).
+		 * DBGATE_DIM_CATCHUP_NS back (dimdefs.h, rate.c).  Otherwise
+		 * every wake-up's delay would be lost, and a busy budget would fall
+		 * short of its rate (the more, the higher the rate).
 		 */
-		asof_ns = now_ns - DBGATE_TOKEN_CATCHUP_NS;
+		asof_ns = now_ns - DBGATE_DIM_CATCHUP_NS;
 		if (pick.procno == r->token_waiter && r->token_due_ns != 0 &&
 			r->token_due_ns < asof_ns)
 			asof_ns = r->token_due_ns;

@@ -247,7 +247,10 @@ typedef struct DbgateProc
 	bool		granted;		/* queued, and a slot was handed over */
 	bool		released;		/* queued, and the budget no longer gates */
 	bool		overdue;		/* granted because it was overdue ('lifo') */
-	uint8		token_levels;	/* chain levels that held it back for a token */
+	uint8		token_levels;	/* chain levels that held it back until a
+								 * due time (a token: rate_limited) */
+	uint8		dim_held;		/* dimensions with per-statement state in
+								 * this entry (dimdefs.h) */
 	uint8		rule;			/* DbgateRule of the classification */
 	Oid			via;			/* DBGATE_BY_MEMBER: the group */
 	int32		prev;			/* queue links: proc numbers or -1 */

@@ -61,7 +61,7 @@
 #include "postgres.h"
 
 #include "admission_internals.h"
-#include "rate.h"
+#include "dimension.h"
 #include "shmem.h"
 #include "trees.h"
 
@@ -162,25 +162,31 @@ note_held_above(DbgateBudget *b)
 }
 
 /*
- * Level idx (budget b, with a rate) has no token for the pick now: the
- * pick becomes the blocked candidate if its token is due first (with the
- * level that lacks it), and the level is passed over.  Returns false when
- * a token is there.
+ * Level idx (budget b, using the admission dimensions 'dims': a rate) does
+ * not admit the pick now (no token): the pick becomes the blocked
+ * candidate if what it lacks is due first (with the level that lacks it),
+ * and the level is passed over.  A dimension that admits nothing before a
+ * release of its own (DBGATE_DIM_UNTIL_RELEASE) passes the level over
+ * without a due time: that release runs the grant step.  Returns false
+ * when the level admits the pick.
  */
 static bool
-token_blocks(DbgateBudget *b, int idx, int64 now_ns, const Pick *pick,
-			 Pick *blocked)
+dims_block(DbgateBudget *b, int idx, uint8 dims, int64 now_ns,
+		   const Pick *pick, Pick *blocked)
 {
-	int64		due = dbgate_token_due(b, now_ns);
+	DbgateProc *e = proc_entry(pick->procno);
+	int			level = depth_of(e->budget) - depth_of(idx);
+	int64		due = dbgate_dims_due(b, dims, e, level, now_ns);
 
-	if (due == 0)
+	if (due == DBGATE_DIM_TAKEN)
 		return false;
+	if (due == DBGATE_DIM_UNTIL_RELEASE)
+		return true;
 	if (blocked->procno < 0 || due < blocked->due_ns)
 	{
 		*blocked = *pick;
 		blocked->due_ns = due;
-		blocked->token_level = (int8) depth_of(pick->procno >= 0 ?
-											  proc_entry(pick->procno)->budget : idx) - depth_of(idx);
+		blocked->token_level = (int8) level;
 	}
 	return true;
 }
@@ -291,8 +297,9 @@ select_in(int idx, int depth, bool blocked_above, TimestampTz now,
 			return false;
 	}
 
-	/* this level's token */
-	if (l.rate && l.enforce && token_blocks(b, idx, now_ns, pick, blocked))
+	/* this level's admission dimensions (its token) */
+	if (l.dim_flags && l.enforce &&
+		dims_block(b, idx, l.dim_flags, now_ns, pick, blocked))
 		return false;
 	return found;
 }

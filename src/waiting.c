@@ -49,9 +49,9 @@
 #include "admission.h"
 #include "admission_internals.h"
 #include "classify.h"
+#include "dimension.h"
 #include "lockgraph.h"
 #include "queue.h"
-#include "rate.h"
 #include "shmem.h"
 #include "trees.h"
 #include "waiting.h"
@@ -279,16 +279,16 @@ chain_has_room(const ChainLimits *cl, bool waits, bool covered, HeldBy *held)
 }
 
 /*
- * A token at every level of cl that has a rate (a shadow level takes one
- * whatever the bucket holds, and sets its bit in *lacked when none was
- * due: counted if the statement is admitted).  Returns false, with the
- * tokens taken given back (shadow levels' too: one per admission, not one
- * per attempt) and *held naming the level, when an enforcing level has
- * none.
+ * The admission dimensions (dimension.h; a token of a rate) at every level
+ * of cl that uses one (a shadow level takes whatever the bucket holds, and
+ * sets its bit in *lacked when it did not admit: counted if the statement
+ * is admitted).  Returns false, with what was taken given back (shadow
+ * levels' too: one per admission, not one per attempt) and *held naming
+ * the level, when an enforcing level does not admit.
  */
 static bool
-take_tokens(const ChainLimits *cl, HeldBy *held, int64 *now_ns,
-			uint32 *lacked)
+take_dims(const ChainLimits *cl, HeldBy *held, int64 *now_ns,
+		  uint32 *lacked)
 {
 	int			i;
 
@@ -296,11 +296,13 @@ take_tokens(const ChainLimits *cl, HeldBy *held, int64 *now_ns,
 	{
 		DbgateBudget *lb = budget_entry(cl->c.idx[i]);
 
-		if (!cl->lim[i].rate)
+		if (!cl->lim[i].dim_flags)
 			continue;
 		if (*now_ns == 0)
 			*now_ns = dbgate_now_ns();
-		if (dbgate_token_take(lb, *now_ns, !cl->lim[i].enforce) == 0)
+		if (dbgate_dims_take(lb, cl->lim[i].dim_flags, dbgate_my_proc, i,
+							 *now_ns, *now_ns, !cl->lim[i].enforce) ==
+			DBGATE_DIM_TAKEN)
 			continue;
 		if (!cl->lim[i].enforce)
 		{
@@ -309,11 +311,12 @@ take_tokens(const ChainLimits *cl, HeldBy *held, int64 *now_ns,
 		}
 		held->token = true;
 		held->name = lb->conf.name;
-		/* give back the tokens just taken, shadow levels' too */
+		/* give back what was just taken, shadow levels' too */
 		while (--i >= 0)
 		{
-			if (cl->lim[i].rate)
-				dbgate_token_return(budget_entry(cl->c.idx[i]));
+			if (cl->lim[i].dim_flags)
+				dbgate_dims_untake(budget_entry(cl->c.idx[i]),
+								   cl->lim[i].dim_flags, dbgate_my_proc, i);
 		}
 		return false;
 	}
@@ -401,7 +404,7 @@ take_chain(ChainLimits *cl, bool waits, bool covered, HeldBy *held,
 		untake_levels(cl, how, i - 1);
 		return r < 0 ? TAKE_RETRY : TAKE_AGAIN;
 	}
-	if (!take_tokens(cl, held, now_ns, &lacked))
+	if (!take_dims(cl, held, now_ns, &lacked))
 	{
 		/* no token: give back the slots just taken */
 		untake_levels(cl, how, n);
@@ -961,5 +964,9 @@ dbgate_admission_leave_queue(void)
 
 	/* the slot handed to us in that instant goes on to the next waiter */
 	if (granted)
+	{
+		if (dbgate_my_proc->dim_held != 0)
+			dbgate_dims_release(dbgate_my_proc, &dbgate_my_proc->chain);
 		dbgate_admission_release(&dbgate_my_proc->chain, 0);
+	}
 }

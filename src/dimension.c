@@ -1,0 +1,111 @@
+/*-------------------------------------------------------------------------
+ *
+ * dimension.c
+ *	  The table of admission dimensions, and what the core asks of all of
+ *	  them at once: the install, the end of a slot, a reset of the
+ *	  statistics, their shared memory.
+ *
+ * Each dimension is one const DbgateDimension in its own file
+ * (dimdefs.h says what its callbacks do and when they are called); this
+ * table lists them by DbgateDimId, as PostgreSQL's LockMethods[] lists the
+ * lock methods.  The statement path reaches them through the inline
+ * helpers of dimension.h, only at the levels whose dim_flags has their
+ * bit.
+ *
+ * Locking: none of its own; each helper is called with what its
+ * callbacks expect (dimdefs.h): the tree lock for the install, nothing
+ * for the release and the reset of the statistics (atomics).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "storage/ipc.h"
+#include "storage/shmem.h"
+
+#include "dimension.h"
+#include "rate.h"
+
+const DbgateDimension *const dbgate_dimensions[DBGATE_NDIMS] = {
+	[DBGATE_DIM_RATE] = &dbgate_rate_dimension,
+};
+
+/*
+ * Install 'conf' into budget entry b (b->conf still the old one): every
+ * dimension's install.  Returns the bits of the dimensions that b uses
+ * under conf (its DbgateLimits.dim_flags); *q gets their queue-side
+ * fields.  conf == NULL: b starts serving a new budget (q NULL, 0
+ * returned).  Caller holds b's tree lock (or every budget lock, or is
+ * alone at start-up).
+ */
+uint8
+dbgate_dims_install(DbgateBudget *b, const DbgateBudgetConf *conf,
+					DbgateQueueLimits *q)
+{
+	uint8		dims = 0;
+	int			d;
+
+	for (d = 0; d < DBGATE_NDIMS; d++)
+	{
+		if (dbgate_dimensions[d]->install(b, conf, q) && conf != NULL)
+			dims |= DBGATE_DIM_BIT(d);
+	}
+	return dims;
+}
+
+/*
+ * The slot of backend entry e, held along chain c, ends: the release of
+ * every dimension whose per-statement state e holds (e->dim_held), before
+ * the slot's levels are returned.
+ */
+void
+dbgate_dims_release(DbgateProc *e, const DbgateChain *c)
+{
+	int			d;
+
+	for (d = 0; d < DBGATE_NDIMS; d++)
+	{
+		if ((e->dim_held & DBGATE_DIM_BIT(d)) &&
+			dbgate_dimensions[d]->release != NULL)
+			dbgate_dimensions[d]->release(e, c);
+	}
+	e->dim_held = 0;
+}
+
+/* Zero every dimension's counters of budget b. */
+void
+dbgate_dims_reset_stats(DbgateBudget *b)
+{
+	int			d;
+
+	for (d = 0; d < DBGATE_NDIMS; d++)
+	{
+		if (dbgate_dimensions[d]->reset_stats != NULL)
+			dbgate_dimensions[d]->reset_stats(b);
+	}
+}
+
+/* The shared memory of the dimensions that have their own. */
+void
+dbgate_dims_shmem_request(void)
+{
+	int			d;
+
+	for (d = 0; d < DBGATE_NDIMS; d++)
+	{
+		if (dbgate_dimensions[d]->shmem_size != NULL)
+			RequestAddinShmemSpace(dbgate_dimensions[d]->shmem_size());
+	}
+}
+
+void
+dbgate_dims_shmem_init(void)
+{
+	int			d;
+
+	for (d = 0; d < DBGATE_NDIMS; d++)
+	{
+		if (dbgate_dimensions[d]->shmem_init != NULL)
+			dbgate_dimensions[d]->shmem_init();
+	}
+}

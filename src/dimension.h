@@ -1,0 +1,129 @@
+/*-------------------------------------------------------------------------
+ *
+ * dimension.h
+ *	  The table of admission dimensions (dimension.c) and the helpers
+ *	  through which the files of admission reach them.
+ *
+ * The files of admission (admission.c, waiting.c, queue.c, trees.c,
+ * install.c) name no dimension: they call the helpers below for the bits
+ * of a level's DbgateLimits.dim_flags, and the helpers call each
+ * dimension through its entry of dbgate_dimensions[], as PostgreSQL's
+ * lock manager calls a lock method through LockMethods[].  dimdefs.h has
+ * what a dimension is and the rules of its callbacks.
+ *
+ * A new dimension is one file with its header (its const
+ * DbgateDimension, as rate.c's), one constant of DbgateDimId (dimdefs.h)
+ * and one entry of dbgate_dimensions[] (dimension.c); then its fields
+ * (fields.c and DbgateBudgetConf, src/README's recipe), its state (a word
+ * of the budget entry, shmem.h, or its own shared memory through
+ * shmem_size and shmem_init; per-statement state in a field of
+ * DbgateProc) and the upgrade script.
+ *
+ * A dimension with per-statement state (a key) uses the callbacks so:
+ * take gets the statement's backend entry e and writes what it took (the
+ * key entry) into a field of its own there, setting its bit in
+ * e->dim_held; untake (the same level, a moment later) and release (the
+ * slot's end: dbgate_dims_release(), before the levels are returned) read
+ * it there and clear it.  dimdefs.h has the rules and the keys' sketch.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DBGATE_DIMENSION_H
+#define DBGATE_DIMENSION_H
+
+#include "dimdefs.h"
+#include "shmem.h"
+
+/* The dimensions, indexed by DbgateDimId. */
+extern DBGATE_HIDDEN const DbgateDimension *const
+			dbgate_dimensions[DBGATE_NDIMS];
+
+/*
+ * Take the dimensions 'dims' at level 'level' of e's statement (budget
+ * entry b): as a DbgateDimension's take answers (the first answer that is
+ * not DBGATE_DIM_TAKEN).  Without 'force', a dimension that does not
+ * admit leaves nothing taken (the ones taken before it at this level are
+ * given back); with it, every one is taken.
+ */
+static inline int64
+dbgate_dims_take(DbgateBudget *b, uint8 dims, DbgateProc *e, int level,
+				 int64 now_ns, int64 asof_ns, bool force)
+{
+	int64		res = DBGATE_DIM_TAKEN;
+	int			d;
+
+	for (d = 0; d < DBGATE_NDIMS; d++)
+	{
+		int64		r;
+
+		if (!(dims & DBGATE_DIM_BIT(d)))
+			continue;
+		r = dbgate_dimensions[d]->take(b, e, level, now_ns, asof_ns, force);
+		if (r == DBGATE_DIM_TAKEN)
+			continue;
+		if (!force)
+		{
+			while (--d >= 0)
+			{
+				if (dims & DBGATE_DIM_BIT(d))
+					dbgate_dimensions[d]->untake(b, e, level);
+			}
+			return r;
+		}
+		if (res == DBGATE_DIM_TAKEN)
+			res = r;
+	}
+	return res;
+}
+
+/* Give back what dbgate_dims_take() took at level 'level'. */
+static inline void
+dbgate_dims_untake(DbgateBudget *b, uint8 dims, DbgateProc *e, int level)
+{
+	int			d;
+
+	for (d = DBGATE_NDIMS - 1; d >= 0; d--)
+	{
+		if (dims & DBGATE_DIM_BIT(d))
+			dbgate_dimensions[d]->untake(b, e, level);
+	}
+}
+
+/*
+ * Would the dimensions 'dims' admit e's statement at level 'level' now?
+ * DBGATE_DIM_TAKEN if so; DBGATE_DIM_UNTIL_RELEASE if one of them will
+ * not before a release; otherwise the time when all of them are due.
+ * Under the tree lock (the grant step's choice, trees.c).
+ */
+static inline int64
+dbgate_dims_due(DbgateBudget *b, uint8 dims, DbgateProc *e, int level,
+				int64 now_ns)
+{
+	int64		due = DBGATE_DIM_TAKEN;
+	int			d;
+
+	for (d = 0; d < DBGATE_NDIMS; d++)
+	{
+		int64		r;
+
+		if (!(dims & DBGATE_DIM_BIT(d)))
+			continue;
+		r = dbgate_dimensions[d]->due(b, e, level, now_ns);
+		if (r == DBGATE_DIM_UNTIL_RELEASE)
+			return r;
+		if (r > due)
+			due = r;
+	}
+	return due;
+}
+
+extern DBGATE_HIDDEN uint8 dbgate_dims_install(DbgateBudget *b,
+											   const DbgateBudgetConf *conf,
+											   DbgateQueueLimits *q);
+extern DBGATE_HIDDEN void dbgate_dims_release(DbgateProc *e,
+											  const DbgateChain *c);
+extern void dbgate_dims_reset_stats(DbgateBudget *b);
+extern void dbgate_dims_shmem_request(void);
+extern void dbgate_dims_shmem_init(void);
+
+#endif							/* DBGATE_DIMENSION_H */
