@@ -95,7 +95,7 @@ sub release_holder
 # Due, not before: two statements wait for the slot when the rate becomes
 # 2 per second (burst 1); the first takes the bucket's token, the second
 # waits for the next one, half a second later.  (The grant step takes the
-# first token as of up to 2 ms before it ran, DBGATE_TOKEN_CATCHUP_NS, and
+# first token as of up to 2 ms before it ran, DBGATE_DIM_CATCHUP_NS, and
 # the bucket's monotonic clock may drift from the wall clock by a fraction
 # of a millisecond: 3 ms of tolerance.)
 my ($at, $t, $h) = queued_then_filled(2, 'max_active => 4, max_rate => 2');

@@ -114,7 +114,7 @@ my $clock = 'SELECT extract(epoch FROM clock_timestamp())';
 # the server's: the second statement's clock_timestamp() (after its
 # admission) against the statement_timestamp() of the change (before it);
 # the change's grant step takes the first token as of up to 2 ms before
-# it ran (DBGATE_TOKEN_CATCHUP_NS), and the bucket's monotonic clock may
+# it ran (DBGATE_DIM_CATCHUP_NS), and the bucket's monotonic clock may
 # drift from the wall clock by a fraction of a millisecond: 3 ms of
 # tolerance.
 sub rate_due_ok

@@ -127,7 +127,7 @@
 #     of max_rate or rate_burst since the epoch began, plus one per client
 #     session (an admission counted late) and, per stretch, the one token
 #     that the tree's token waiter may take as of the time it was due and
-#     rate x 2 ms (DBGATE_TOKEN_CATCHUP_NS: what src/rate.c allows however
+#     rate x 2 ms (DBGATE_DIM_CATCHUP_NS: what src/rate.c allows however
 #     late a waiter wakes, see Soak::Check12); over any window of samples
 #     the same for soak_r, soak_h2 and soak_q's subtree (Soak::Check12);
 #   would_queue and would_reject: 0 everywhere (no budget is in shadow
@@ -358,7 +358,7 @@ my %E_TARGETS = (soak_s => $QT_MS{soak_s}, soak_c => undef);
 # max_active meanwhile (two are allowed for), plus scheduling.
 my $L_WAIT_MAX = 0.25 + (4 + 2) * 0.4 + 0.35;
 # how far back a waiter granted with the tree's token waiter may take its
-# token (s): DBGATE_TOKEN_CATCHUP_NS of src/rate.h (see Soak::Check12)
+# token (s): DBGATE_DIM_CATCHUP_NS of src/dimdefs.h (see Soak::Check12)
 my $TOKEN_CATCHUP = 0.002;
 # which budgets' rates a client's statements may meet
 my %RATED_BY = (soak_r => ['soak_r'], soak_h2 => ['soak_h2'],

@@ -95,7 +95,7 @@
 #   token waiter may take its token as of an earlier time (when it was
 #   due), which adds one token to a window, and the waiters granted with
 #   it take theirs as of at most catchup seconds back
-#   (DBGATE_TOKEN_CATCHUP_NS, 2 ms).  So no wake-up delay, however long,
+#   (DBGATE_DIM_CATCHUP_NS, 2 ms).  So no wake-up delay, however long,
 #   widens the bound.  A stretch ends at every uncertain sample, change of
 #   the rate or of the members, crash restart (stats_reset) and
 #   dbgate.enabled window.
@@ -116,7 +116,7 @@ my %B = %Soak::Monitor::B;
 #   gate_windows => [[off, on], ...] (dbgate.enabled off and on),
 #   persist => s, starve_limit => s, tol => s,
 #   catchup => s (how far back a waiter granted with the token waiter may
-#   take its token: DBGATE_TOKEN_CATCHUP_NS of src/rate.h),
+#   take its token: DBGATE_DIM_CATCHUP_NS of src/dimdefs.h),
 #   live => { budget => 1 } (liveness checked here),
 #   queued_age => { budget => s }, max_age => s (the longest waits))
 sub new
