@@ -306,6 +306,82 @@ SELECT count(*) AS fill_roles FROM pg_roles WHERE rolname LIKE 'regress_dbgate_e
 SELECT config = :'config0' AS unchanged FROM err_config;
 
 --
+-- (1.3) 22023: the key fields
+--
+-- key_by of another form, with an empty setting name, with a name that is
+-- not a setting's, too long
+SELECT dbgate.create_budget('err_new', 1, key_by => 'role');
+:check
+SELECT dbgate.create_budget('err_new', 1, key_by => 'USER');
+:check
+SELECT dbgate.create_budget('err_new', 1, key_by => 'setting:');
+:check
+SELECT dbgate.create_budget('err_new', 1, key_by => 'setting:app..tenant');
+:check
+SELECT dbgate.create_budget('err_new', 1, key_by => 'setting:1app');
+:check
+SELECT dbgate.create_budget('err_new', 1, key_by => 'setting:app.');
+:check
+SELECT dbgate.create_budget('err_new', 1, key_by => 'setting:app-tenant');
+:check
+SELECT dbgate.alter_budget('err_b', key_by => 'setting:' || repeat('x', 64));
+:check
+SELECT dbgate.alter_budget('err_b', key_by => ' user');
+:check
+-- key_max_active < 0 or over max_active, also by lowering max_active
+SELECT dbgate.create_budget('err_new', 2, key_max_active => -1);
+:check
+SELECT dbgate.create_budget('err_new', 2, key_max_active => 3);
+:check
+SELECT dbgate.alter_budget('err_b', key_max_active => 2);
+:check
+-- key_max_queued < 0
+SELECT dbgate.create_budget('err_new', 1, key_max_queued => -1);
+:check
+SELECT dbgate.alter_budget('err_b', key_max_queued => -2147483648);
+:check
+-- key_max_rate and key_rate_burst as max_rate and rate_burst
+SELECT dbgate.create_budget('err_new', 1, key_max_rate => -1);
+:check
+SELECT dbgate.create_budget('err_new', 1, key_max_rate => 0.001);
+:check
+SELECT dbgate.create_budget('err_new', 1, key_max_rate => 1000001);
+:check
+SELECT dbgate.alter_budget('err_b', key_max_rate => 'NaN');
+:check
+SELECT dbgate.alter_budget('err_b', key_max_rate => 'Infinity');
+:check
+SELECT dbgate.create_budget('err_new', 1, key_rate_burst => 0);
+:check
+SELECT dbgate.alter_budget('err_b', key_rate_burst => 1000001);
+:check
+-- NULL where create_budget needs a value
+SELECT dbgate.create_budget('err_new', 1, key_max_active => NULL);
+:check
+SELECT dbgate.create_budget('err_new', 1, key_rate_burst => NULL);
+:check
+-- key_by on a budget with children, a child under a budget with key_by
+SET client_min_messages = error;
+SELECT dbgate.create_budget('err_kp', 2);
+SELECT dbgate.create_budget('err_kc', 1, parent => 'err_kp');
+SELECT dbgate.create_budget('err_kk', 2, key_max_active => 2, key_by => 'user');
+RESET client_min_messages;
+SELECT config AS config0 FROM err_config \gset
+SELECT dbgate.alter_budget('err_kp', key_by => 'user');
+:check
+SELECT dbgate.create_budget('err_new', 1, parent => 'err_kk');
+:check
+SELECT dbgate.alter_budget('err_kc', parent => 'err_kk');
+:check
+-- ... and lowering max_active under key_max_active
+SELECT dbgate.alter_budget('err_kk', max_active => 1);
+:check
+SELECT dbgate.drop_budget('err_kc');
+SELECT dbgate.drop_budget('err_kp');
+SELECT dbgate.drop_budget('err_kk');
+SELECT config AS config0 FROM err_config \gset
+
+--
 -- 0A000: PREPARE TRANSACTION after a change (refused before the server
 -- looks at max_prepared_transactions)
 --

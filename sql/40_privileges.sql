@@ -181,8 +181,8 @@ SET dbgate.default_budget = 'priv_a';
 \c - :"su"
 GRANT USAGE ON SCHEMA dbgate TO regress_dbgate_priv_admin;
 GRANT EXECUTE ON FUNCTION
-    dbgate.create_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision, integer, interval, text, text, interval, text, integer),
-    dbgate.alter_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision, integer, interval, text, text, interval, text, integer),
+    dbgate.create_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision, integer, text, integer, integer, double precision, integer, interval, text, text, interval, text, integer),
+    dbgate.alter_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision, integer, text, integer, integer, double precision, integer, interval, text, text, interval, text, integer),
     dbgate.drop_budget(text, boolean),
     dbgate.assign_role(regrole, text),
     dbgate.unassign_role(regrole),
@@ -206,8 +206,8 @@ SELECT dbgate.drop_budget('priv_delegated', true);
 \c - :"su"
 SELECT budget, roles FROM dbgate.budgets;
 REVOKE EXECUTE ON FUNCTION
-    dbgate.create_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision, integer, interval, text, text, interval, text, integer),
-    dbgate.alter_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision, integer, interval, text, text, interval, text, integer),
+    dbgate.create_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision, integer, text, integer, integer, double precision, integer, interval, text, text, interval, text, integer),
+    dbgate.alter_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision, integer, text, integer, integer, double precision, integer, interval, text, text, interval, text, integer),
     dbgate.drop_budget(text, boolean),
     dbgate.assign_role(regrole, text),
     dbgate.unassign_role(regrole),

@@ -52,6 +52,11 @@ CREATE FUNCTION create_budget(
     max_memory_mb integer DEFAULT 0,
     min_cost double precision DEFAULT 0,
     reserved integer DEFAULT 0,
+    key_by text DEFAULT NULL,
+    key_max_active integer DEFAULT 0,
+    key_max_queued integer DEFAULT 0,
+    key_max_rate double precision DEFAULT 0,
+    key_rate_burst integer DEFAULT 1,
     runaway_after interval DEFAULT '0',
     runaway_action text DEFAULT 'log',
     runaway_budget text DEFAULT NULL,
@@ -61,10 +66,10 @@ CREATE FUNCTION create_budget(
 RETURNS void
 AS 'MODULE_PATHNAME', 'dbgate_create_budget_1_3'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
-REVOKE ALL ON FUNCTION create_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision, integer, interval, text, text, interval, text, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION create_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision, integer, text, integer, integer, double precision, integer, interval, text, text, interval, text, integer) FROM PUBLIC;
 SELECT dbgate_copy_execute_grants(
     'create_budget_1_2(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision)',
-    'create_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision, integer, interval, text, text, interval, text, integer)');
+    'create_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision, integer, text, integer, integer, double precision, integer, interval, text, text, interval, text, integer)');
 DROP FUNCTION create_budget_1_2(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision);
 
 ALTER FUNCTION alter_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision)
@@ -91,6 +96,11 @@ CREATE FUNCTION alter_budget(
     max_memory_mb integer DEFAULT NULL,
     min_cost double precision DEFAULT NULL,
     reserved integer DEFAULT NULL,
+    key_by text DEFAULT NULL,
+    key_max_active integer DEFAULT NULL,
+    key_max_queued integer DEFAULT NULL,
+    key_max_rate double precision DEFAULT NULL,
+    key_rate_burst integer DEFAULT NULL,
     runaway_after interval DEFAULT NULL,
     runaway_action text DEFAULT NULL,
     runaway_budget text DEFAULT NULL,
@@ -100,10 +110,10 @@ CREATE FUNCTION alter_budget(
 RETURNS void
 AS 'MODULE_PATHNAME', 'dbgate_alter_budget_1_3'
 LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
-REVOKE ALL ON FUNCTION alter_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision, integer, interval, text, text, interval, text, integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION alter_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision, integer, text, integer, integer, double precision, integer, interval, text, text, interval, text, integer) FROM PUBLIC;
 SELECT dbgate_copy_execute_grants(
     'alter_budget_1_2(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision)',
-    'alter_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision, integer, interval, text, text, interval, text, integer)');
+    'alter_budget(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision, integer, text, integer, integer, double precision, integer, interval, text, text, interval, text, integer)');
 DROP FUNCTION alter_budget_1_2(text, integer, integer, interval, interval, interval, boolean, text, interval, integer, boolean, boolean, text, interval, text, integer, double precision, integer, integer, double precision);
 
 --
@@ -136,6 +146,11 @@ CREATE FUNCTION budget_config(
     OUT max_memory_mb integer,
     OUT min_cost double precision,
     OUT reserved integer,
+    OUT key_by text,
+    OUT key_max_active integer,
+    OUT key_max_queued integer,
+    OUT key_max_rate double precision,
+    OUT key_rate_burst integer,
     OUT runaway_after interval,
     OUT runaway_action text,
     OUT runaway_budget text,

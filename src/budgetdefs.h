@@ -28,6 +28,13 @@
  * Configuration of one budget, as stored, persisted and compared.
  * ----------
  */
+/*
+ * The longest key_by (1.3) with its NUL: 'setting:' and a setting name of
+ * at most NAMEDATALEN - 1 bytes.
+ */
+#define DBGATE_KEY_BY_PREFIX		"setting:"
+#define DBGATE_KEY_BY_LEN			(8 + NAMEDATALEN)
+
 typedef struct DbgateBudgetConf
 {
 	char		name[NAMEDATALEN];	/* NUL-terminated, 1..63 bytes */
@@ -54,6 +61,12 @@ typedef struct DbgateBudgetConf
 	double		min_cost;		/* 0 = every statement is gated */
 	/* 1.3 */
 	int32		reserved;		/* slots of the parent kept for this child */
+	char		key_by[DBGATE_KEY_BY_LEN];	/* where a statement's key comes
+											 * from; "" = no keys */
+	int32		key_max_active; /* per key; 0 = none beyond the budget's */
+	int32		key_max_queued; /* per key; 0 = none beyond the budget's */
+	double		key_max_rate;	/* per key; 0 = none */
+	int32		key_rate_burst; /* 1..1000000 */
 	int32		runaway_after_ms;	/* 0 = no statement is a runaway */
 	int32		runaway_action; /* DBGATE_RUNAWAY_* */
 	char		runaway_budget[NAMEDATALEN];	/* "" = none */

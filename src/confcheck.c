@@ -129,8 +129,10 @@ dbgate_image_check_unassigned(const DbgateConfig *config,
  *	  - a budget that has children has no role or database assigned;
  *	  - (1.3) the reservations of a budget's children add up to at most its
  *		max_active (a budget without parent reserves nothing: fields.c).
- *	  - (1.3) a runaway_budget is a budget of the image without children.
- * (The last one is of the runaway references, checked like the hierarchy:
+ *	  - (1.3) a runaway_budget is a budget of the image without children;
+ *	  - (1.3) a budget with key_by has no children (a key is of the budget
+ *		whose statements carry it).
+ * (The runaway_budget rule is of the runaway references, checked like the hierarchy:
  * dbgate_image_check_runaway_target(), dbgate_image_check_parent(),
  * dbgate_image_check_not_runaway_target().)
  * The checks run on the image they change, so the replay at PRE_COMMIT on
@@ -314,6 +316,14 @@ dbgate_image_check_parent(const DbgateConfig *config,
 							   referrer, parent),
 					 errhint("Only a budget without children can take runaways.")));
 	}
+	if (config->budgets[pi].key_by[0] != '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("budget \"%s\" cannot be a parent because it has key_by",
+						parent),
+				 errdetail("Budget \"%s\" has key_by '%s'.", parent,
+						   config->budgets[pi].key_by),
+				 errhint("Only a budget without children can have key_by: set key_by in the child budgets.")));
 	above = chain_length(config, pi, bi);
 	if (above < 0)
 		ereport(ERROR,
@@ -486,4 +496,30 @@ dbgate_image_check_childless(const DbgateConfig *config,
 							  "%d budgets have it as their parent, including \"%s\".",
 							  n, n, child),
 			 errhint("Drop the child budgets or give them another parent first, or use drop_budget(..., force => true) to make them top-level.")));
+}
+
+/*
+ * Budget 'c' (budget 'bi' of the image, or -1 for one being created) is to
+ * have key_by: it must have no children (a new budget has none).
+ */
+void
+dbgate_image_check_key_by(const DbgateConfig *config,
+						  const DbgateBudgetConf *c, int bi)
+{
+	const char *child = NULL;
+	int			n;
+
+	if (c->key_by[0] == '\0' || bi < 0)
+		return;
+	n = image_count_children(config, config->budgets[bi].name, &child);
+	if (n == 0)
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("budget \"%s\" cannot have key_by because it has child budgets",
+					c->name),
+			 errdetail_plural("Budget \"%s\" is the parent of %d budget, \"%s\".",
+							  "Budget \"%s\" is the parent of %d budgets, including \"%s\".",
+							  n, c->name, n, child),
+			 errhint("Only a budget without children can have key_by: set key_by in the child budgets.")));
 }

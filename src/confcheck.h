@@ -28,6 +28,8 @@ extern void dbgate_image_check_not_runaway_target(const DbgateConfig *config,
 												  const char *name);
 extern void dbgate_image_check_assignable(const DbgateConfig *config,
 										  const char *name, Oid oid, bool db);
+extern void dbgate_image_check_key_by(const DbgateConfig *config,
+									  const DbgateBudgetConf *c, int bi);
 extern void dbgate_image_check_childless(const DbgateConfig *config,
 										 const char *name);
 

@@ -129,6 +129,23 @@ warn_quarantine_inert(const DbgateBudgetConf *c)
 				 errhint("Set compute_query_id to auto (the default) or on.")));
 }
 
+/*
+ * Keys (1.3) are configuration only in this build: the key mechanism of
+ * admission does not exist yet, so key_by and key limits are accepted,
+ * stored and replicated, and hold nothing back.  Said wherever they are
+ * set (a create or alter that leaves a budget with key_by, set_key_limit),
+ * so that no setting is silently inert; the key mechanism removes this.
+ */
+static void
+warn_keys_not_enforced(const char *budget)
+{
+	if (!apply_reports)
+		return;
+	ereport(WARNING,
+			(errmsg("key limits of budget \"%s\" are not enforced", budget),
+			 errdetail("This build of dbgate stores key_by and key limits but does not enforce them.")));
+}
+
 /* create_budget: a new budget, checked as a whole. */
 static void
 apply_create(DbgateConfig *config, const PendingOp *op)
@@ -147,6 +164,7 @@ apply_create(DbgateConfig *config, const PendingOp *op)
 				 errhint("Drop a budget, or raise dbgate.max_budgets and restart the server.")));
 	dbgate_image_check_parent(config, &op->conf, -1);
 	dbgate_image_check_runaway_target(config, &op->conf);
+	dbgate_image_check_key_by(config, &op->conf, -1);
 	if (op->conf.reserved > 0)
 		dbgate_image_check_reservations(config, op->conf.parent, &op->conf,
 										-1);
@@ -154,6 +172,8 @@ apply_create(DbgateConfig *config, const PendingOp *op)
 	config->budgets[config->nbudgets - 1].src_index = -1;
 	config->budgets[config->nbudgets - 1].src_incarnation = 0;
 	warn_quarantine_inert(&op->conf);
+	if (op->conf.key_by[0] != '\0')
+		warn_keys_not_enforced(op->conf.name);
 }
 
 /* alter_budget: the fields of the mask changed, the result checked. */
@@ -188,6 +208,7 @@ apply_alter(DbgateConfig *config, const PendingOp *op)
 		dbgate_image_check_parent(config, &altered, bi);
 	if (strcmp(altered.runaway_budget, config->budgets[bi].runaway_budget) != 0)
 		dbgate_image_check_runaway_target(config, &altered);
+	dbgate_image_check_key_by(config, &altered, bi);
 	if (altered.reserved > 0)
 		dbgate_image_check_reservations(config, altered.parent, &altered, bi);
 	if (altered.max_active < config->budgets[bi].max_active)
@@ -195,6 +216,8 @@ apply_alter(DbgateConfig *config, const PendingOp *op)
 	config->budgets[bi] = altered;
 	if (op->mask & DBGATE_FIELD_BIT(dbgate_field_index("quarantine")))
 		warn_quarantine_inert(&altered);
+	if (altered.key_by[0] != '\0')
+		warn_keys_not_enforced(altered.name);
 }
 
 /*

@@ -187,38 +187,72 @@ const DbgateField dbgate_fields[DBGATE_NFIELDS] = {
 		.range_msg = "reserved must not be negative"
 	},
 	{
+		.name = "key_by", .kind = DBGATE_KIND_KEY_BY, .offset = F(key_by),
+		.api = DBGATE_API_1_3, .format = 4, .column = 23,
+		.nullable = true
+	},
+	{
+		.name = "key_max_active", .kind = DBGATE_KIND_INT,
+		.offset = F(key_max_active),
+		.api = DBGATE_API_1_3, .format = 4, .column = 24,
+		.def = 0, .min = 0, .max = PG_INT32_MAX,
+		.range_msg = "key_max_active must not be negative"
+	},
+	{
+		.name = "key_max_queued", .kind = DBGATE_KIND_INT,
+		.offset = F(key_max_queued),
+		.api = DBGATE_API_1_3, .format = 4, .column = 25,
+		.def = 0, .min = 0, .max = PG_INT32_MAX,
+		.range_msg = "key_max_queued must not be negative"
+	},
+	{
+		.name = "key_max_rate", .kind = DBGATE_KIND_FLOAT,
+		.offset = F(key_max_rate),
+		.api = DBGATE_API_1_3, .format = 4, .column = 26,
+		.def = 0, .min = DBGATE_MIN_RATE, .max = DBGATE_MAX_RATE,
+		.zero_ok = true,
+		.range_msg = "key_max_rate must be 0 or between 0.01 and 1000000"
+	},
+	{
+		.name = "key_rate_burst", .kind = DBGATE_KIND_INT,
+		.offset = F(key_rate_burst),
+		.api = DBGATE_API_1_3, .format = 4, .column = 27,
+		.def = 1, .min = 1, .max = DBGATE_MAX_BURST,
+		.range_msg = "key_rate_burst must be between 1 and 1000000"
+	},
+	{
 		.name = "runaway_after", .kind = DBGATE_KIND_DURATION,
 		.offset = F(runaway_after_ms),
-		.api = DBGATE_API_1_3, .format = 4, .column = 23,
+		.api = DBGATE_API_1_3, .format = 4, .column = 28,
 		.def = 0, .min = 0, .max = MAX_MS
 	},
 	{
 		.name = "runaway_action", .kind = DBGATE_KIND_ENUM,
 		.offset = F(runaway_action),
-		.api = DBGATE_API_1_3, .format = 4, .column = 24,
+		.api = DBGATE_API_1_3, .format = 4, .column = 29,
 		.def = DBGATE_RUNAWAY_LOG, .names = runaway_names,
 		.script_later = true
 	},
 	{
 		.name = "runaway_budget", .kind = DBGATE_KIND_BUDGET,
 		.offset = F(runaway_budget),
-		.api = DBGATE_API_1_3, .format = 4, .column = 25,
+		.api = DBGATE_API_1_3, .format = 4, .column = 30,
 		.nullable = true, .script_later = true
 	},
 	{
 		.name = "quarantine", .kind = DBGATE_KIND_DURATION,
 		.offset = F(quarantine_ms),
-		.api = DBGATE_API_1_3, .format = 4, .column = 26,
+		.api = DBGATE_API_1_3, .format = 4, .column = 31,
 		.def = 0, .min = 0, .max = MAX_MS, .script_later = true
 	},
 	{
 		.name = "adapt", .kind = DBGATE_KIND_ENUM, .offset = F(adapt),
-		.api = DBGATE_API_1_3, .format = 4, .column = 27,
+		.api = DBGATE_API_1_3, .format = 4, .column = 32,
 		.def = DBGATE_ADAPT_OFF, .names = adapt_names
 	},
 	{
 		.name = "adapt_min", .kind = DBGATE_KIND_INT, .offset = F(adapt_min),
-		.api = DBGATE_API_1_3, .format = 4, .column = 28,
+		.api = DBGATE_API_1_3, .format = 4, .column = 33,
 		.def = 1, .min = 1, .max = PG_INT32_MAX,
 		.range_msg = "adapt_min must be at least 1"
 	},
@@ -313,6 +347,9 @@ dbgate_field_copy(int i, DbgateBudgetConf *dst, const DbgateBudgetConf *src)
 		case DBGATE_KIND_BUDGET:
 			strlcpy(name_ptr(i, dst), name_ptr(i, src), NAMEDATALEN);
 			break;
+		case DBGATE_KIND_KEY_BY:
+			strlcpy(name_ptr(i, dst), name_ptr(i, src), DBGATE_KEY_BY_LEN);
+			break;
 		case DBGATE_KIND_FLOAT:
 			*float_ptr(i, dst) = *float_ptr(i, src);
 			break;
@@ -336,6 +373,9 @@ set_default(int i, DbgateBudgetConf *c)
 			break;
 		case DBGATE_KIND_BUDGET:
 			memset(name_ptr(i, c), 0, NAMEDATALEN);
+			break;
+		case DBGATE_KIND_KEY_BY:
+			memset(name_ptr(i, c), 0, DBGATE_KEY_BY_LEN);
 			break;
 		case DBGATE_KIND_FLOAT:
 			*float_ptr(i, c) = f->def;
@@ -367,6 +407,7 @@ dbgate_field_is_default(int i, const DbgateBudgetConf *c)
 		case DBGATE_KIND_BOOL:
 			return *bool_ptr(i, c) == (f->def != 0);
 		case DBGATE_KIND_BUDGET:
+		case DBGATE_KIND_KEY_BY:
 			return name_ptr(i, c)[0] == '\0';
 		case DBGATE_KIND_FLOAT:
 			return *float_ptr(i, c) == f->def;
@@ -403,6 +444,78 @@ float_in_range(const DbgateField *f, double v)
 }
 
 /*
+ * key_by (1.3): "" (none), 'user', 'application_name', 'client_addr' or
+ * 'setting:NAME', where NAME has the form of a setting's name: a built-in
+ * one (an identifier) or a custom one ('prefix.name', parts separated by
+ * dots), as PostgreSQL's guc.c accepts them: letters, '_' and bytes of
+ * multi-byte characters, and after the first character of a part also
+ * digits and '$'.  Whether the setting exists is not checked (a custom
+ * setting need not be defined before a session sets it).  What is wrong,
+ * or NULL.
+ */
+static const char *
+key_by_problem(const char *v)
+{
+	const char *name;
+	const char *p;
+	bool		part_start = true;
+
+	if (v[0] == '\0' || strcmp(v, "user") == 0 ||
+		strcmp(v, "application_name") == 0 || strcmp(v, "client_addr") == 0)
+		return NULL;
+	if (strncmp(v, DBGATE_KEY_BY_PREFIX, strlen(DBGATE_KEY_BY_PREFIX)) != 0)
+		return "form";
+	name = v + strlen(DBGATE_KEY_BY_PREFIX);
+	if (name[0] == '\0')
+		return "The setting name is empty.";
+	if (strlen(name) >= NAMEDATALEN)
+		return "The setting name is too long.";
+	for (p = name; *p != '\0'; p++)
+	{
+		unsigned char ch = (unsigned char) *p;
+
+		if (ch == '.' && !part_start)
+		{
+			part_start = true;
+			continue;
+		}
+		if ((ch >= 'A' && ch <= 'Z') || (ch >= 'a' && ch <= 'z') ||
+			ch == '_' || IS_HIGHBIT_SET(ch) ||
+			(!part_start && ((ch >= '0' && ch <= '9') || ch == '$')))
+		{
+			part_start = false;
+			continue;
+		}
+		return "The setting name does not have the form of a setting's name.";
+	}
+	if (part_start)
+		return "The setting name does not have the form of a setting's name.";
+	return NULL;
+}
+
+static void
+key_by_from_text(const DbgateField *f, text *t, char *dest)
+{
+	char	   *v = text_to_cstring(t);
+	const char *problem;
+
+	if (strlen(v) >= DBGATE_KEY_BY_LEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s is too long", f->name),
+				 errdetail("The value has %d bytes; at most %d are accepted.",
+						   (int) strlen(v), DBGATE_KEY_BY_LEN - 1)));
+	problem = key_by_problem(v);
+	if (problem != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("invalid value for %s: \"%s\"", f->name, v),
+				 strcmp(problem, "form") != 0 ? errdetail("%s", problem) : 0,
+				 errhint("Valid values are \"user\", \"application_name\", \"client_addr\" and \"setting:NAME\" with the name of a setting, such as \"setting:app.tenant\".")));
+	strlcpy(dest, v, DBGATE_KEY_BY_LEN);
+}
+
+/*
  * Whether a field's value is one the SQL functions accept.  A budget name
  * is not checked against the budgets that exist (the hierarchy is checked
  * on a whole image).
@@ -425,6 +538,9 @@ dbgate_field_valid(int i, const DbgateBudgetConf *c)
 			return strnlen(name_ptr(i, c), NAMEDATALEN) < NAMEDATALEN;
 		case DBGATE_KIND_FLOAT:
 			return float_in_range(f, *float_ptr(i, c));
+		case DBGATE_KIND_KEY_BY:
+			return strnlen(name_ptr(i, c), DBGATE_KEY_BY_LEN) < DBGATE_KEY_BY_LEN &&
+				key_by_problem(name_ptr(i, c)) == NULL;
 	}
 	return false;				/* keep compiler quiet */
 }
@@ -448,6 +564,9 @@ dbgate_conf_problem(const DbgateBudgetConf *c)
 		return "reserved over max_active";
 	if (c->adapt_min > c->max_active)
 		return "adapt_min over max_active";
+	/* a key is one part of its budget's slots */
+	if (c->key_max_active > c->max_active)
+		return "key_max_active over max_active";
 	/* where 'demote' moves a runaway; repeats are held back only of runaways */
 	if (c->runaway_action == DBGATE_RUNAWAY_DEMOTE && c->runaway_budget[0] == '\0')
 		return "demote without runaway_budget";
@@ -485,6 +604,12 @@ dbgate_conf_check(const DbgateBudgetConf *c)
 				 errmsg("adapt_min must not be over max_active"),
 				 errdetail("Budget \"%s\" would have adapt_min %d and max_active %d.",
 						   c->name, c->adapt_min, c->max_active)));
+	if (strcmp(problem, "key_max_active over max_active") == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("key_max_active must not be over max_active"),
+				 errdetail("Budget \"%s\" would have key_max_active %d and max_active %d.",
+						   c->name, c->key_max_active, c->max_active)));
 	if (strcmp(problem, "demote without runaway_budget") == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
@@ -647,6 +772,9 @@ dbgate_field_from_arg(int i, Datum arg, DbgateBudgetConf *c)
 			dbgate_budget_name_from_text(DatumGetTextPP(arg), name_ptr(i, c),
 										 f->name, true);
 			break;
+		case DBGATE_KIND_KEY_BY:
+			key_by_from_text(f, DatumGetTextPP(arg), name_ptr(i, c));
+			break;
 		case DBGATE_KIND_FLOAT:
 			{
 				double		v = DatumGetFloat8(arg);
@@ -690,6 +818,7 @@ dbgate_field_datum(int i, const DbgateBudgetConf *c, bool *isnull)
 		case DBGATE_KIND_ENUM:
 			return CStringGetTextDatum(f->names[*int_ptr(i, c)]);
 		case DBGATE_KIND_BUDGET:
+		case DBGATE_KIND_KEY_BY:
 			if (name_ptr(i, c)[0] == '\0')
 			{
 				*isnull = true;
@@ -724,6 +853,7 @@ dbgate_field_append_sql(StringInfo buf, int i, const DbgateBudgetConf *c)
 			appendStringInfo(buf, "'%s'", f->names[*int_ptr(i, c)]);
 			break;
 		case DBGATE_KIND_BUDGET:
+		case DBGATE_KIND_KEY_BY:
 			if (name_ptr(i, c)[0] == '\0')
 				appendStringInfoString(buf, "NULL");
 			else
@@ -740,6 +870,8 @@ dbgate_field_append_sql(StringInfo buf, int i, const DbgateBudgetConf *c)
  *	  INT, DURATION, ENUM	int32
  *	  BOOL					int32, 0 or 1
  *	  BUDGET				NAMEDATALEN bytes, NUL-terminated, zero-padded
+ *	  KEY_BY				DBGATE_KEY_BY_LEN bytes, NUL-terminated,
+ *							zero-padded
  *	  FLOAT					float8
  * ----------
  */
@@ -755,6 +887,8 @@ dbgate_field_stored_size(int i)
 			return sizeof(int32);
 		case DBGATE_KIND_BUDGET:
 			return NAMEDATALEN;
+		case DBGATE_KIND_KEY_BY:
+			return DBGATE_KEY_BY_LEN;
 		case DBGATE_KIND_FLOAT:
 			return sizeof(double);
 	}
@@ -780,6 +914,9 @@ dbgate_field_store(int i, const DbgateBudgetConf *c, char *dest)
 			break;
 		case DBGATE_KIND_BUDGET:
 			strlcpy(dest, name_ptr(i, c), NAMEDATALEN);
+			break;
+		case DBGATE_KIND_KEY_BY:
+			strlcpy(dest, name_ptr(i, c), DBGATE_KEY_BY_LEN);
 			break;
 		case DBGATE_KIND_FLOAT:
 			memcpy(dest, float_ptr(i, c), sizeof(double));
@@ -815,6 +952,11 @@ dbgate_field_load(int i, const char *src, DbgateBudgetConf *c)
 			if (strnlen(src, NAMEDATALEN) >= NAMEDATALEN)
 				return false;
 			strlcpy(name_ptr(i, c), src, NAMEDATALEN);
+			return true;
+		case DBGATE_KIND_KEY_BY:
+			if (strnlen(src, DBGATE_KEY_BY_LEN) >= DBGATE_KEY_BY_LEN)
+				return false;
+			strlcpy(name_ptr(i, c), src, DBGATE_KEY_BY_LEN);
 			return true;
 		case DBGATE_KIND_FLOAT:
 			memcpy(float_ptr(i, c), src, sizeof(double));

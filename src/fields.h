@@ -34,7 +34,10 @@ typedef enum DbgateFieldKind
 	DBGATE_KIND_ENUM,			/* text, one of 'names'; int32 index */
 	DBGATE_KIND_BUDGET,			/* text, a budget name; char[NAMEDATALEN],
 								 * "" = none (SQL NULL) */
-	DBGATE_KIND_FLOAT			/* double precision; double */
+	DBGATE_KIND_FLOAT,			/* double precision; double */
+	DBGATE_KIND_KEY_BY			/* text, a key source (1.3); char
+								 * [DBGATE_KEY_BY_LEN], "" = none (SQL
+								 * NULL) */
 } DbgateFieldKind;
 
 /*
@@ -84,7 +87,7 @@ typedef struct DbgateField
 								 * range */
 } DbgateField;
 
-#define DBGATE_NFIELDS	26
+#define DBGATE_NFIELDS	31
 
 extern const DbgateField dbgate_fields[DBGATE_NFIELDS];
 

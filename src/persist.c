@@ -44,7 +44,15 @@
  *	  version 2 (dbgate 1.1)	also the five 1.1 fields as int32, and 4
  *								bytes of padding: 112 bytes
  *	  version 3 (dbgate 1.2)	also the eight 1.2 fields: 208 bytes
- *	  version 4 (dbgate 1.3)	every field (the seven 1.3 fields too)
+ *	  version 4 (dbgate 1.3)	every field (the twelve 1.3 fields too:
+ *								reserved, key_by in DBGATE_KEY_BY_LEN
+ *								bytes, key_max_active, key_max_queued,
+ *								key_max_rate, key_rate_burst, runaway_after,
+ *								runaway_action, runaway_budget, quarantine,
+ *								adapt, adapt_min): 392 bytes
+ * Version 4 is not yet released: builds of 1.3 before the key fields wrote
+ * it without them (seven 1.3 fields, 296 bytes), and this library reads
+ * such a record as invalid (its size does not match).
  * Version 1 has a header of magic, version, nbudgets and nroles only and
  * no database section.  Every version is read; the fields a version lacks
  * take their defaults (version 1: lsn 0, every logged change is newer).
@@ -410,9 +418,9 @@ decode_budget(const char *p, uint32 version, DbgateBudgetConf *c)
  * The rules of the hierarchy (see config.c) on an image whose budgets are
  * sorted by name: every parent exists, no chain is longer than
  * DBGATE_MAX_DEPTH (which also excludes cycles), the reservations of a
- * budget's children add up to at most its max_active, a runaway_budget
- * has no children (one that does not exist is left to the fit: see the
- * file header).  Marks the budgets that have children in 'has_children'.
+ * budget's children add up to at most its max_active, a budget with key_by
+ * has no children, a runaway_budget has no children (one that does not
+ * exist is left to the fit: see the file header).  Marks the budgets that have children in 'has_children'.
  */
 static bool
 check_hierarchy(const DbgateConfig *config, bool *has_children, char *why,
@@ -470,6 +478,12 @@ check_hierarchy(const DbgateConfig *config, bool *has_children, char *why,
 	}
 	for (i = 0; i < config->nbudgets; i++)
 	{
+		if (has_children[i] && config->budgets[i].key_by[0] != '\0')
+		{
+			snprintf(why, whylen, "Budget \"%s\" has key_by and children.",
+					 config->budgets[i].name);
+			return false;
+		}
 		if (reserved[i] > config->budgets[i].max_active)
 		{
 			snprintf(why, whylen, "The children of budget \"%s\" reserve %lld slots, more than its max_active %d.",

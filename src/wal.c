@@ -182,7 +182,10 @@
  * reads stops recovery with FATAL and a message that says to upgrade
  * dbgate on this server (see refuse_newer()); a damaged record (one that
  * does not decode: persist.c's checks, which let through what a fit can
- * clear) is a PANIC.
+ * clear) is a PANIC.  Format 4 (1.3, unreleased) gained the key fields
+ * (key_by, key_max_active, key_max_queued, key_max_rate, key_rate_burst)
+ * in the middle of its budget record: an IMAGE record of format 4 logged
+ * by an earlier build of 1.3 does not decode here.
  *
  *-------------------------------------------------------------------------
  */

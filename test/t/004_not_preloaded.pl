@@ -19,7 +19,7 @@ is($node->safe_psql('postgres', 'SHOW shared_preload_libraries'),
 # Every function of the extension, called with valid arguments.  The list
 # is checked against the catalog below, so a new function must be added.
 my %calls = (
-	'alter_budget(text,integer,integer,interval,interval,interval,boolean,text,interval,integer,boolean,boolean,text,interval,text,integer,doubleprecision,integer,integer,doubleprecision,integer,interval,text,text,interval,text,integer)'
+	'alter_budget(text,integer,integer,interval,interval,interval,boolean,text,interval,integer,boolean,boolean,text,interval,text,integer,doubleprecision,integer,integer,doubleprecision,integer,text,integer,integer,doubleprecision,integer,interval,text,text,interval,text,integer)'
 	  => q{SELECT dbgate.alter_budget('x', max_active => 2)},
 	'assign_database(name,text)' =>
 	  q{SELECT dbgate.assign_database('postgres', 'x')},
@@ -30,7 +30,7 @@ my %calls = (
 	'budget_status()' => q{SELECT * FROM dbgate.budget_status()},
 	'budget_wait_histogram()' => q{SELECT * FROM dbgate.budget_wait_histogram()},
 	'config_script()' => q{SELECT dbgate.config_script()},
-	'create_budget(text,integer,integer,interval,interval,interval,boolean,text,interval,integer,boolean,boolean,text,interval,text,integer,doubleprecision,integer,integer,doubleprecision,integer,interval,text,text,interval,text,integer)'
+	'create_budget(text,integer,integer,interval,interval,interval,boolean,text,interval,integer,boolean,boolean,text,interval,text,integer,doubleprecision,integer,integer,doubleprecision,integer,text,integer,integer,doubleprecision,integer,interval,text,text,interval,text,integer)'
 	  => q{SELECT dbgate.create_budget('x', 1, 1, '1s', '1s', '1s', true)},
 	'drop_budget(text,boolean)' => q{SELECT dbgate.drop_budget('x', true)},
 	'quarantine_add(text,bigint,interval)' =>

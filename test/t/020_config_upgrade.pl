@@ -317,8 +317,8 @@ is( $node->safe_psql('u_old', q{SELECT string_agg(budget, ' ' ORDER BY budget) F
 # ---------------------------------------------------------------------------
 # 1.2 -> 1.3 (postgres), with u_old staying at 1.2 beside it
 my $sigs_1_3 = $sigs_1_2;
-$sigs_1_3 =~ s/double precision\)/double precision,integer,interval,text,text,interval,text,integer)/g;
-my $cols_1_3 = "$cols_1_2,reserved,runaway_after,runaway_action,runaway_budget,quarantine,adapt,adapt_min";
+$sigs_1_3 =~ s/double precision\)/double precision,integer,text,integer,integer,double precision,integer,interval,text,text,interval,text,integer)/g;
+my $cols_1_3 = "$cols_1_2,reserved,key_by,key_max_active,key_max_queued,key_max_rate,key_rate_burst,runaway_after,runaway_action,runaway_budget,quarantine,adapt,adapt_min";
 my $bcols_sql = q{SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute
 	WHERE attrelid = 'dbgate.backends'::regclass AND attnum > 0};
 my $bcols_1_2 = 'pid,role,budget,state,state_since,queue_position,classified_by,memory_mb';
@@ -361,6 +361,13 @@ is( $node->safe_psql(
 	'every budget and assignment is kept');
 is($node->safe_psql('postgres', q{SELECT string_agg(DISTINCT format('%s:%s:%s:%s:%s:%s:%s', reserved, runaway_after, runaway_action, runaway_budget, quarantine, adapt, adapt_min), ',') FROM dbgate.budgets}),
 	'0:00:00:00:log::00:00:00:off:1', 'the 1.3 fields are at their defaults');
+is( $node->safe_psql(
+		'postgres',
+		q{SELECT string_agg(DISTINCT format('%s:%s:%s:%s:%s', key_by, key_max_active, key_max_queued,
+		    key_max_rate, key_rate_burst), ',') FROM dbgate.budgets}
+	),
+	':0:0:0:1',
+	'and so are the key fields');
 grants_kept_ok('postgres',
 	'EXECUTE grants are carried over to the 1.3 signatures, PUBLIC has none');
 no_helper_left_ok('1_2', 'no helper of the 1.3 update script is left');
@@ -371,6 +378,10 @@ dependents_kept_ok('u_five u_four u_one u_pool u_three u_two',
 	q{SELECT dbgate.alter_budget('u_three', reserved => 1)},
 	user => 'u_admin');
 is($state, '', 'the delegated administrator uses the 1.3 function') or diag($err);
+($state, undef, $err) = run_sql($node,
+	q{SELECT dbgate.alter_budget('u_four', key_by => 'setting:app.tenant', key_max_queued => 3)},
+	user => 'u_admin');
+is($state, '', 'and its key fields') or diag($err);
 
 # the 1.2 objects of u_old, served by the 1.3 library
 $node->safe_psql('u_old',
@@ -398,6 +409,17 @@ is( $node->safe_psql(
 	),
 	'5:00:00:01:demote:u_one',
 	"alter_budget of a 1.2 database keeps runaway_action 'demote'");
+$node->safe_psql('u_old', q{SELECT dbgate.alter_budget('u_four', max_queued => 4)});
+is( $node->safe_psql(
+		'postgres',
+		q{SELECT format('%s:%s:%s', max_queued, key_by, key_max_queued)
+		  FROM dbgate.budgets WHERE budget = 'u_four'}
+	),
+	'4:setting:app.tenant:3',
+	'alter_budget of a 1.2 database keeps key_by and the key fields');
+like( $node->safe_psql('postgres', 'SELECT dbgate.config_script()'),
+	qr/create_budget\('u_four', [^\n]*key_by => 'setting:app.tenant', key_max_queued => 3\);/,
+	'config_script() names key_by and key_max_queued where they are set');
 like( $node->safe_psql('postgres', 'SELECT dbgate.config_script()'),
 	qr/create_budget\('u_three', max_active => 1, max_queued => 7, .*reserved => 1\);/,
 	'config_script() names reserved where it is set');
@@ -432,6 +454,10 @@ is( $node->safe_psql(
 	),
 	'demote:u_one',
 	"and runaway_action 'demote' with its runaway_budget");
+is( $node->safe_psql(
+		'postgres', q{SELECT format('%s:%s', key_by, key_max_queued) FROM dbgate.budgets WHERE budget = 'u_four'}),
+	'setting:app.tenant:3',
+	'and key_by with the key fields');
 
 $node->stop;
 done_testing();

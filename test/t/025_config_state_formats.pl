@@ -3,14 +3,17 @@
 #     fields at their defaults (format 1 is 021_config_state_v1);
 #   - the encoder writes format 2 while every 1.2 field has its default,
 #     format 3 as soon as one does not, each field on its own, and format 4
-#     while a 1.3 field (reserved) is in use;
-#   - a format-4 file built byte by byte loads with its reservations;
+#     while a 1.3 field (reserved, key_by and the key fields, adapt) is in
+#     use;
+#   - a format-4 file built byte by byte loads with its reservations and
+#     key fields;
 #   - format 3 round-trips every field and a hierarchy through a restart,
 #     a crash restart and config_script(); a file built here byte by byte
 #     loads the same way;
 #   - decoding refuses what the SQL functions refuse (a value out of range,
 #     the lifo rule, an unknown parent, a cycle, a chain of five, an
-#     assignment to a parent): the file is set aside with a WARNING;
+#     assignment to a parent, (1.3) a key_by of another form or on a
+#     parent, key_max_active over max_active): the file is set aside with a WARNING;
 #   - a file of a newer format stops the server from starting, with a
 #     message, and is left as it is.
 use strict;
@@ -83,9 +86,9 @@ ok( $node->log_contains(
 ok(!$node->log_contains(qr/WARNING/, $offset), 'without a warning');
 is( $node->safe_psql('postgres', $all),
 	'(fm_v2a,3,1,00:00:01.5,00:00:00,00:00:00,t,{fm_alice},transaction,00:00:30,0,t,f,{},'
-	  . 'fifo,00:00:00.1,,1,0,1,0,0,0,00:00:00,log,,00:00:00,off,1) '
+	  . 'fifo,00:00:00.1,,1,0,1,0,0,0,,0,0,0,1,00:00:00,log,,00:00:00,off,1) '
 	  . '(fm_v2b,1,0,00:00:00,00:00:00,00:00:00,f,{},statement,00:00:00,-1,f,t,{postgres},'
-	  . 'fifo,00:00:00.1,,1,0,1,0,0,0,00:00:00,log,,00:00:00,off,1)',
+	  . 'fifo,00:00:00.1,,1,0,1,0,0,0,,0,0,0,1,00:00:00,log,,00:00:00,off,1)',
 	'its budgets and assignments, the 1.2 fields at their defaults');
 
 # ---------------------------------------------------------------------------
@@ -121,6 +124,15 @@ $node->safe_psql('postgres', "SELECT dbgate.alter_budget('fm_v2b', reserved => 0
 is(file_format(), 3, 'reserved back to 0, a parent left: format 3');
 $node->safe_psql('postgres', "SELECT dbgate.alter_budget('fm_v2b', parent => '')");
 is(file_format(), 2, 'and no parent: format 2');
+for my $set ("key_by => 'user'", "key_by => 'setting:app.tenant'", 'key_max_queued => 3',
+	'key_max_rate => 5', 'key_rate_burst => 2')
+{
+	$node->safe_psql('postgres', "SELECT dbgate.alter_budget('fm_v2b', $set)");
+	is(file_format(), 4, "$set (1.3): format 4");
+	$node->safe_psql('postgres',
+		"SELECT dbgate.alter_budget('fm_v2b', key_by => '', key_max_queued => 0, key_max_rate => 0, key_rate_burst => 1)");
+	is(file_format(), 2, "$set back to its default: format 2");
+}
 for my $set ("adapt => 'shadow'", "adapt => 'on'", 'max_active => 2, adapt_min => 2')
 {
 	$node->safe_psql('postgres', "SELECT dbgate.alter_budget('fm_v2b', $set)");
@@ -224,7 +236,11 @@ write_file(
 			{ name => 'fm_r', max_active => 3 },
 			{ name => 'fm_r1', max_active => 2, parent => 'fm_r', reserved => 2, min_cost => 1.5 },
 			{ name => 'fm_r2', max_active => 3, parent => 'fm_r', reserved => 1, adapt => 2, adapt_min => 3 },
-			{ name => 'fm_r3', max_active => 3, parent => 'fm_r' }
+			{ name => 'fm_r3', max_active => 3, parent => 'fm_r' },
+			{
+				name => 'fm_k', max_active => 4, key_by => 'setting:app.tenant',
+				key_max_active => 2, key_max_queued => 5, key_max_rate => 2.5, key_rate_burst => 3
+			}
 		]));
 $offset = -s $node->logfile;
 $node->start;
@@ -234,8 +250,15 @@ is( $node->safe_psql(
 		q{SELECT string_agg(format('%s<%s:%s:%s:%s:%s:%s', budget, parent, max_active, min_cost,
 		    reserved, adapt, adapt_min), ' ' ORDER BY budget) FROM dbgate.budgets}
 	),
-	'fm_r<:3:0:0:off:1 fm_r1<fm_r:2:1.5:2:off:1 fm_r2<fm_r:3:0:1:on:3 fm_r3<fm_r:3:0:0:off:1',
+	'fm_k<:4:0:0:off:1 fm_r<:3:0:0:off:1 fm_r1<fm_r:2:1.5:2:off:1 fm_r2<fm_r:3:0:1:on:3 fm_r3<fm_r:3:0:0:off:1',
 	'with reserved where the layout puts it');
+is( $node->safe_psql(
+		'postgres',
+		q{SELECT format('%s:%s:%s:%s:%s', key_by, key_max_active, key_max_queued, key_max_rate,
+		    key_rate_burst) FROM dbgate.budgets WHERE budget = 'fm_k'}
+	),
+	'setting:app.tenant:2:5:2.5:3',
+	'and the key fields where the layout puts them');
 is(file_format(), 4, 'and is format 4 as it is');
 
 # a format-4 file: runaway_action 'demote' with its runaway_budget
@@ -327,6 +350,16 @@ my @refused = (
 		[], [], 4
 	],
 	[ 'adapt_min 0', [ { name => 'x', adapt_min => 0 } ], [], [], 4 ],
+	[ 'key_by of another form', [ { name => 'x', key_by => 'role' } ], [], [], 4 ],
+	[ 'key_by with an empty setting name', [ { name => 'x', key_by => 'setting:' } ], [], [], 4 ],
+	[ 'key_by with children', [ { name => 'x', key_by => 'user' }, { name => 'y', parent => 'x' } ],
+		[], [], 4 ],
+	[ 'key_max_active -1', [ { name => 'x', key_max_active => -1 } ], [], [], 4 ],
+	[ 'key_max_active over max_active', [ { name => 'x', max_active => 2, key_max_active => 3 } ],
+		[], [], 4 ],
+	[ 'key_max_queued -1', [ { name => 'x', key_max_queued => -1 } ], [], [], 4 ],
+	[ 'key_max_rate 0.001', [ { name => 'x', key_max_rate => 0.001 } ], [], [], 4 ],
+	[ 'key_rate_burst 0', [ { name => 'x', key_rate_burst => 0 } ], [], [], 4 ],
 	[ 'adapt_min over max_active', [ { name => 'x', max_active => 2, adapt_min => 3 } ], [], [], 4 ],
 	[ 'reserved without a parent', [ { name => 'x', max_active => 2, reserved => 1 } ], [], [], 4 ],
 	[

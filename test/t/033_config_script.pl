@@ -9,7 +9,8 @@
 # that names a 1.2 field does not run there, and changes nothing.  The
 # fields that name another budget or depend on it (1.3: runaway_action
 # 'demote' with its runaway_budget, quarantine) are set by alter_budget
-# once every budget exists.
+# once every budget exists.  (1.3) key_by and the key fields are named
+# like the others.
 use strict;
 use warnings FATAL => 'all';
 
@@ -55,6 +56,10 @@ $src->safe_psql(
 	SELECT dbgate.create_budget('cs_r_demote', 2, runaway_after => '250 ms',
 	                            runaway_action => 'demote', runaway_budget => 'cs_r_slow',
 	                            quarantine => '1 min');
+	SELECT dbgate.create_budget('cs_k_keys', 4, key_by => 'setting:app.tenant',
+	                            key_max_active => 2, key_max_queued => 4,
+	                            key_max_rate => 12.5, key_rate_burst => 3);
+	SELECT dbgate.create_budget('cs_k_user', 1, key_by => 'user');
 });
 my $script = $src->safe_psql('postgres', 'SELECT dbgate.config_script()');
 like($script, qr/^BEGIN;\n.*COMMIT;$/s, 'the script is one transaction');
@@ -79,6 +84,11 @@ like($script,
 like($script,
 	qr/'cs_r_slow'.*\n(?:.*\n)*SELECT dbgate\.alter_budget\('cs_r_demote', runaway_action => 'demote', runaway_budget => 'cs_r_slow', quarantine => '60000 ms'\);$/m,
 	'and gets them in one alter_budget after every budget exists');
+like($script,
+	qr/^SELECT dbgate\.create_budget\('cs_k_keys', max_active => 4, key_by => 'setting:app\.tenant', key_max_active => 2, key_max_queued => 4, key_max_rate => 12\.5, key_rate_burst => 3\);$/m,
+	'key_by and the key fields are named where they are set (1.3)');
+like($script, qr/^SELECT dbgate\.create_budget\('cs_k_user', max_active => 1, key_by => 'user'\);$/m,
+	'and only those');
 
 my $dst = dbgate_node('script_dst');
 $dst->safe_psql('postgres', $objects);

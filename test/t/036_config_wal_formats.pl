@@ -1,7 +1,7 @@
 # The formats of dbgate's WAL records on a streaming standby:
 #   - the primary logs format 2 while no budget uses a 1.2 field, format 3
 #     once one does (a hierarchy, a rate, ...), format 4 while a 1.3 field
-#     (reserved) is in use, and format 2 again when none does any more;
+#     (reserved, key_by and the key fields, 'demote') is in use, and format 2 again when none does any more;
 #     the standby replays each to the same dbgate.budgets;
 #   - a record of format 2 as dbgate 1.1 logged it is replayed, the 1.2
 #     fields at their defaults (a 1.2 standby of a 1.1 primary);
@@ -147,6 +147,25 @@ $primary->safe_psql('postgres', q{SELECT dbgate.drop_budget('wf_r4')});
 is(last_format(), 2, "no 'demote' left: format 2");
 replayed_ok("format 2 after 'demote'");
 
+$primary->safe_psql('postgres',
+	q{SELECT dbgate.create_budget('wf_k4', 4, key_by => 'setting:app.tenant', key_max_active => 2,
+	                              key_max_queued => 5, key_max_rate => 2.5, key_rate_burst => 3)});
+is(last_format(), 4, 'key_by (1.3): the record has format 4');
+replayed_ok('format 4 with key_by');
+is( $standby->safe_psql(
+		'postgres',
+		q{SELECT format('%s:%s:%s:%s:%s', key_by, key_max_active, key_max_queued, key_max_rate,
+		  key_rate_burst) FROM dbgate.budgets WHERE budget = 'wf_k4'}
+	),
+	'setting:app.tenant:2:5:2.5:3',
+	'the standby has key_by and the key fields');
+$primary->safe_psql('postgres',
+	q{SELECT dbgate.alter_budget('wf_k4', key_by => '', key_max_active => 0, key_max_queued => 0,
+	                             key_max_rate => 0, key_rate_burst => 1)});
+is(last_format(), 2, 'no key field left: format 2');
+replayed_ok('format 2 after key_by');
+$primary->safe_psql('postgres', q{SELECT dbgate.drop_budget('wf_k4')});
+
 # ---------------------------------------------------------------------------
 # 2. A record of format 2 as dbgate 1.1 logged it
 my $v11 = state_image(
@@ -168,7 +187,7 @@ my $xid = walgen_log_image($primary, $v11);
 $primary->safe_psql('postgres', "SELECT walgen_confirm('$xid')");
 my $v11_row =
     '(wf_v11,5,6,00:00:07,00:00:00,00:00:00,f,{wf_alice},transaction,00:00:00,2,t,t,{},'
-  . 'fifo,00:00:00.1,,1,0,1,0,0,0,00:00:00,log,,00:00:00,off,1)';
+  . 'fifo,00:00:00.1,,1,0,1,0,0,0,,0,0,0,1,00:00:00,log,,00:00:00,off,1)';
 ok($standby->poll_query_until('postgres', $all, $v11_row),
 	'a format-2 record of dbgate 1.1 is replayed, the 1.2 fields at their defaults');
 

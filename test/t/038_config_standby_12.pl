@@ -92,13 +92,13 @@ $primary->safe_psql(
 });
 my $conf = replayed_ok('a hierarchy and the 1.2 fields');
 like($conf,
-	qr/^\(c12_one,2,2,00:01:00,.*,lifo,00:00:00\.25,c12_parent,3,0,1,64,0,0,00:00:00,log,,00:00:00,off,1\)$/m,
+	qr/^\(c12_one,2,2,00:01:00,.*,lifo,00:00:00\.25,c12_parent,3,0,1,64,0,0,,0,0,0,1,00:00:00,log,,00:00:00,off,1\)$/m,
 	'the child has its queue order, overtake_limit, parent, weight and memory');
-like($conf, qr/^\(c12_parent,1,0,.*,fifo,00:00:00\.1,,7,1000,20,0,0,0,00:00:00,log,,00:00:00,off,1\)$/m,
+like($conf, qr/^\(c12_parent,1,0,.*,fifo,00:00:00\.1,,7,1000,20,0,0,0,,0,0,0,1,00:00:00,log,,00:00:00,off,1\)$/m,
 	'the parent has its weight and rate');
-like($conf, qr/^\(c12_rate,4,4,.*,,1,2,1,0,0,0,00:00:00,log,,00:00:00,off,1\)$/m,
+like($conf, qr/^\(c12_rate,4,4,.*,,1,2,1,0,0,0,,0,0,0,1,00:00:00,log,,00:00:00,off,1\)$/m,
 	'the rate-limited budget has its rate and burst');
-like($conf, qr/^\(c12_cheap,1,0,.*,,1,0,1,0,1000\.5,0,00:00:00,log,,00:00:00,off,1\)$/m,
+like($conf, qr/^\(c12_cheap,1,0,.*,,1,0,1,0,1000\.5,0,,0,0,0,1,00:00:00,log,,00:00:00,off,1\)$/m,
 	'the budget of cheap reads has its min_cost');
 
 # ---------------------------------------------------------------------------
@@ -252,7 +252,7 @@ $primary->safe_psql('postgres',
 	q{SELECT dbgate.alter_budget('c12_two', parent => '', weight => 4, queue_order => 'lifo',
 	                             overtake_limit => '10ms', max_rate => 50, rate_burst => 3)});
 $conf = replayed_ok('a child made top-level, its order, weight and rate changed');
-like($conf, qr/^\(c12_two,2,1,.*,lifo,00:00:00\.01,,4,50,3,0,0,0,00:00:00,log,,00:00:00,off,1\)$/m,
+like($conf, qr/^\(c12_two,2,1,.*,lifo,00:00:00\.01,,4,50,3,0,0,0,,0,0,0,1,00:00:00,log,,00:00:00,off,1\)$/m,
 	'the standby has the changed child');
 $primary->safe_psql('postgres',
 	q{SELECT dbgate.alter_budget('c12_two', parent => 'c12_parent', queue_order => 'fifo',
@@ -267,7 +267,7 @@ $primary->safe_psql(
 	SELECT dbgate.drop_budget('c12_gone', force => true);
 });
 $conf = replayed_ok('a parent dropped with force');
-like($conf, qr/^\(c12_before,2,0,.*,fifo,00:00:00\.1,,1,0,1,0,0,0,00:00:00,log,,00:00:00,off,1\)$/m,
+like($conf, qr/^\(c12_before,2,0,.*,fifo,00:00:00\.1,,1,0,1,0,0,0,,0,0,0,1,00:00:00,log,,00:00:00,off,1\)$/m,
 	'its child is top-level on the standby');
 unlike($conf, qr/c12_gone/, 'the dropped parent is gone on the standby');
 

@@ -56,7 +56,7 @@ $node->safe_psql(
 
 my $config_sql = q{SELECT string_agg(b::text, E'\n' ORDER BY budget) FROM dbgate.budgets b};
 my $config = $node->safe_psql('postgres', $config_sql);
-like($config, qr/^\(ct_leaf,2,1,00:10:00,.*,lifo,00:00:00\.05,ct_mid,3,500,50,64,0,0,00:00:00,log,,00:00:00,off,1\)$/m,
+like($config, qr/^\(ct_leaf,2,1,00:10:00,.*,lifo,00:00:00\.05,ct_mid,3,500,50,64,0,0,,0,0,0,1,00:00:00,log,,00:00:00,off,1\)$/m,
 	'the leaf has its 1.2 fields');
 
 my @LEVELS = qw(ct_root ct_mid ct_leaf ct_leaf2 ct_side);

@@ -15,7 +15,8 @@
 # limit and without a queue timeout; a parent that would make a cycle, a
 # chain of more than four budgets, or a parent with assignments; (1.3)
 # reserved without a parent, over max_active, or children reserving more
-# than their parent's max_active; runaway_action 'demote' without a
+# than their parent's max_active; key_max_active over max_active, key_by on
+# a budget with children or a parent with key_by; runaway_action 'demote' without a
 # runaway_budget, the budget itself as its runaway_budget, a runaway_budget
 # with children, a runaway_budget made a parent) or 42704 (a runaway_budget
 # that does not exist); every other outcome is a problem.  After every
@@ -93,6 +94,12 @@ our @FIELDS = (
 	{ field => 'min_cost', type => 'float', values => [ 0, 1, 10, 1000 ], bad => [-1] },
 	# 1.3
 	{ field => 'reserved', type => 'int', values => [ 0, 0, 1, 2 ], bad => [-1] },
+	{ field => 'key_by', type => 'text', values => [ '', '', 'user', 'setting:app.tenant' ],
+		bad => [ 'role', 'setting:' ] },
+	{ field => 'key_max_active', type => 'int', values => [ 0, 0, 1, 2 ], bad => [-1] },
+	{ field => 'key_max_queued', type => 'int', values => [ 0, 1, 10 ], bad => [-1] },
+	{ field => 'key_max_rate', type => 'float', values => [ 0, 5, 50 ], bad => [ 0.001, -1 ] },
+	{ field => 'key_rate_burst', type => 'int', values => [ 1, 2, 10 ], bad => [0] },
 	{ field => 'runaway_after', type => 'ms', values => [ 0, 100, 200, 1000 ], bad => [-1], weight => 2 },
 	{ field => 'runaway_action', type => 'text', values => [ 'log', 'log', 'cancel', 'demote', 'demote' ],
 		bad => ['kill'], weight => 3 },
@@ -199,6 +206,7 @@ sub expected_error
 	}
 	return '22023' if ($c{reserved} // 0) > ($c{max_active} // 1);
 	return '22023' if ($c{adapt_min} // 1) > ($c{max_active} // 1);
+	return '22023' if ($c{key_max_active} // 0) > ($c{max_active} // 1);
 	# repeats are held back only of runaways
 	return '22023' if ($c{quarantine} // 0) > 0 && ($c{runaway_after} // 0) == 0;
 	# (1.3) 'demote' needs a runaway_budget, and none is the budget itself
@@ -208,6 +216,8 @@ sub expected_error
 	{
 		my $p = $new->{parent};
 		return '42704' unless $m->{$p};
+		# (1.3) a budget with key_by has no children
+		return '22023' if ($m->{$p}{key_by} // '') ne '';
 		# (1.3) a runaway_budget has no children
 		return '22023'
 		  if grep { (($_ eq $budget ? $c{runaway_budget} : $m->{$_}{runaway_budget}) // '') eq $p }
@@ -238,6 +248,9 @@ sub expected_error
 		return '42704' unless $m->{$rb};
 		return '22023' if grep { ($m->{$_}{parent} // '') eq $rb } keys %$m;
 	}
+	# (1.3) key_by only on a budget without children
+	return '22023'
+	  if ($c{key_by} // '') ne '' && grep { ($m->{$_}{parent} // '') eq $budget } keys %$m;
 	return $self->reservations_error($budget, \%c);
 }
 
