@@ -23,6 +23,7 @@ OBJS = \
 	src/gucvar.o \
 	src/fields.o \
 	src/confimage.o \
+	src/keylimits.o \
 	src/config.o \
 	src/confcheck.o \
 	src/persist.o \

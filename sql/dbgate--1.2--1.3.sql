@@ -273,4 +273,41 @@ CREATE VIEW quarantine AS
 REVOKE ALL ON quarantine FROM PUBLIC;
 GRANT SELECT ON quarantine TO pg_monitor;
 
+--
+-- Key limits (1.3): the limits of one key of a budget with key_by.
+-- Transactional, durable and replicated like every configuration change.
+--
+CREATE FUNCTION set_key_limit(budget text, key text,
+                              max_active integer DEFAULT NULL,
+                              max_queued integer DEFAULT NULL,
+                              max_rate double precision DEFAULT NULL,
+                              rate_burst integer DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'dbgate_set_key_limit'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION set_key_limit(text, text, integer, integer, double precision, integer) FROM PUBLIC;
+
+CREATE FUNCTION reset_key_limit(budget text, key text DEFAULT NULL)
+RETURNS void
+AS 'MODULE_PATHNAME', 'dbgate_reset_key_limit'
+LANGUAGE C CALLED ON NULL INPUT VOLATILE PARALLEL UNSAFE;
+REVOKE ALL ON FUNCTION reset_key_limit(text, text) FROM PUBLIC;
+
+CREATE FUNCTION key_limit_entries(
+    OUT budget text,
+    OUT key text,
+    OUT max_active integer,
+    OUT max_queued integer,
+    OUT max_rate double precision,
+    OUT rate_burst integer)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'dbgate_key_limit_entries'
+LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
+REVOKE ALL ON FUNCTION key_limit_entries() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION key_limit_entries() TO pg_monitor;
+CREATE VIEW key_limits AS
+    SELECT * FROM key_limit_entries() ORDER BY budget, key;
+REVOKE ALL ON key_limits FROM PUBLIC;
+GRANT SELECT ON key_limits TO pg_monitor;
+
 DROP FUNCTION dbgate_copy_execute_grants(regprocedure, regprocedure);

@@ -84,6 +84,23 @@ typedef struct DbgateBudgetConf
 	uint32		src_incarnation;
 } DbgateBudgetConf;
 
+/*
+ * A key limit (1.3, set_key_limit): the limits of one key of a budget with
+ * key_by.  A value of -1 is SQL NULL: the budget's key_* value.  Keys are
+ * compared byte for byte; at most DBGATE_KEY_MAXLEN bytes.
+ */
+#define DBGATE_KEY_MAXLEN			127
+
+typedef struct DbgateKeyLimitConf
+{
+	char		budget[NAMEDATALEN];
+	char		key[DBGATE_KEY_MAXLEN + 1]; /* NUL-terminated */
+	int32		max_active;		/* 0..the budget's max_active, or -1 */
+	int32		max_queued;		/* >= 0, or -1 */
+	double		max_rate;		/* 0 or 0.01..1000000, or -1 */
+	int32		rate_burst;		/* 1..1000000, or -1 */
+} DbgateKeyLimitConf;
+
 /* src_index of a replayed budget that its transaction dropped and created */
 #define DBGATE_SRC_RECREATED		(-2)
 

@@ -8,7 +8,9 @@
  * crash restart the configuration of the state file is installed here
  * (dbgate_install_initial()), then every committed or replayed change
  * (dbgate_install_config(), dbgate_install_replayed()).  The queues of
- * the budgets are reached only through queue.h.
+ * the budgets are reached only through queue.h.  (1.3) The key limits of
+ * an image are installed into keylimits.c's table on the same path, under
+ * the same hold of config_lock, after the budgets they name.
  *
  * Which budget a backend belongs to is decided in classify.c, from the
  * maps installed here.
@@ -28,6 +30,7 @@
 #include "confimage.h"
 #include "dimension.h"
 #include "install.h"
+#include "keylimits.h"
 #include "persist.h"
 #include "queue.h"
 #include "shmem.h"
@@ -642,6 +645,7 @@ install_initial(const DbgateConfig *config)
 {
 	install_entries(config, false);
 	fill_maps(config);
+	dbgate_keylimits_install(config);
 }
 
 /*
@@ -753,6 +757,7 @@ dbgate_snapshot_config(DbgateConfig *config)
 		strlcpy(d->budget, sh->budgets[sh->dbs[i].budget].d.conf.name,
 				NAMEDATALEN);
 	}
+	dbgate_keylimits_snapshot(config);
 	LWLockRelease(sh->config_lock);
 }
 
@@ -778,6 +783,8 @@ dbgate_install_replayed(DbgateConfig *config, XLogRecPtr lsn)
 			 LSN_FORMAT_ARGS(lsn));
 	(void) dbgate_image_fit(config, sh->max_budgets, sh->max_roles, what,
 							"Give this server dbgate.max_budgets and dbgate.max_roles at least as large as the primary's and restart it.  Until then a role or database whose assignment was left out is classified as if it had none.");
+	(void) dbgate_image_fit_keylimits(config, dbgate_keylimits->max, what,
+									  "Give this server a dbgate.max_key_limits at least as large as the primary's and restart it.  Until then a key whose limit was left out has its budget's key_* limits.");
 
 	/* only the startup process installs while in recovery: nothing moves */
 	LWLockAcquire(sh->config_lock, LW_SHARED);
@@ -808,6 +815,7 @@ dbgate_install_config(const DbgateConfig *config, XLogRecPtr lsn)
 	LWLockAcquire(sh->config_lock, LW_EXCLUSIVE);
 	install_entries(config, true);
 	fill_maps(config);
+	dbgate_keylimits_install(config);
 	sh->state_lsn = lsn;
 	pg_atomic_fetch_add_u64(&sh->generation, 1);
 	LWLockRelease(sh->config_lock);

@@ -56,6 +56,7 @@
 #include "config.h"
 #include "confimage.h"
 #include "fields.h"
+#include "keylimits.h"
 #include "persist.h"
 #include "shmem.h"
 #include "wal.h"
@@ -68,7 +69,9 @@ typedef enum PendingKind
 	OP_ASSIGN,
 	OP_UNASSIGN,
 	OP_ASSIGN_DB,
-	OP_UNASSIGN_DB
+	OP_UNASSIGN_DB,
+	OP_SET_KEY_LIMIT,
+	OP_RESET_KEY_LIMIT
 } PendingKind;
 
 typedef struct PendingOp
@@ -80,6 +83,8 @@ typedef struct PendingOp
 	bool		flag;			/* DROP: force */
 	Oid			oid;			/* (UN)ASSIGN: role; (UN)ASSIGN_DB: database */
 	char		name[NAMEDATALEN];	/* DROP, ASSIGN, ASSIGN_DB: budget name */
+	DbgateKeyLimitConf keylimit;	/* SET_KEY_LIMIT; RESET_KEY_LIMIT: budget
+									 * and key ('flag': every key) */
 } PendingOp;
 
 /* all of these live in TopTransactionContext */
@@ -176,6 +181,81 @@ apply_create(DbgateConfig *config, const PendingOp *op)
 		warn_keys_not_enforced(op->conf.name);
 }
 
+/*
+ * The key limits of a budget go when its key_by changes or is cleared
+ * (the keys they name are of another kind now), with a NOTICE.
+ */
+static void
+drop_keylimits(DbgateConfig *config, const char *budget, const char *why)
+{
+	int			n = dbgate_image_remove_keylimits_of(config, budget);
+
+	if (n > 0 && apply_reports)
+		ereport(NOTICE,
+				(errmsg_plural("%d key limit of budget \"%s\" removed because %s",
+							   "%d key limits of budget \"%s\" removed because %s",
+							   n, n, budget, why)));
+}
+
+/*
+ * set_key_limit (1.3): the budget exists and has key_by, a key limit's
+ * max_active is at most the budget's, and there is room for a new one.
+ * The values' own ranges are the SQL function's checks.
+ */
+static void
+apply_set_key_limit(DbgateConfig *config, const PendingOp *op)
+{
+	const DbgateKeyLimitConf *k = &op->keylimit;
+	int			bi = dbgate_image_find_budget(config, k->budget);
+	int			ki;
+
+	if (bi < 0)
+		dbgate_image_unknown_budget(k->budget);
+	if (config->budgets[bi].key_by[0] == '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("budget \"%s\" has no key_by", k->budget),
+				 errhint("Set key_by with alter_budget first.")));
+	if (k->max_active > config->budgets[bi].max_active)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("max_active of a key limit must not be over the budget's max_active"),
+				 errdetail("Budget \"%s\" has max_active %d; the key limit would have %d.",
+						   k->budget, config->budgets[bi].max_active,
+						   k->max_active)));
+	ki = dbgate_image_find_keylimit(config, k->budget, k->key);
+	if (ki < 0 && config->nkeylimits >= dbgate_keylimits->max)
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("too many key limits"),
+				 errdetail("dbgate.max_key_limits is %d.", dbgate_keylimits->max),
+				 errhint("Remove key limits with reset_key_limit, or raise dbgate.max_key_limits and restart the server.")));
+	if (ki >= 0)
+		config->keylimits[ki] = *k;
+	else
+		dbgate_image_add_keylimit(config, k);
+	warn_keys_not_enforced(k->budget);
+}
+
+/* reset_key_limit (1.3): one key's limits, or every key's of the budget. */
+static void
+apply_reset_key_limit(DbgateConfig *config, const PendingOp *op)
+{
+	const DbgateKeyLimitConf *k = &op->keylimit;
+	int			ki;
+
+	if (dbgate_image_find_budget(config, k->budget) < 0)
+		dbgate_image_unknown_budget(k->budget);
+	if (op->flag)
+	{
+		(void) dbgate_image_remove_keylimits_of(config, k->budget);
+		return;
+	}
+	ki = dbgate_image_find_keylimit(config, k->budget, k->key);
+	if (ki >= 0)
+		dbgate_image_remove_keylimit(config, ki);
+}
+
 /* alter_budget: the fields of the mask changed, the result checked. */
 static void
 apply_alter(DbgateConfig *config, const PendingOp *op)
@@ -213,6 +293,8 @@ apply_alter(DbgateConfig *config, const PendingOp *op)
 		dbgate_image_check_reservations(config, altered.parent, &altered, bi);
 	if (altered.max_active < config->budgets[bi].max_active)
 		dbgate_image_check_reservations(config, altered.name, &altered, bi);
+	if (strcmp(altered.key_by, config->budgets[bi].key_by) != 0)
+		drop_keylimits(config, altered.name, "its key_by changed");
 	config->budgets[bi] = altered;
 	if (op->mask & DBGATE_FIELD_BIT(dbgate_field_index("quarantine")))
 		warn_quarantine_inert(&altered);
@@ -270,6 +352,7 @@ apply_drop(DbgateConfig *config, const PendingOp *op)
 		if (c->runaway_action == DBGATE_RUNAWAY_DEMOTE)
 			c->runaway_action = DBGATE_RUNAWAY_LOG;
 	}
+	(void) dbgate_image_remove_keylimits_of(config, op->name);
 	for (ri = config->nroles - 1; ri >= 0; ri--)
 	{
 		if (strcmp(config->roles[ri].budget, op->name) == 0)
@@ -370,6 +453,12 @@ apply_op(DbgateConfig *config, const PendingOp *op)
 			ri = dbgate_image_find_db(config, op->oid);
 			if (ri >= 0)
 				dbgate_image_remove_db(config, ri);
+			break;
+		case OP_SET_KEY_LIMIT:
+			apply_set_key_limit(config, op);
+			break;
+		case OP_RESET_KEY_LIMIT:
+			apply_reset_key_limit(config, op);
 			break;
 	}
 }
@@ -507,6 +596,32 @@ dbgate_config_add_drop(const char *name, bool force)
 	op.kind = OP_DROP;
 	strlcpy(op.name, name, NAMEDATALEN);
 	op.flag = force;
+	add_op(&op);
+}
+
+void
+dbgate_config_add_set_key_limit(const DbgateKeyLimitConf *k)
+{
+	PendingOp	op;
+
+	memset(&op, 0, sizeof(op));
+	op.kind = OP_SET_KEY_LIMIT;
+	op.keylimit = *k;
+	add_op(&op);
+}
+
+/* key NULL: every key limit of the budget */
+void
+dbgate_config_add_reset_key_limit(const char *budget, const char *key)
+{
+	PendingOp	op;
+
+	memset(&op, 0, sizeof(op));
+	op.kind = OP_RESET_KEY_LIMIT;
+	strlcpy(op.keylimit.budget, budget, NAMEDATALEN);
+	if (key != NULL)
+		strlcpy(op.keylimit.key, key, sizeof(op.keylimit.key));
+	op.flag = (key == NULL);
 	add_op(&op);
 }
 

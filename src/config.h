@@ -25,6 +25,9 @@ extern void dbgate_config_add_create(const DbgateBudgetConf *conf);
 extern void dbgate_config_add_alter(const char *name, const DbgateBudgetConf *values,
 									uint32 mask);
 extern void dbgate_config_add_drop(const char *name, bool force);
+extern void dbgate_config_add_set_key_limit(const DbgateKeyLimitConf *k);
+extern void dbgate_config_add_reset_key_limit(const char *budget,
+											  const char *key);
 extern void dbgate_config_add_assign(Oid roleid, const char *budget);
 extern bool dbgate_config_add_unassign(Oid roleid);
 extern void dbgate_config_add_assign_db(Oid dbid, const char *budget);

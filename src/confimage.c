@@ -74,6 +74,8 @@ dbgate_image_free(DbgateConfig *config)
 		pfree(config->roles);
 	if (config->dbs)
 		pfree(config->dbs);
+	if (config->keylimits)
+		pfree(config->keylimits);
 	oid_index_drop(&config->role_index);
 	oid_index_drop(&config->db_index);
 	dbgate_image_init(config);
@@ -260,6 +262,13 @@ dbgate_image_copy(DbgateConfig *dst, const DbgateConfig *src)
 	dst->nroles = src->nroles;
 	memcpy(dst->dbs, src->dbs, sizeof(DbgateDbConf) * src->ndbs);
 	dst->ndbs = src->ndbs;
+	if (src->nkeylimits > 0)
+	{
+		dbgate_image_alloc_keylimits(dst, src->nkeylimits);
+		memcpy(dst->keylimits, src->keylimits,
+			   sizeof(DbgateKeyLimitConf) * src->nkeylimits);
+		dst->nkeylimits = src->nkeylimits;
+	}
 }
 
 int
@@ -771,4 +780,130 @@ dbgate_image_fit(DbgateConfig *config, int max_budgets, int max_roles,
 	pfree(r.db_oids.data);
 	pfree(r.runaway_names.data);
 	return changed;
+}
+
+/* ----------
+ * Key limits (1.3): set_key_limit entries, by budget name and key.  An
+ * image's key limits name budgets of the image that have key_by
+ * (config.c; checked again on decode by persist.c).
+ * ----------
+ */
+
+/* Room for at least n key limits (those there are kept). */
+void
+dbgate_image_alloc_keylimits(DbgateConfig *config, int n)
+{
+	if (config->keylimits != NULL && config->maxkeylimits >= n)
+		return;
+	if (config->keylimits == NULL)
+	{
+		config->maxkeylimits = Max(n, 1);
+		config->keylimits = alloc_array(config->maxkeylimits,
+										sizeof(DbgateKeyLimitConf));
+	}
+	else
+	{
+		config->maxkeylimits = n;
+		config->keylimits = repalloc_huge(config->keylimits,
+										  mul_size(n, sizeof(DbgateKeyLimitConf)));
+	}
+}
+
+/* by budget name, then key bytes */
+int
+dbgate_image_keylimit_cmp(const void *a, const void *b)
+{
+	const DbgateKeyLimitConf *ka = a;
+	const DbgateKeyLimitConf *kb = b;
+	int			c = strcmp(ka->budget, kb->budget);
+
+	return c != 0 ? c : strcmp(ka->key, kb->key);
+}
+
+int
+dbgate_image_find_keylimit(const DbgateConfig *config, const char *budget,
+						   const char *key)
+{
+	int			i;
+
+	for (i = 0; i < config->nkeylimits; i++)
+	{
+		if (strcmp(config->keylimits[i].budget, budget) == 0 &&
+			strcmp(config->keylimits[i].key, key) == 0)
+			return i;
+	}
+	return -1;
+}
+
+void
+dbgate_image_add_keylimit(DbgateConfig *config, const DbgateKeyLimitConf *k)
+{
+	if (config->keylimits == NULL || config->nkeylimits >= config->maxkeylimits)
+		dbgate_image_alloc_keylimits(config, Max(8, config->maxkeylimits * 2));
+	config->keylimits[config->nkeylimits++] = *k;
+}
+
+void
+dbgate_image_remove_keylimit(DbgateConfig *config, int i)
+{
+	config->keylimits[i] = config->keylimits[--config->nkeylimits];
+}
+
+/* Remove every key limit of 'budget'; returns how many there were. */
+int
+dbgate_image_remove_keylimits_of(DbgateConfig *config, const char *budget)
+{
+	int			i;
+	int			n = 0;
+
+	for (i = config->nkeylimits - 1; i >= 0; i--)
+	{
+		if (strcmp(config->keylimits[i].budget, budget) == 0)
+		{
+			dbgate_image_remove_keylimit(config, i);
+			n++;
+		}
+	}
+	return n;
+}
+
+/*
+ * Make the key limits of 'config' fit (after dbgate_image_fit(), so that
+ * its budgets are the ones kept): those of a budget the image lacks or
+ * that has no key_by go, then those beyond 'max' in the order of budget
+ * name and key, with one WARNING naming 'what' and 'hint' (a standby or a
+ * server with a smaller dbgate.max_key_limits than the one that wrote the
+ * image).  Returns whether any was left out.  The key limits come out
+ * sorted.
+ */
+bool
+dbgate_image_fit_keylimits(DbgateConfig *config, int max, const char *what,
+						   const char *hint)
+{
+	int			n0 = config->nkeylimits;
+	int			i;
+	int			n = 0;
+
+	if (n0 == 0)
+		return false;
+	qsort(config->keylimits, n0, sizeof(DbgateKeyLimitConf),
+		  dbgate_image_keylimit_cmp);
+	for (i = 0; i < n0; i++)
+	{
+		int			b = dbgate_image_find_budget(config, config->keylimits[i].budget);
+
+		if (b < 0 || config->budgets[b].key_by[0] == '\0' || n >= max)
+			continue;
+		config->keylimits[n++] = config->keylimits[i];
+	}
+	config->nkeylimits = n;
+	if (n == n0)
+		return false;
+	ereport(WARNING,
+			(errmsg("dbgate left out %d of %d key limits of %s",
+					n0 - n, n0, what),
+			 errdetail("dbgate.max_key_limits is %d; the key limits are kept in the order of budget name and key while there is room and their budget is kept.",
+					   max),
+			 errhint("%s", hint)));
+	return true;
 }

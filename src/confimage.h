@@ -55,6 +55,9 @@ typedef struct DbgateConfig
 	DbgateDbConf *dbs;
 	DbgateOidIndex role_index;
 	DbgateOidIndex db_index;
+	int			nkeylimits;		/* (1.3) set_key_limit entries */
+	int			maxkeylimits;
+	DbgateKeyLimitConf *keylimits;
 } DbgateConfig;
 
 extern void dbgate_image_init(DbgateConfig *config);
@@ -75,6 +78,19 @@ extern void dbgate_image_add_db(DbgateConfig *config, Oid dbid,
 								const char *budget);
 extern void dbgate_image_remove_db(DbgateConfig *config, int i);
 extern int *dbgate_image_tree_order(const DbgateConfig *config);
+
+/* (1.3) key limits */
+extern void dbgate_image_alloc_keylimits(DbgateConfig *config, int n);
+extern int	dbgate_image_find_keylimit(const DbgateConfig *config,
+									   const char *budget, const char *key);
+extern void dbgate_image_add_keylimit(DbgateConfig *config,
+									  const DbgateKeyLimitConf *k);
+extern void dbgate_image_remove_keylimit(DbgateConfig *config, int i);
+extern int	dbgate_image_remove_keylimits_of(DbgateConfig *config,
+											 const char *budget);
+extern int	dbgate_image_keylimit_cmp(const void *a, const void *b);
+extern bool dbgate_image_fit_keylimits(DbgateConfig *config, int max,
+									   const char *what, const char *hint);
 
 /*
  * qsort/bsearch orders of an image: budgets by name (a key may be a bare

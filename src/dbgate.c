@@ -11,7 +11,7 @@
  *
  * The settings are defined here, their variables where they are used:
  * dbgate.enabled, dbgate.max_budgets, dbgate.max_roles and
- * dbgate.max_quarantine in shmem.c,
+ * dbgate.max_quarantine in shmem.c, dbgate.max_key_limits in keylimits.c,
  * dbgate.default_budget in classify.c.  This file is the top of dbgate:
  * it wires the statement path (slot.c and below) and the configuration
  * side (config.c, wal.c) into PostgreSQL, and nothing calls into it.
@@ -49,6 +49,7 @@
 #include "mincost.h"
 #include "parallel.h"
 #include "planner.h"
+#include "keylimits.h"
 #include "quarantine.h"
 #include "queryid.h"
 #include "runaway.h"
@@ -171,6 +172,16 @@ _PG_init(void)
 							0,
 							NULL, NULL, NULL);
 
+	DefineCustomIntVariable("dbgate.max_key_limits",
+							"Maximum number of key limits (set_key_limit), all budgets together.",
+							"Sizes the shared table of key limits.",
+							&dbgate_max_key_limits,
+							1000,
+							0, DBGATE_MAX_KEY_LIMITS_LIMIT,
+							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
+
 	DefineCustomStringVariable("dbgate.default_budget",
 							   "Budget for roles that have no assignment.",
 							   "Empty means that such roles are not gated.",
@@ -227,6 +238,7 @@ dbgate_shmem_request_hook(void)
 	dbgate_runaway_shmem_request();
 	dbgate_quarantine_shmem_request();
 	dbgate_dims_shmem_request();
+	dbgate_keylimits_shmem_request();
 }
 
 static void
@@ -245,6 +257,7 @@ dbgate_shmem_startup_hook(void)
 	dbgate_runaway_shmem_init();
 	dbgate_quarantine_shmem_init();
 	dbgate_dims_shmem_init();
+	dbgate_keylimits_shmem_init();
 	if (new_segment)
 		dbgate_install_initial();
 	/* once, here, so that no backend has a step left that could fail */

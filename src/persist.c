@@ -31,11 +31,13 @@
  *
  * Layout (native byte order; the file never leaves its data directory, and
  * WAL is only replayed on the same platform):
- *	  header	magic, version, nbudgets, nroles, ndbs, flags (0), lsn
+ *	  header	magic, version, nbudgets, nroles, ndbs, nkeylimits, lsn
  *	  budgets	nbudgets budget records
  *	  roles		nroles x StateRole
  *	  databases	ndbs x StateDb
+ *	  key limits	nkeylimits x StateKeyLimit (version 4)
  *	  crc		CRC-32C of everything before it
+ * In versions 2 and 3 the header's nkeylimits is 'flags', always 0.
  * A budget record is the name (NAMEDATALEN bytes) followed by the fields
  * stored in the file's format version, in the order of the table of
  * fields (fields.c: those whose 'format' is at most the version), each in
@@ -51,8 +53,11 @@
  *								runaway_action, runaway_budget, quarantine,
  *								adapt, adapt_min): 392 bytes
  * Version 4 is not yet released: builds of 1.3 before the key fields wrote
- * it without them (seven 1.3 fields, 296 bytes), and this library reads
- * such a record as invalid (its size does not match).
+ * it without them (seven 1.3 fields, 296 bytes) and without key limits,
+ * and this library reads such a record as invalid (its size does not
+ * match).  A key limit names a budget of the image with key_by, its key
+ * has at most DBGATE_KEY_MAXLEN bytes, and its values are -1 (NULL) or in
+ * the ranges of the budget's key_* fields; no budget and key appear twice.
  * Version 1 has a header of magic, version, nbudgets and nroles only and
  * no database section.  Every version is read; the fields a version lacks
  * take their defaults (version 1: lsn 0, every logged change is newer).
@@ -84,6 +89,7 @@
 #include "postgres.h"
 
 #include <fcntl.h>
+#include <math.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -94,6 +100,7 @@
 
 #include "confimage.h"
 #include "fields.h"
+#include "keylimits.h"
 #include "persist.h"
 #include "shmem.h"
 
@@ -114,7 +121,7 @@ typedef struct StateHeader
 	uint32		nbudgets;
 	uint32		nroles;
 	uint32		ndbs;
-	uint32		flags;			/* 0 */
+	uint32		nkeylimits;		/* version 4; before it: flags, 0 */
 	uint64		lsn;			/* WAL position the image is current at */
 } StateHeader;
 
@@ -133,11 +140,24 @@ typedef struct StateDb
 	char		budget[NAMEDATALEN];
 } StateDb;
 
+/* a key limit (version 4): -1 stands for SQL NULL; 216 bytes */
+typedef struct StateKeyLimit
+{
+	char		budget[NAMEDATALEN];
+	char		key[DBGATE_KEY_MAXLEN + 1];
+	int32		max_active;
+	int32		max_queued;
+	int32		rate_burst;
+	int32		pad;			/* 0 */
+	double		max_rate;
+} StateKeyLimit;
+
 /* The longest encoding: the largest settings, every table full. */
 #define STATE_MAX_SIZE \
 	(sizeof(StateHeader) + \
 	 budget_record_size(DBGATE_FORMAT_CURRENT) * (Size) DBGATE_MAX_BUDGETS_LIMIT + \
 	 (sizeof(StateRole) + sizeof(StateDb)) * (Size) DBGATE_MAX_ROLES_LIMIT + \
+	 sizeof(StateKeyLimit) * (Size) DBGATE_MAX_KEY_LIMITS_LIMIT + \
 	 sizeof(pg_crc32c))
 
 /* The size of a budget record of format 'version'. */
@@ -162,6 +182,9 @@ oldest_format(const DbgateConfig *config)
 	uint32		version = DBGATE_FORMAT_OLDEST_WRITTEN;
 	int			b;
 	int			i;
+
+	if (config->nkeylimits > 0)
+		return 4;				/* key limits, of budgets with key_by */
 
 	for (b = 0; b < config->nbudgets; b++)
 	{
@@ -201,13 +224,14 @@ dbgate_state_encode(const DbgateConfig *config, XLogRecPtr lsn, Size *lenp)
 	hdr.nbudgets = config->nbudgets;
 	hdr.nroles = config->nroles;
 	hdr.ndbs = config->ndbs;
-	hdr.flags = 0;
+	hdr.nkeylimits = config->nkeylimits;
 	hdr.lsn = lsn;
 	recsize = budget_record_size(hdr.version);
 
 	len = sizeof(StateHeader) + recsize * config->nbudgets +
 		sizeof(StateRole) * config->nroles +
-		sizeof(StateDb) * config->ndbs + sizeof(pg_crc32c);
+		sizeof(StateDb) * config->ndbs +
+		sizeof(StateKeyLimit) * config->nkeylimits + sizeof(pg_crc32c);
 	buf = palloc_extended(len, MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 	p = buf;
 	memcpy(p, &hdr, sizeof(hdr));
@@ -249,6 +273,21 @@ dbgate_state_encode(const DbgateConfig *config, XLogRecPtr lsn, Size *lenp)
 		strlcpy(sd.budget, config->dbs[i].budget, NAMEDATALEN);
 		memcpy(p, &sd, sizeof(sd));
 		p += sizeof(sd);
+	}
+	for (i = 0; i < config->nkeylimits; i++)
+	{
+		const DbgateKeyLimitConf *k = &config->keylimits[i];
+		StateKeyLimit sk;
+
+		memset(&sk, 0, sizeof(sk));
+		strlcpy(sk.budget, k->budget, NAMEDATALEN);
+		strlcpy(sk.key, k->key, sizeof(sk.key));
+		sk.max_active = k->max_active;
+		sk.max_queued = k->max_queued;
+		sk.rate_burst = k->rate_burst;
+		sk.max_rate = k->max_rate;
+		memcpy(p, &sk, sizeof(sk));
+		p += sizeof(sk);
 	}
 	INIT_CRC32C(crc);
 	COMP_CRC32C(crc, buf, p - buf);
@@ -509,6 +548,72 @@ valid_assignment(const DbgateConfig *config, const bool *has_children,
 	return b >= 0 && !has_children[b];
 }
 
+static bool
+valid_keylimit(const DbgateConfig *config, const StateKeyLimit *sk)
+{
+	int			b;
+
+	if (!valid_name(sk->budget) ||
+		strnlen(sk->key, sizeof(sk->key)) >= sizeof(sk->key) || sk->pad != 0)
+		return false;
+	b = sorted_find_budget(config, sk->budget);
+	if (b < 0 || config->budgets[b].key_by[0] == '\0')
+		return false;
+	if (sk->max_active < -1 || sk->max_queued < -1 ||
+		(sk->rate_burst != -1 &&
+		 (sk->rate_burst < 1 || sk->rate_burst > DBGATE_MAX_BURST)))
+		return false;
+	if (sk->max_rate == -1 || sk->max_rate == 0)
+		return true;
+	return !isnan(sk->max_rate) && sk->max_rate >= DBGATE_MIN_RATE &&
+		sk->max_rate <= DBGATE_MAX_RATE;
+}
+
+/* The key limits (version 4), after the budgets they name. */
+static bool
+decode_keylimits(const char *p, uint32 nkeylimits, DbgateConfig *config,
+				 char *why, size_t whylen)
+{
+	uint32		i;
+
+	if (nkeylimits == 0)
+		return true;
+	dbgate_image_alloc_keylimits(config, nkeylimits);
+	for (i = 0; i < nkeylimits; i++)
+	{
+		StateKeyLimit sk;
+		DbgateKeyLimitConf *k = &config->keylimits[config->nkeylimits++];
+
+		memcpy(&sk, p, sizeof(sk));
+		p += sizeof(sk);
+		if (!valid_keylimit(config, &sk))
+		{
+			snprintf(why, whylen, "Key limit record %u is invalid.", i + 1);
+			return false;
+		}
+		memset(k, 0, sizeof(*k));
+		strlcpy(k->budget, sk.budget, NAMEDATALEN);
+		strlcpy(k->key, sk.key, sizeof(k->key));
+		k->max_active = sk.max_active;
+		k->max_queued = sk.max_queued;
+		k->max_rate = sk.max_rate;
+		k->rate_burst = sk.rate_burst;
+	}
+	qsort(config->keylimits, config->nkeylimits, sizeof(DbgateKeyLimitConf),
+		  dbgate_image_keylimit_cmp);
+	for (i = 1; i < config->nkeylimits; i++)
+	{
+		if (dbgate_image_keylimit_cmp(&config->keylimits[i - 1],
+									  &config->keylimits[i]) == 0)
+		{
+			snprintf(why, whylen, "Key \"%s\" of budget \"%s\" has two key limits.",
+					 config->keylimits[i].key, config->keylimits[i].budget);
+			return false;
+		}
+	}
+	return true;
+}
+
 /*
  * Check and decode the records of a file whose header, size and checksum
  * are fine.  Returns false with 'why' filled in when a record is invalid.
@@ -517,7 +622,8 @@ valid_assignment(const DbgateConfig *config, const bool *has_children,
  */
 static bool
 decode_records(const char *p, uint32 version, uint32 nbudgets, uint32 nroles,
-			   uint32 ndbs, DbgateConfig *config, char *why, size_t whylen)
+			   uint32 ndbs, uint32 nkeylimits, DbgateConfig *config, char *why,
+			   size_t whylen)
 {
 	Size		recsize = budget_record_size(version);
 	bool	   *has_children;
@@ -606,7 +712,7 @@ decode_records(const char *p, uint32 version, uint32 nbudgets, uint32 nroles,
 		}
 	}
 	pfree(has_children);
-	return true;
+	return decode_keylimits(p, nkeylimits, config, why, whylen);
 }
 
 /*
@@ -622,6 +728,8 @@ trim_to_capacity(DbgateConfig *config)
 
 	(void) dbgate_image_fit(config, dbgate_max_budgets, dbgate_max_roles, what,
 							"Raise dbgate.max_budgets and dbgate.max_roles and restart the server before changing budgets, or what was left out is lost.");
+	(void) dbgate_image_fit_keylimits(config, dbgate_max_key_limits, what,
+									  "Raise dbgate.max_key_limits and restart the server before changing budgets, or what was left out is lost.");
 	pfree(what);
 }
 
@@ -688,7 +796,8 @@ dbgate_state_decode(const char *buf, Size len, DbgateConfig *config,
 	/* never more than the largest settings allow: the writer checks them */
 	if (hdr.nbudgets > DBGATE_MAX_BUDGETS_LIMIT ||
 		hdr.nroles > DBGATE_MAX_ROLES_LIMIT ||
-		hdr.ndbs > DBGATE_MAX_ROLES_LIMIT || hdr.flags != 0)
+		hdr.ndbs > DBGATE_MAX_ROLES_LIMIT ||
+		hdr.nkeylimits > (hdr.version >= 4 ? DBGATE_MAX_KEY_LIMITS_LIMIT : 0))
 	{
 		snprintf(why, whylen, "The file claims %u budgets, %u role and %u database assignments.",
 				 hdr.nbudgets, hdr.nroles, hdr.ndbs);
@@ -696,7 +805,8 @@ dbgate_state_decode(const char *buf, Size len, DbgateConfig *config,
 	}
 	expected = hdrsize + budget_record_size(hdr.version) * (Size) hdr.nbudgets +
 		sizeof(StateRole) * (Size) hdr.nroles +
-		sizeof(StateDb) * (Size) hdr.ndbs + sizeof(pg_crc32c);
+		sizeof(StateDb) * (Size) hdr.ndbs +
+		sizeof(StateKeyLimit) * (Size) hdr.nkeylimits + sizeof(pg_crc32c);
 	if (len != expected)
 	{
 		snprintf(why, whylen, "The file has %zu bytes, expected %zu.",
@@ -715,7 +825,7 @@ dbgate_state_decode(const char *buf, Size len, DbgateConfig *config,
 	}
 
 	if (!decode_records(buf + hdrsize, hdr.version, hdr.nbudgets, hdr.nroles,
-						hdr.ndbs, config, why, whylen))
+						hdr.ndbs, hdr.nkeylimits, config, why, whylen))
 	{
 		dbgate_image_free(config);
 		return DBGATE_DECODE_INVALID;

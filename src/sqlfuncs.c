@@ -19,6 +19,7 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "common/shortest_dec.h"
 #include "catalog/pg_authid.h"
 #include "catalog/pg_database.h"
 #include "catalog/pg_type.h"
@@ -40,6 +41,7 @@
 #include "confimage.h"
 #include "fields.h"
 #include "install.h"
+#include "keylimits.h"
 #include "queue.h"
 #include "shmem.h"
 
@@ -62,6 +64,9 @@ PG_FUNCTION_INFO_V1(dbgate_budget_config_1_1);
 PG_FUNCTION_INFO_V1(dbgate_budget_config_1_2);
 PG_FUNCTION_INFO_V1(dbgate_budget_config_1_3);
 PG_FUNCTION_INFO_V1(dbgate_config_script);
+PG_FUNCTION_INFO_V1(dbgate_set_key_limit);
+PG_FUNCTION_INFO_V1(dbgate_reset_key_limit);
+PG_FUNCTION_INFO_V1(dbgate_key_limit_entries);
 
 /*
  * Mutating functions: like any write, refused during recovery (a standby
@@ -600,12 +605,44 @@ script_assignments(StringInfo buf, const DbgateConfig *config, bool dbs)
 						 lines[i].object, quote_literal_cstr(lines[i].budget));
 }
 
+/* (1.3) The set_key_limit() calls, naming only the values set. */
+static void
+script_key_limits(StringInfo buf, DbgateConfig *config)
+{
+	int			i;
+
+	qsort(config->keylimits, config->nkeylimits, sizeof(DbgateKeyLimitConf),
+		  dbgate_image_keylimit_cmp);
+	for (i = 0; i < config->nkeylimits; i++)
+	{
+		const DbgateKeyLimitConf *k = &config->keylimits[i];
+
+		appendStringInfo(buf, "SELECT dbgate.set_key_limit(%s, %s",
+						 quote_literal_cstr(k->budget),
+						 quote_literal_cstr(k->key));
+		if (k->max_active >= 0)
+			appendStringInfo(buf, ", max_active => %d", k->max_active);
+		if (k->max_queued >= 0)
+			appendStringInfo(buf, ", max_queued => %d", k->max_queued);
+		if (k->max_rate >= 0)
+		{
+			char		num[DOUBLE_SHORTEST_DECIMAL_LEN];
+
+			double_to_shortest_decimal_buf(k->max_rate, num);
+			appendStringInfo(buf, ", max_rate => %s", num);
+		}
+		if (k->rate_burst >= 0)
+			appendStringInfo(buf, ", rate_burst => %d", k->rate_burst);
+		appendStringInfoString(buf, ");\n");
+	}
+}
+
 /*
  * SQL statements that recreate every budget and assignment of what the
  * transaction sees, in one transaction: every budget, parents first, then
  * (1.3) the fields that may name another budget (runaway_action,
  * runaway_budget, quarantine: fields.c's script_later) with alter_budget,
- * then the assignments.  Each create_budget call names only the fields that are
+ * then (1.3) the key limits, then the assignments.  Each create_budget call names only the fields that are
  * not at their defaults (fields.c), so that the script also runs on the
  * SQL objects of an older version while no newer field is in use.  Roles
  * are named as regrole input (a quoted identifier), databases by their
@@ -664,8 +701,144 @@ dbgate_config_script(PG_FUNCTION_ARGS)
 		if (any)
 			appendStringInfoString(&buf, ");\n");
 	}
+	script_key_limits(&buf, &config);
 	script_assignments(&buf, &config, false);
 	script_assignments(&buf, &config, true);
 	appendStringInfoString(&buf, "COMMIT;\n");
 	PG_RETURN_TEXT_P(cstring_to_text(buf.data));
+}
+
+/* ----------
+ * Key limits (1.3)
+ * ----------
+ */
+
+/* A key: at most DBGATE_KEY_MAXLEN bytes (keys are compared byte for byte). */
+static void
+key_arg(FunctionCallInfo fcinfo, int argno, char *dest)
+{
+	text	   *t;
+	int			len;
+
+	require_arg(fcinfo, argno, "key");
+	t = PG_GETARG_TEXT_PP(argno);
+	len = VARSIZE_ANY_EXHDR(t);
+	if (len > DBGATE_KEY_MAXLEN)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("key is too long"),
+				 errdetail("The key has %d bytes; keys are at most %d bytes.",
+						   len, DBGATE_KEY_MAXLEN)));
+	memcpy(dest, VARDATA_ANY(t), len);
+	dest[len] = '\0';
+}
+
+/* An integer limit of a key: NULL is -1 (the budget's key_* value). */
+static int32
+key_int_arg(FunctionCallInfo fcinfo, int argno, int32 min, int32 max,
+			const char *msg)
+{
+	int32		v;
+
+	if (PG_ARGISNULL(argno))
+		return -1;
+	v = PG_GETARG_INT32(argno);
+	if (v < min || v > max)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s", msg),
+				 errdetail("The value given is %d.", v)));
+	return v;
+}
+
+/*
+ * set_key_limit(budget, key, max_active, max_queued, max_rate,
+ * rate_burst): the limits of one key, each NULL for the budget's key_*
+ * value, in the ranges of the budget's key_* fields.
+ */
+Datum
+dbgate_set_key_limit(PG_FUNCTION_ARGS)
+{
+	DbgateKeyLimitConf k;
+
+	check_writable("set_key_limit()");
+	memset(&k, 0, sizeof(k));
+	budget_name_arg(fcinfo, 0, k.budget);
+	key_arg(fcinfo, 1, k.key);
+	k.max_active = key_int_arg(fcinfo, 2, 0, PG_INT32_MAX,
+							   "max_active must not be negative");
+	k.max_queued = key_int_arg(fcinfo, 3, 0, PG_INT32_MAX,
+							   "max_queued must not be negative");
+	k.max_rate = -1;
+	if (!PG_ARGISNULL(4))
+	{
+		double		v = PG_GETARG_FLOAT8(4);
+
+		if (v != 0 && !(v >= DBGATE_MIN_RATE && v <= DBGATE_MAX_RATE))
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("max_rate must be 0 or between 0.01 and 1000000")));
+		k.max_rate = v;
+	}
+	k.rate_burst = key_int_arg(fcinfo, 5, 1, DBGATE_MAX_BURST,
+							   "rate_burst must be between 1 and 1000000");
+	dbgate_config_add_set_key_limit(&k);
+	PG_RETURN_VOID();
+}
+
+/* reset_key_limit(budget, key): one key's limits; key NULL: all of them. */
+Datum
+dbgate_reset_key_limit(PG_FUNCTION_ARGS)
+{
+	char		budget[NAMEDATALEN];
+	char		key[DBGATE_KEY_MAXLEN + 1];
+
+	check_writable("reset_key_limit()");
+	budget_name_arg(fcinfo, 0, budget);
+	if (PG_ARGISNULL(1))
+	{
+		dbgate_config_add_reset_key_limit(budget, NULL);
+		PG_RETURN_VOID();
+	}
+	key_arg(fcinfo, 1, key);
+	dbgate_config_add_reset_key_limit(budget, key);
+	PG_RETURN_VOID();
+}
+
+/* dbgate.key_limits: what set_key_limit set, in what the transaction sees. */
+#define KEY_LIMIT_COLS	6
+
+Datum
+dbgate_key_limit_entries(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	DbgateConfig config;
+	int			i;
+
+	dbgate_check_loaded();
+	InitMaterializedSRF(fcinfo, 0);
+	if (rsinfo->setDesc->natts != KEY_LIMIT_COLS)
+		elog(ERROR, "function returning %d columns bound to a C function of %d columns",
+			 rsinfo->setDesc->natts, KEY_LIMIT_COLS);
+	dbgate_config_current(&config);
+	for (i = 0; i < config.nkeylimits; i++)
+	{
+		const DbgateKeyLimitConf *k = &config.keylimits[i];
+		Datum		values[KEY_LIMIT_COLS];
+		bool		nulls[KEY_LIMIT_COLS];
+
+		memset(nulls, 0, sizeof(nulls));
+		values[0] = CStringGetTextDatum(k->budget);
+		values[1] = CStringGetTextDatum(k->key);
+		values[2] = Int32GetDatum(k->max_active);
+		nulls[2] = k->max_active < 0;
+		values[3] = Int32GetDatum(k->max_queued);
+		nulls[3] = k->max_queued < 0;
+		values[4] = Float8GetDatum(k->max_rate);
+		nulls[4] = k->max_rate < 0;
+		values[5] = Int32GetDatum(k->rate_burst);
+		nulls[5] = k->rate_burst < 0;
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	return (Datum) 0;
 }

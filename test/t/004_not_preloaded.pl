@@ -37,11 +37,15 @@ my %calls = (
 	  q{SELECT dbgate.quarantine_add('x', 1, '1 min')},
 	'quarantine_entries()' => q{SELECT * FROM dbgate.quarantine_entries()},
 	'quarantine_remove(text,bigint)' => q{SELECT dbgate.quarantine_remove()},
+	'key_limit_entries()' => q{SELECT * FROM dbgate.key_limit_entries()},
+	'reset_key_limit(text,text)' => q{SELECT dbgate.reset_key_limit('x')},
 	'reset_stats(text)' => q{SELECT dbgate.reset_stats()},
+	'set_key_limit(text,text,integer,integer,doubleprecision,integer)' =>
+	  q{SELECT dbgate.set_key_limit('x', 'k', 1)},
 	'unassign_database(name)' =>
 	  q{SELECT dbgate.unassign_database('postgres')},
 	'unassign_role(regrole)' => q{SELECT dbgate.unassign_role('np_role')},);
-my %views = map { $_ => "SELECT * FROM dbgate.$_" } qw(backends budgets quarantine status wait_histogram);
+my %views = map { $_ => "SELECT * FROM dbgate.$_" } qw(backends budgets key_limits quarantine status wait_histogram);
 
 $node->safe_psql('postgres', 'CREATE ROLE np_role LOGIN');
 is( $node->safe_psql(

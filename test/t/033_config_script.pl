@@ -10,7 +10,7 @@
 # fields that name another budget or depend on it (1.3: runaway_action
 # 'demote' with its runaway_budget, quarantine) are set by alter_budget
 # once every budget exists.  (1.3) key_by and the key fields are named
-# like the others.
+# like the others; the key limits follow with set_key_limit.
 use strict;
 use warnings FATAL => 'all';
 
@@ -60,6 +60,9 @@ $src->safe_psql(
 	                            key_max_active => 2, key_max_queued => 4,
 	                            key_max_rate => 12.5, key_rate_burst => 3);
 	SELECT dbgate.create_budget('cs_k_user', 1, key_by => 'user');
+	SELECT dbgate.set_key_limit('cs_k_keys', 'tenant ''7''', max_active => 1, max_rate => 0.5);
+	SELECT dbgate.set_key_limit('cs_k_keys', '', max_queued => 0);
+	SELECT dbgate.set_key_limit('cs_k_user', 'cs_alice');
 });
 my $script = $src->safe_psql('postgres', 'SELECT dbgate.config_script()');
 like($script, qr/^BEGIN;\n.*COMMIT;$/s, 'the script is one transaction');
@@ -89,6 +92,9 @@ like($script,
 	'key_by and the key fields are named where they are set (1.3)');
 like($script, qr/^SELECT dbgate\.create_budget\('cs_k_user', max_active => 1, key_by => 'user'\);$/m,
 	'and only those');
+like($script,
+	qr/^SELECT dbgate\.set_key_limit\('cs_k_keys', '', max_queued => 0\);\nSELECT dbgate\.set_key_limit\('cs_k_keys', 'tenant ''7''', max_active => 1, max_rate => 0\.5\);\nSELECT dbgate\.set_key_limit\('cs_k_user', 'cs_alice'\);$/m,
+	'the key limits follow the budgets, naming the values set');
 
 my $dst = dbgate_node('script_dst');
 $dst->safe_psql('postgres', $objects);
@@ -99,6 +105,9 @@ my $all = q{SELECT string_agg(b::text, ' ' ORDER BY budget) FROM dbgate.budgets 
 is($dst->safe_psql('postgres', $all),
 	$src->safe_psql('postgres', $all),
 	'dbgate.budgets is the same on both clusters');
+my $kl = q{SELECT string_agg(k::text, ' ' ORDER BY budget, key) FROM dbgate.key_limits k};
+is($dst->safe_psql('postgres', $kl), $src->safe_psql('postgres', $kl),
+	'and so is dbgate.key_limits');
 is($dst->safe_psql('postgres', 'SELECT dbgate.config_script()'),
 	$script, 'and so is the script');
 
