@@ -6,8 +6,8 @@
 #
 #   1. 1.3 writes format 4 while any one 1.3 field is away from its
 #      default (each of reserved, runaway_after, runaway_action,
-#      runaway_budget, adapt and adapt_min alone; quarantine needs
-#      runaway_after), and format 3 again once it is back;
+#      runaway_budget, adapt, adapt_min, key_by and key_max_queued alone;
+#      quarantine needs runaway_after), and format 3 again once it is back;
 #   2. the steps: every 1.3 field back to its default in one statement,
 #      the check that no budget uses one and the state file's header
 #      read from SQL (primary and standby), the quarantine emptied on
@@ -43,12 +43,17 @@ use Test::More;
 
 # ---------------------------------------------------------------------------
 # The statements of docs/downgrading.md, "From 1.3 to 1.2", as written there
-my $step1_reset = q{SELECT dbgate.alter_budget(budget, reserved => 0, runaway_after => '0',
+my $step1_reset = q{SELECT dbgate.alter_budget(budget, reserved => 0, key_by => '',
+                           key_max_active => 0, key_max_queued => 0,
+                           key_max_rate => 0, key_rate_burst => 1,
+                           runaway_after => '0',
                            runaway_action => 'log', runaway_budget => '',
                            quarantine => '0', adapt => 'off', adapt_min => 1)
   FROM dbgate.budgets;};
 my $step1_check = q{SELECT budget FROM dbgate.budgets
- WHERE reserved <> 0 OR runaway_after <> '0' OR runaway_action <> 'log'
+ WHERE reserved <> 0 OR key_by IS NOT NULL OR key_max_active <> 0
+    OR key_max_queued <> 0 OR key_max_rate <> 0 OR key_rate_burst <> 1
+    OR runaway_after <> '0' OR runaway_action <> 'log'
     OR runaway_budget IS NOT NULL OR quarantine <> '0'
     OR adapt <> 'off' OR adapt_min <> 1;};
 my $step1_header = q{SELECT pg_read_binary_file('dbgate.state', 4, 4)};
@@ -171,7 +176,9 @@ my @alone = (
 	[ 'runaway_action', "'dg_cancel', runaway_action => 'cancel'", "'dg_cancel', runaway_action => 'log'" ],
 	[ 'runaway_budget', "'dg_run', runaway_budget => 'dg_slow'", "'dg_run', runaway_budget => ''" ],
 	[ 'adapt', "'dg_adapt', adapt => 'shadow'", "'dg_adapt', adapt => 'off'" ],
-	[ 'adapt_min', "'dg_adapt', adapt_min => 2", "'dg_adapt', adapt_min => 1" ],);
+	[ 'adapt_min', "'dg_adapt', adapt_min => 2", "'dg_adapt', adapt_min => 1" ],
+	[ 'key_by', "'dg_adapt', key_by => 'user'", "'dg_adapt', key_by => ''" ],
+	[ 'key_max_queued', "'dg_adapt', key_max_queued => 3", "'dg_adapt', key_max_queued => 0" ],);
 foreach my $case (@alone)
 {
 	my ($field, $set, $reset) = @$case;
@@ -193,6 +200,8 @@ $primary->safe_psql(
 	                           runaway_budget => 'dg_slow', quarantine => '10min');
 	SELECT dbgate.alter_budget('dg_cancel', runaway_after => '30s', runaway_action => 'cancel');
 	SELECT dbgate.alter_budget('dg_adapt', adapt => 'on', adapt_min => 2);
+	SELECT dbgate.alter_budget('dg_cancel', key_by => 'setting:app.tenant', key_max_active => 1);
+	SELECT dbgate.set_key_limit('dg_cancel', 't1', 1);
 	COMMIT;
 	SELECT dbgate.quarantine_add('dg_run', 4242, '1h');
 	SELECT dbgate.quarantine_add('dg_cancel', 4243, '1h');
