@@ -107,6 +107,7 @@ sub state_image
 	my @budgets = @{ $p{budgets} // [] };
 	my @roles = @{ $p{roles} // [] };
 	my @dbs = @{ $p{dbs} // [] };
+	my @keylimits = @{ $p{keylimits} // [] };
 	my $bytes;
 
 	if ($version == 1)
@@ -116,7 +117,7 @@ sub state_image
 	else
 	{
 		$bytes = pack('L6 Q', 0x44424754, $version, scalar(@budgets),
-			scalar(@roles), scalar(@dbs), 0, $p{lsn} // 0);
+			scalar(@roles), scalar(@dbs), scalar(@keylimits), $p{lsn} // 0);
 	}
 	return $bytes . pack('L', crc32c($bytes)) if $version > 4;
 	$bytes .= budget_record($version, $_) for @budgets;
@@ -125,6 +126,12 @@ sub state_image
 	{
 		$bytes .= pack('L a64', @$_) for @dbs;
 	}
+	# (format 4) key limits: budget, key, max_active, max_queued,
+	# rate_burst, 0, max_rate; -1 (the default) is NULL
+	$bytes .= pack('a64 a128 l4 d', $_->{budget}, $_->{key},
+		$_->{max_active} // -1, $_->{max_queued} // -1, $_->{rate_burst} // -1,
+		$_->{pad} // 0, $_->{max_rate} // -1)
+	  for @keylimits;
 	return $bytes . pack('L', crc32c($bytes));
 }
 

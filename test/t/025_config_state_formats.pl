@@ -241,6 +241,10 @@ write_file(
 				name => 'fm_k', max_active => 4, key_by => 'setting:app.tenant',
 				key_max_active => 2, key_max_queued => 5, key_max_rate => 2.5, key_rate_burst => 3
 			}
+		],
+		keylimits => [
+			{ budget => 'fm_k', key => 'tenant 1', max_active => 1, max_rate => 0.5 },
+			{ budget => 'fm_k', key => '', max_queued => 0, rate_burst => 7 }
 		]));
 $offset = -s $node->logfile;
 $node->start;
@@ -259,6 +263,13 @@ is( $node->safe_psql(
 	),
 	'setting:app.tenant:2:5:2.5:3',
 	'and the key fields where the layout puts them');
+is( $node->safe_psql(
+		'postgres',
+		q{SELECT string_agg(format('%s/%s:%s:%s:%s:%s', budget, key, max_active, max_queued,
+		    max_rate, rate_burst), ' ' ORDER BY key) FROM dbgate.key_limits}
+	),
+	'fm_k/::0::7 fm_k/tenant 1:1::0.5:',
+	'and its key limits');
 is(file_format(), 4, 'and is format 4 as it is');
 
 # a format-4 file: runaway_action 'demote' with its runaway_budget
@@ -360,6 +371,30 @@ my @refused = (
 	[ 'key_max_queued -1', [ { name => 'x', key_max_queued => -1 } ], [], [], 4 ],
 	[ 'key_max_rate 0.001', [ { name => 'x', key_max_rate => 0.001 } ], [], [], 4 ],
 	[ 'key_rate_burst 0', [ { name => 'x', key_rate_burst => 0 } ], [], [], 4 ],
+	[
+		'a key limit of a budget without key_by', [ { name => 'x' } ], [], [], 4,
+		[ { budget => 'x', key => 'k', max_active => 1 } ]
+	],
+	[
+		'a key limit of a budget that does not exist', [ { name => 'x', key_by => 'user' } ],
+		[], [], 4, [ { budget => 'y', key => 'k' } ]
+	],
+	[
+		'a key limit twice', [ { name => 'x', key_by => 'user' } ], [], [], 4,
+		[ { budget => 'x', key => 'k' }, { budget => 'x', key => 'k', max_queued => 1 } ]
+	],
+	[
+		'a key limit with rate_burst 0', [ { name => 'x', key_by => 'user' } ], [], [], 4,
+		[ { budget => 'x', key => 'k', rate_burst => 0 } ]
+	],
+	[
+		'a key limit with max_rate 0.001', [ { name => 'x', key_by => 'user' } ], [], [], 4,
+		[ { budget => 'x', key => 'k', max_rate => 0.001 } ]
+	],
+	[
+		'key limits in format 3', [ { name => 'x' } ], [], [], 3,
+		[ { budget => 'x', key => 'k' } ]
+	],
 	[ 'adapt_min over max_active', [ { name => 'x', max_active => 2, adapt_min => 3 } ], [], [], 4 ],
 	[ 'reserved without a parent', [ { name => 'x', max_active => 2, reserved => 1 } ], [], [], 4 ],
 	[
@@ -378,12 +413,13 @@ my @refused = (
 	]);
 for my $case (@refused)
 {
-	my ($what, $budgets, $roles, $dbs, $version) = @$case;
+	my ($what, $budgets, $roles, $dbs, $version, $keylimits) = @$case;
 	my $bytes = state_image(
 		version => $version // 3,
 		budgets => $budgets,
 		roles => $roles // [],
-		dbs => $dbs // []);
+		dbs => $dbs // [],
+		keylimits => $keylimits // []);
 	$node->stop;
 	unlink $corrupt;
 	write_file($bytes);
