@@ -5,7 +5,7 @@
 # same B, where a slot's time goes on each side.
 #
 # Usage (as root; as another user only with --no-install --no-diag):
-#   test/bench/poolgap.sh                # ~45 min
+#   test/bench/poolgap.sh                # ~75 min
 #   test/bench/poolgap.sh --quick        # tooling check: 3 s points, 1 repetition
 #   test/bench/poolgap.sh --reps 5 --duration 6 --tpcb-b 2,4 --select-b 2,4,8
 #
@@ -20,7 +20,8 @@
 #   --diag-b-tpcb B   B of the TPC-B diagnosis (default 2)
 #   --diag-b-select B B of the -S diagnosis (default 4)
 #   --diag-reps N     repetitions of the diagnosis (default 3; 0: none)
-#   --diag-duration S seconds of a diagnosis run (default 20)
+#   --diag-duration S seconds of a diagnosis run (default 40: under load the
+#                     psql reads around the window took 10 s and more with -S)
 #   --no-perf         the diagnosis without perf (no trace, no profile)
 #   --out DIR         results directory (default test/bench/results/poolgap)
 #   --no-install      do not apt-get anything, do not build (assume installed)
@@ -88,7 +89,7 @@ REPS=5
 DIAG_B_TPCB=2
 DIAG_B_SELECT=4
 DIAG_REPS=3
-DIAG_DUR=20
+DIAG_DUR=40
 PERF=1
 OUT=
 
@@ -282,8 +283,10 @@ diag_point() {
 	local early=''
 	kill -0 "$pgb" 2>/dev/null || early="pgbench ended inside the window (--diag-duration too short for the connections)"
 	if [ "$PERF" = 1 ]; then
+		local pe=()
+		[ "$PROBES" = 1 ] && pe=(-e 'probe_dbgate:*')
 		perf record -q -o "$WORK/trace.data" -e sched:sched_switch -e sched:sched_wakeup \
-			$([ "$PROBES" = 1 ] && echo "-e probe_dbgate:*") -a sleep 2 >"$RAW/$tag.perf.log" 2>&1 || true
+			${pe[@]+"${pe[@]}"} -a sleep 2 >"$RAW/$tag.perf.log" 2>&1 || true
 		perf record -q -o "$WORK/prof.data" -e cpu-clock -a sleep 3 >>"$RAW/$tag.perf.log" 2>&1 || true
 		perf script -i "$WORK/trace.data" -F pid,tid,time,event,trace >"$WORK/trace.txt" 2>>"$RAW/$tag.perf.log" || true
 		# shellcheck disable=SC2086
@@ -355,9 +358,9 @@ for SCALE in 1 10; do
 		has_cell "$CELL" && [ "${CELL#*-}" = c64 ] || continue
 		cell_args "$CELL"
 		if [ "$KIND" = tx ]; then
-			D=(fifo-$DIAG_B_TPCB lifo-$DIAG_B_TPCB bouncer-$DIAG_B_TPCB)
+			D=("fifo-$DIAG_B_TPCB" "lifo-$DIAG_B_TPCB" "bouncer-$DIAG_B_TPCB")
 		else
-			D=(lifo-$DIAG_B_SELECT bouncer-$DIAG_B_SELECT)
+			D=("lifo-$DIAG_B_SELECT" "bouncer-$DIAG_B_SELECT")
 		fi
 		REPS=$DIAG_REPS repeat_points dpoint "${D[@]}"
 	done
