@@ -151,7 +151,9 @@ probes_del() {
 	perf probe -q -d 'probe_dbgate:*' >/dev/null 2>&1 || true
 	PROBES=0
 }
-trap 'rc=$?; probes_del; (exit $rc); bench_cleanup' EXIT
+# set +e first: under set -e the (exit $rc) that hands bench_cleanup the
+# status would end the trap before it stops the servers
+trap 'rc=$?; set +e; probes_del; (exit $rc); bench_cleanup' EXIT
 
 log "creating the cluster in $WORK"
 cluster_create data "$PORT" <<-EOF
