@@ -550,16 +550,42 @@ wanted() {
 	[[ -z ${CHECK_ONLY:-} || $1 =~ $CHECK_ONLY ]]
 }
 
+# CPUTIME: the command that counts the CPU seconds of a command's whole
+# process tree, the servers it starts included (test/tools/cputime.py;
+# empty without python3).
+CPUTIME=()
+command -v python3 >/dev/null && CPUTIME=(python3 "$DBGATE_TOP/test/tools/cputime.py")
+
+# cpu_of FILE: the CPU seconds (user + sys) that cputime.py wrote to FILE,
+# "?" without it.
+cpu_of() {
+	local u s
+	if read -r u s <"$1" 2>/dev/null && [[ -n $s ]]; then
+		awk -v u="$u" -v s="$s" 'BEGIN { printf "%.0f\n", u + s }'
+	else
+		echo "?"
+	fi
+}
+
+# cpu_sum FROM: the CPU seconds of the commands that run_logged ran since
+# line FROM of $WORK/logs/cpu.all (lines counted from 1).
+cpu_sum() {
+	tail -n +"$1" "$WORK/logs/cpu.all" 2>/dev/null | awk '{ t += $1 + $2 } END { printf "%.0f\n", t }'
+}
+
 # run_logged LOG CMD...
 # Run CMD with a time limit of $CHECK_TIMEOUT seconds; its output goes to LOG
-# and, as it comes, to our output.  Returns CMD's exit status (124 or 137
+# and, as it comes, to our output.  The CPU seconds of CMD's process tree
+# go to LOG.cpu and are added to $WORK/logs/cpu.all (see CPUTIME).  Returns CMD's exit status (124 or 137
 # after the time limit).  CMD runs in its own process group (timeout(1)
 # makes one), which cleanup() ends on Ctrl-C.
 run_logged() {
-	local log=$1 rc
+	local log=$1 rc cpu=()
 	shift
 	: >"$log"
-	timeout -k 15 "$CHECK_TIMEOUT" "$@" </dev/null >"$log" 2>&1 &
+	rm -f "$log.cpu"
+	((${#CPUTIME[@]} > 0)) && cpu=("${CPUTIME[@]}" "$log.cpu")
+	timeout -k 15 "$CHECK_TIMEOUT" ${cpu[@]+"${cpu[@]}"} "$@" </dev/null >"$log" 2>&1 &
 	CHILD=$!
 	tail -n +1 -f --pid="$CHILD" "$log" &
 	TAILPID=$!
@@ -570,6 +596,7 @@ run_logged() {
 	if ((rc == 124 || rc == 137)); then
 		echo "*** time limit of ${CHECK_TIMEOUT}s (CHECK_TIMEOUT) exceeded"
 	fi
+	[[ -s $log.cpu ]] && cat "$log.cpu" >>"$WORK/logs/cpu.all"
 	return "$rc"
 }
 
@@ -592,10 +619,11 @@ count() {
 
 # run_suite NAME: run suite_NAME and report its own results and time.
 run_suite() {
-	local t0=$SECONDS p0=$passed f0=$failed s0=$skipped
+	local t0=$SECONDS p0=$passed f0=$failed s0=$skipped c0
+	c0=$(($(cat "$WORK/logs/cpu.all" 2>/dev/null | wc -l) + 1))
 	"suite_$1"
 	echo "== $1: $((passed - p0)) passed, $((failed - f0)) failed," \
-		"$((skipped - s0)) skipped ($((SECONDS - t0)) s)"
+		"$((skipped - s0)) skipped ($((SECONDS - t0)) s, CPU $(cpu_sum "$c0") s)"
 }
 
 # ---------------------------------------------------------------------------
@@ -807,7 +835,10 @@ tap_file() {
 			[[ -e $l ]] && show_file "$l" tail 60
 		done
 	fi
-	echo "-- $name.pl: $p passed, $f_ failed, $s skipped ($((SECONDS - t0)) s)"
+	local cpu
+	cpu=$(cpu_of "$log.cpu")
+	echo "-- $name.pl: $p passed, $f_ failed, $s skipped ($((SECONDS - t0)) s, CPU $cpu s)"
+	echo "$name $((SECONDS - t0)) $cpu" >>"$WORK/logs/tap-times"
 	count "$p" "$f_" "$s"
 }
 
@@ -905,6 +936,15 @@ suite_tap() {
 	for f in ${serial[@]+"${serial[@]}"}; do
 		tap_file "$f" 0
 	done
+	tap_times
+}
+
+# tap_times: the time of each TAP file, slowest first (wall seconds, and
+# CPU seconds of the file's process tree, its servers included).
+tap_times() {
+	[[ -s $WORK/logs/tap-times ]] || return 0
+	echo "-- tap: time per file, slowest first (wall s, CPU s):"
+	sort -k2,2nr "$WORK/logs/tap-times" | awk '{ printf "     %-32s %5d %5s\n", $1, $2, $3 }'
 }
 
 # ---------------------------------------------------------------------------
@@ -1066,9 +1106,11 @@ finish() {
 	local rc=$?
 	trap - EXIT INT TERM HUP
 	trap "" PIPE # output may be cut off: go on cleaning up
+	local cpu=?
+	[[ -n $WORK ]] && cpu=$(cpu_sum 1)
 	cleanup
 	echo
-	echo "total time $((SECONDS - start)) s"
+	echo "total time $((SECONDS - start)) s (CPU of the suites' commands $cpu s)"
 	if ((failed > 0)); then rc=1; else rc=0; fi
 	echo "PG $PG_MAJOR: $passed passed, $failed failed, $skipped skipped ($((SECONDS - start)) s)"
 	echo "$passed passed, $failed failed, $skipped skipped"
