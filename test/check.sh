@@ -528,7 +528,7 @@ fi
 # One version: this system's PostgreSQL ($PG_MAJOR, $PG_CONFIG).
 
 passed=0 failed=0 skipped=0
-WORK='' CHILD='' TAILPID='' LANE_PIDS=() SIDE_PID='' SIDE_SUITES=''
+WORK='' CHILD='' TAILPID='' LANE_PIDS=() SIDE_PID='' SIDE_SUITES='' TAP_TEMPLATE=''
 
 # ---------------------------------------------------------------------------
 # Running commands
@@ -820,6 +820,7 @@ tap_file() {
 		PG_TEST_PORT_DIR="$WORK/tap/portlock" \
 		TESTDIR="$testdir" TESTDATADIR="$testdir/tmp_check" \
 		TESTLOGDIR="$testdir/tmp_check/log" \
+		${TAP_TEMPLATE:+INITDB_TEMPLATE="$TAP_TEMPLATE"} \
 		prove -v "test/t/$name.pl"
 	rc=$?
 	stop_servers "$testdir"
@@ -876,6 +877,23 @@ tap_lane() {
 	((lane == 0)) || echo "$passed $failed $skipped" >"$WORK/logs/lane-$lane.counts"
 }
 
+# tap_template: one initdb for the whole run, with the options and the
+# environment of Cluster.pm's init (initdb -A trust -N; LC_MESSAGES=C,
+# no LC_ALL or LANGUAGE, as PostgreSQL::Test::Utils sets them), in
+# TAP_TEMPLATE; each node without initdb options of its own is made as a
+# copy of it (INITDB_TEMPLATE: Cluster.pm on 17 and later, DbgateTest.pm
+# on 15 and 16).  Without it (initdb failed), every node runs initdb.
+tap_template() {
+	TAP_TEMPLATE=$WORK/tap/initdb-template
+	if ! "${AS_PG[@]}" env -u LANGUAGE -u LC_ALL -u PGDATA LC_MESSAGES=C \
+		PATH="$BINDIR:$PATH" initdb -A trust -N -D "$TAP_TEMPLATE" \
+		>"$WORK/logs/initdb-template.log" 2>&1; then
+		echo "*** initdb of the TAP nodes' template failed (each node runs initdb):"
+		tail -n 20 "$WORK/logs/initdb-template.log"
+		TAP_TEMPLATE=''
+	fi
+}
+
 # The TAP files.  CHECK_TAP_JOBS (default 4) lanes run the files side by
 # side, each lane taking the next file of one queue when its last one
 # ends (the long ones first); the load tests (09x: soak, fuzz) run
@@ -891,6 +909,7 @@ suite_tap() {
 	heading "tap: $((${#files[@]} + ${#serial[@]})) file(s)${files[*]:+, $jobs lane(s)}"
 	mkdir -p "$WORK/tap/portlock"
 	[[ $EUID -eq 0 ]] && chown "$DBGATE_OS_USER:" "$WORK/tap" "$WORK/tap/portlock"
+	tap_template
 	# the queue: the long files first, then the others from the last
 	local long=() rest=()
 	for f in ${files[@]+"${files[@]}"}; do
@@ -983,7 +1002,7 @@ suite_smoke() {
 		stop_servers "$dir"
 		case $rc in
 		0)
-			echo "-- $name.sh: passed ($((SECONDS - t0)) s)"
+			echo "-- $name.sh: passed ($((SECONDS - t0)) s, CPU $(cpu_of "$log.cpu") s)"
 			count 1 0 0
 			;;
 		77)
@@ -991,7 +1010,7 @@ suite_smoke() {
 			count 0 0 1
 			;;
 		*)
-			echo "-- $name.sh: FAILED (exit status $rc, $((SECONDS - t0)) s)"
+			echo "-- $name.sh: FAILED (exit status $rc, $((SECONDS - t0)) s, CPU $(cpu_of "$log.cpu") s)"
 			count 0 1 0
 			;;
 		esac

@@ -41,6 +41,34 @@ our @EXPORT = qw(dbgate_node dbgate_standby run_sql sqlstate counters_are status
 our @COUNTERS = qw(active queued admitted admitted_after_wait rejected_full
   rejected_timeout canceled_waiting admitted_lock_holder);
 
+# The initdb template.  With INITDB_TEMPLATE set (test/check.sh makes
+# one data directory per run with Cluster.pm's own initdb options, -A
+# trust -N), PostgreSQL 17's Cluster.pm makes a node's data directory as
+# a copy of it instead of running initdb, unless the node asks for other
+# initdb options; initdb cost about 1 CPU second per node, and a run
+# makes over a hundred nodes.  Cluster.pm of 15 and 16 has no template:
+# here its initdb call with exactly those options (and no other) becomes
+# the same copy.  Without INITDB_TEMPLATE (prove by hand) every node runs
+# initdb.
+if (defined $ENV{INITDB_TEMPLATE}
+	&& PostgreSQL::Test::Utils::slurp_file($INC{'PostgreSQL/Test/Cluster.pm'})
+	!~ /INITDB_TEMPLATE/)
+{
+	no warnings 'redefine';
+	my $system_or_bail = \&PostgreSQL::Test::Utils::system_or_bail;
+	*PostgreSQL::Test::Utils::system_or_bail = sub {
+		my @cmd = @_;
+		if (   @cmd == 6
+			&& join(' ', @cmd[ 0, 1, 3, 4, 5 ]) eq 'initdb -D -A trust -N'
+			&& !-e $cmd[2])
+		{
+			note('initializing database system by copying initdb template');
+			@cmd = ('cp', '-RPp', $ENV{INITDB_TEMPLATE}, $cmd[2]);
+		}
+		return $system_or_bail->(@cmd);
+	};
+}
+
 # dbgate_node(NAME, conf => TEXT, preload => 0|1, extension => 0|1,
 #             streaming => 0|1)
 # A new, started node with dbgate preloaded (unless preload => 0) and the
