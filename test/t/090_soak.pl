@@ -194,7 +194,7 @@
 #
 # Environment:
 #   SOAK_SEED=<n>        random seed (default 1); printed at the start
-#   SOAK_DURATION=<s>    seconds of load, at least (default 70; see above)
+#   SOAK_DURATION=<s>    seconds of load, at least (default 40; see above)
 #   SOAK_LONG=1          480 s of load (check.sh allows 600 s per TAP file by
 #                        default; raise CHECK_TIMEOUT for longer runs)
 #   SOAK_CRASHES=<n>     crash restarts (default 1 per 150 s, at least 1)
@@ -231,7 +231,7 @@ use Soak::Check qw(check_samples scan_log);
 use Soak::Check12;
 
 my $seed = $ENV{SOAK_SEED} // 1;
-my $duration = $ENV{SOAK_DURATION} // ($ENV{SOAK_LONG} ? 480 : 70);
+my $duration = $ENV{SOAK_DURATION} // ($ENV{SOAK_LONG} ? 480 : 40);
 my $ncrashes = $ENV{SOAK_CRASHES} // ($duration >= 300 ? int($duration / 150) : 1);
 die "SOAK_SEED must be an integer\n" unless $seed =~ /^\d+$/;
 die "SOAK_DURATION must be a number of seconds\n" unless $duration =~ /^\d+$/;
