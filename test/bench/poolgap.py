@@ -31,6 +31,9 @@ import statistics
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from stats import fnum, med  # noqa: E402
+
 
 def proc_one(pid):
     """utime+stime ticks, schedstat run/wait ns, voluntary and involuntary
@@ -260,17 +263,7 @@ def cmd_diagrow(args):
 # ----------------------------------------------------------------------------
 # report
 
-def fnum(s):
-    try:
-        v = float(s)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(v) else v
-
-
-def med(vals):
-    vals = [v for v in vals if v is not None]
-    return statistics.median(vals) if vals else None
+# fnum() and med(): stats.py's (the same directory)
 
 
 def spread(vals, fmt):
