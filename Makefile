@@ -17,6 +17,8 @@ OBJS = \
 	src/demote.o \
 	src/move.o \
 	src/rate.o \
+	src/keytab.o \
+	src/keysource.o \
 	src/dimension.o \
 	src/lockgraph.o \
 	src/timeouts.o \

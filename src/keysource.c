@@ -1,0 +1,124 @@
+/*-------------------------------------------------------------------------
+ *
+ * keysource.c
+ *	  A statement's key (1.3): read when the statement arrives at the gate,
+ *	  from where its budget's key_by says, so that a SET LOCAL inside a
+ *	  transaction counts.
+ *
+ *	  'user'				current_user (the role the statement runs as,
+ *							SET ROLE and SECURITY DEFINER included): its name,
+ *							kept for the last role id seen and forgotten at
+ *							any change of pg_authid (a rename);
+ *	  'application_name'	the setting as it is now;
+ *	  'client_addr'			host(inet_client_addr()): the numeric address of
+ *							the client, 'local' for a Unix socket (or a
+ *							process without a client connection); it cannot
+ *							change, so it is made once per backend;
+ *	  'setting:NAME'		current_setting(NAME, true): '' when unset.
+ *
+ * The value is taken as UTF-8 bytes and cut at the last whole character
+ * within DBGATE_KEY_BYTES (keytab.c's dbgate_key_cut()).  Nothing here
+ * reads a catalog on the path but the name of a role not seen before.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <sys/socket.h>
+#include <netdb.h>
+
+#include "common/ip.h"
+#include "libpq/libpq-be.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/guc.h"
+#include "utils/inval.h"
+#include "utils/syscache.h"
+
+#include "keysource.h"
+
+/* current_user's name, for role user_oid (InvalidOid: none kept) */
+static Oid	user_oid = InvalidOid;
+static char user_name[NAMEDATALEN];
+static bool user_callback = false;
+
+/* the client's address as text; client_len < 0: not made yet */
+static char client_text[DBGATE_KEY_BYTES + 1];
+static int	client_len = -1;
+
+static void
+forget_user(Datum arg, int cacheid, uint32 hashvalue)
+{
+	user_oid = InvalidOid;
+}
+
+static const char *
+user_key(void)
+{
+	Oid			uid = GetUserId();
+
+	if (uid != user_oid)
+	{
+		char	   *name;
+
+		if (!user_callback)
+		{
+			CacheRegisterSyscacheCallback(AUTHOID, forget_user, (Datum) 0);
+			user_callback = true;
+		}
+		name = GetUserNameFromId(uid, true);
+		strlcpy(user_name, name ? name : "", sizeof(user_name));
+		if (name)
+			pfree(name);
+		user_oid = uid;
+	}
+	return user_name;
+}
+
+static const char *
+client_key(void)
+{
+	if (client_len < 0)
+	{
+		char		host[NI_MAXHOST];
+
+		if (MyProcPort == NULL || MyProcPort->raddr.addr.ss_family == AF_UNIX ||
+			pg_getnameinfo_all(&MyProcPort->raddr.addr, MyProcPort->raddr.salen,
+							   host, sizeof(host), NULL, 0,
+							   NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+			strlcpy(host, "local", sizeof(host));
+		client_len = dbgate_key_cut(host, strlen(host));
+		memcpy(client_text, host, client_len);
+		client_text[client_len] = '\0';
+	}
+	return client_text;
+}
+
+int
+dbgate_key_of(int kind, const char *setting, char *buf)
+{
+	const char *v = NULL;
+	int			len;
+
+	switch (kind)
+	{
+		case DBGATE_KEYBY_USER:
+			v = user_key();
+			break;
+		case DBGATE_KEYBY_APPNAME:
+			v = application_name;
+			break;
+		case DBGATE_KEYBY_CLIENT:
+			v = client_key();
+			break;
+		case DBGATE_KEYBY_SETTING:
+			v = GetConfigOption(setting, true, false);
+			break;
+	}
+	if (v == NULL)
+		v = "";
+	len = dbgate_key_cut(v, strnlen(v, DBGATE_KEY_BYTES + 1));
+	memcpy(buf, v, len);
+	buf[len] = '\0';
+	return len;
+}

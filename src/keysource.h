@@ -1,0 +1,27 @@
+/*-------------------------------------------------------------------------
+ *
+ * keysource.h
+ *	  A statement's key, read where its budget's key_by says (keysource.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DBGATE_KEYSOURCE_H
+#define DBGATE_KEYSOURCE_H
+
+#include "keytab.h"
+
+/* Where a budget's keys come from (its key_by). */
+#define DBGATE_KEYBY_NONE		0
+#define DBGATE_KEYBY_USER		1	/* 'user': current_user at the gate */
+#define DBGATE_KEYBY_APPNAME	2	/* 'application_name' */
+#define DBGATE_KEYBY_CLIENT		3	/* 'client_addr' */
+#define DBGATE_KEYBY_SETTING	4	/* 'setting:NAME' */
+
+/*
+ * The key of the statement at the gate into buf (DBGATE_KEY_BYTES + 1
+ * bytes): its bytes cut as SPEC says (dbgate_key_cut()), NUL-terminated;
+ * returns their length.  'setting' is NAME of 'setting:NAME'.
+ */
+extern int	dbgate_key_of(int kind, const char *setting, char *buf);
+
+#endif							/* DBGATE_KEYSOURCE_H */

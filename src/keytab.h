@@ -1,0 +1,187 @@
+/*-------------------------------------------------------------------------
+ *
+ * keytab.h
+ *	  The table of live keys (keytab.c): one entry per key of a budget with
+ *	  key_by that has statements active or queued, or a token bucket not yet
+ *	  full again; a budget's overflow key; their counts, limits and buckets.
+ *
+ * A service below the admission files: it knows budgets only by index and
+ * incarnation, and nothing of queues.  The key dimension (the admission
+ * side of keys) takes and gives back its counts.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef DBGATE_KEYTAB_H
+#define DBGATE_KEYTAB_H
+
+#include "port/atomics.h"
+#include "utils/timestamp.h"
+
+#include "shmem.h"
+
+/* Keys are compared on their first DBGATE_KEY_BYTES bytes (SPEC). */
+#define DBGATE_KEY_BYTES 127
+
+/* Partitions of the table's hash, each with a lock of its own. */
+#define DBGATE_KEY_PARTITIONS 16
+
+/*
+ * The limits in force for one key: its own (set_key_limit) or the
+ * budget's key_* fields.  0: no limit but the budget's (rate_interval_ns
+ * 0: no rate).
+ */
+typedef struct DbgateKeyLimits
+{
+	int32		max_active;
+	int32		max_queued;
+	int64		rate_interval_ns;	/* 10^9 / max_rate */
+	int64		rate_tolerance_ns;	/* (rate_burst - 1) x rate_interval_ns */
+} DbgateKeyLimits;
+
+/* DbgateKey.kind */
+#define DBGATE_KEY_FREE		0
+#define DBGATE_KEY_PLAIN	1	/* of the budgets' shared pool */
+#define DBGATE_KEY_LIMITED	2	/* a key with a set_key_limit entry: of the
+								 * pool reserved beside max_key_limits */
+#define DBGATE_KEY_OVERFLOW 3	/* the budget's overflow key (one per budget
+								 * entry, never freed) */
+
+/*
+ * An entry (keytab.c has the rules).  Identity (budget, incarnation, hash,
+ * the key, next) changes only under its partition's lock exclusive, and
+ * only while refs is 0.  refs counts the statements that hold the entry
+ * (looked up, admitted or queued, not yet done): taken under the
+ * partition lock shared (so that the entry cannot be reclaimed meanwhile)
+ * and given back without a lock.  active is taken by compare-and-swap
+ * against lim.max_active; queued changes under the tree lock of the
+ * budget (a budget with key_by has no children).  lim changes under the
+ * partition lock exclusive and is read as aligned fields.
+ */
+typedef struct DbgateKey
+{
+	int32		budget;			/* budget index; -1: free */
+	uint32		incarnation;	/* of that budget when the entry was made */
+	uint32		hash;
+	int32		next;			/* next of its hash chain, or of a free list */
+	uint8		kind;			/* DBGATE_KEY_* */
+	uint8		len;			/* bytes of key */
+	char		key[DBGATE_KEY_BYTES + 1];
+	pg_atomic_uint32 refs;
+	pg_atomic_uint32 active;
+	int32		queued;
+	DbgateKeyLimits lim;
+	pg_atomic_uint64 rate_tat;	/* its token bucket (rate.c's GCRA); 0: full */
+	pg_atomic_uint64 admitted;
+	pg_atomic_uint64 rejected;
+	pg_atomic_uint64 rate_limited;
+	TimestampTz since;			/* when the entry was made */
+} DbgateKey;
+
+/* The settings that size the table (dbgate.c defines them). */
+extern PGDLLIMPORT int dbgate_max_keys;
+extern PGDLLIMPORT int dbgate_max_key_limits;
+
+extern void dbgate_keytab_shmem_request(void);
+extern void dbgate_keytab_shmem_init(void);
+
+/* Entry k (0 <= k < dbgate_keytab_entries()). */
+extern DBGATE_HIDDEN DbgateKey *dbgate_keys;
+
+static inline DbgateKey *
+key_entry(int32 k)
+{
+	return &dbgate_keys[k];
+}
+
+extern int32 dbgate_keytab_entries(void);
+
+/*
+ * A key's bytes cut as SPEC says: at most DBGATE_KEY_BYTES, at the last
+ * whole UTF-8 character within them.  Returns the length kept.
+ */
+extern int	dbgate_key_cut(const char *key, int len);
+
+/*
+ * The entry of a key of budget (index, incarnation), found or made, held
+ * for the caller (refs + 1): the budget's overflow key when the table has
+ * no room for it (*overflowed set).  'own' says whether the key has limits
+ * of its own (they are then in *own_lim) and 'deflim' is the budget's
+ * key_* limits: the limits of a new entry.  Never fails.
+ */
+extern int32 dbgate_key_hold(int32 budget, uint32 incarnation,
+							 const char *key, int len,
+							 const DbgateKeyLimits *deflim,
+							 const DbgateKeyLimits *own_lim,
+							 bool *overflowed);
+
+/* Give back a hold of dbgate_key_hold(). */
+static inline void
+dbgate_key_unhold(int32 k)
+{
+	pg_atomic_fetch_sub_u32(&key_entry(k)->refs, 1);
+}
+
+/*
+ * Count a statement active in key k if the key has room (or 'force'):
+ * returns whether it had room (with 'force' it is counted either way).
+ */
+static inline bool
+dbgate_key_take_active(int32 k, bool force)
+{
+	DbgateKey  *e = key_entry(k);
+	uint32		old = pg_atomic_read_u32(&e->active);
+	int32		max = e->lim.max_active;
+
+	for (;;)
+	{
+		bool		room = (max <= 0 || old < (uint32) max);
+
+		if (!room && !force)
+			return false;
+		if (pg_atomic_compare_exchange_u32(&e->active, &old, old + 1))
+			return room;
+	}
+}
+
+static inline void
+dbgate_key_untake_active(int32 k)
+{
+	pg_atomic_fetch_sub_u32(&key_entry(k)->active, 1);
+}
+
+/*
+ * The install's side (under config_lock exclusive): each budget entry's
+ * keyed state, then one refresh of every entry's limits.  own_limits()
+ * answers whether a key has limits of its own, and which.
+ */
+typedef bool (*DbgateKeyOwnLimits) (int32 budget, const char *key, int len,
+									DbgateKeyLimits *lim);
+extern void dbgate_keytab_set_budget(int32 budget, uint32 incarnation,
+									 bool keyed,
+									 const DbgateKeyLimits *deflim);
+extern void dbgate_keytab_refresh(DbgateKeyOwnLimits own_limits);
+
+/* Whether entry e is live at now_ns: held, or its bucket not yet full. */
+static inline bool
+dbgate_key_is_live(DbgateKey *e, int64 now_ns)
+{
+	if (e->kind == DBGATE_KEY_FREE)
+		return false;
+	if (pg_atomic_read_u32(&e->refs) != 0)
+		return true;
+	return e->lim.rate_interval_ns > 0 &&
+		(int64) pg_atomic_read_u64(&e->rate_tat) > now_ns;
+}
+
+/* The partition lock of a hash (keytab.c's readers and the sweep). */
+extern LWLock *dbgate_key_partition_lock(uint32 hash);
+
+/* Readers: live keys per budget index ([max_budgets]); one entry copied
+ * out if it is live (the view). */
+extern void dbgate_keytab_count_live(int32 *live, int64 now_ns);
+extern bool dbgate_keytab_read(int32 k, DbgateKey *copy, int64 now_ns);
+
+/* Reset the statistics of budget b's entries (reset_stats). */
+extern void dbgate_keytab_reset_stats(int32 budget, uint32 incarnation);
+
+#endif							/* DBGATE_KEYTAB_H */
