@@ -69,7 +69,7 @@
 #include "storage/spin.h"
 
 #include "keytab.h"
-#include "rate.h"
+#include "dimdefs.h"
 
 /* Settings (dbgate.c defines them). */
 int			dbgate_max_keys = 10000;
