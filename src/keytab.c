@@ -68,12 +68,12 @@
 #include "storage/shmem.h"
 #include "storage/spin.h"
 
+#include "keylimits.h"
 #include "keytab.h"
 #include "dimdefs.h"
 
 /* Settings (dbgate.c defines them). */
 int			dbgate_max_keys = 10000;
-int			dbgate_max_key_limits = 1000;
 
 typedef struct KeytabShared
 {

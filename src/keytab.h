@@ -79,7 +79,6 @@ typedef struct DbgateKey
 
 /* The settings that size the table (dbgate.c defines them). */
 extern PGDLLIMPORT int dbgate_max_keys;
-extern PGDLLIMPORT int dbgate_max_key_limits;
 
 extern void dbgate_keytab_shmem_request(void);
 extern void dbgate_keytab_shmem_init(void);
