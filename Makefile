@@ -18,6 +18,7 @@ OBJS = \
 	src/move.o \
 	src/rate.o \
 	src/keytab.o \
+	src/keydim.o \
 	src/keysource.o \
 	src/dimension.o \
 	src/lockgraph.o \

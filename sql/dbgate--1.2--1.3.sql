@@ -198,6 +198,8 @@ CREATE FUNCTION budget_status(
     OUT rate_limited bigint,
     OUT bypassed bigint,
     OUT memory_mb_active double precision,
+    OUT keys integer,
+    OUT keys_overflowed bigint,
     OUT runaways bigint,
     OUT demoted_out bigint,
     OUT demoted_in bigint,
@@ -226,6 +228,8 @@ CREATE FUNCTION backend_status(
     OUT queue_position integer,
     OUT classified_by text,
     OUT memory_mb double precision,
+    OUT key text,
+    OUT key_overflow boolean,
     OUT demoted_from text)
 RETURNS SETOF record
 AS 'MODULE_PATHNAME', 'dbgate_backend_status_1_3'
@@ -309,5 +313,31 @@ CREATE VIEW key_limits AS
     SELECT * FROM key_limit_entries() ORDER BY budget, key;
 REVOKE ALL ON key_limits FROM PUBLIC;
 GRANT SELECT ON key_limits TO pg_monitor;
+
+--
+-- dbgate.keys (1.3): the live keys of budgets with key_by, the overflow
+-- key as key NULL.
+--
+CREATE FUNCTION key_status(
+    OUT budget text,
+    OUT key text,
+    OUT active integer,
+    OUT queued integer,
+    OUT max_active integer,
+    OUT max_queued integer,
+    OUT max_rate double precision,
+    OUT admitted bigint,
+    OUT rejected bigint,
+    OUT rate_limited bigint,
+    OUT since timestamptz)
+RETURNS SETOF record
+AS 'MODULE_PATHNAME', 'dbgate_key_status'
+LANGUAGE C STRICT VOLATILE PARALLEL RESTRICTED;
+REVOKE ALL ON FUNCTION key_status() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION key_status() TO pg_monitor;
+CREATE VIEW keys AS
+    SELECT * FROM key_status() ORDER BY budget, key NULLS FIRST;
+REVOKE ALL ON keys FROM PUBLIC;
+GRANT SELECT ON keys TO pg_monitor;
 
 DROP FUNCTION dbgate_copy_execute_grants(regprocedure, regprocedure);

@@ -194,6 +194,8 @@ admit_shadow(const DbgateLookup *lk, ChainLimits *cl, TimestampTz now,
 			continue;
 		if (now_ns == 0)
 			now_ns = dbgate_now_ns();
+		dbgate_dims_enter(budget_entry(cl->c.idx[i]), cl->lim[i].dim_flags,
+						  dbgate_my_proc, i);
 		if (dbgate_dims_take(budget_entry(cl->c.idx[i]), cl->lim[i].dim_flags,
 							 dbgate_my_proc, i, now_ns, now_ns,
 							 !cl->lim[i].enforce) != DBGATE_DIM_TAKEN)
@@ -250,6 +252,7 @@ take_dims(DbgateBudget **lv, const uint8 *dims, int n, uint32 rated,
 	{
 		if (!(rated & (1 << i)))
 			continue;
+		dbgate_dims_enter(lv[i], dims[i], me, i);
 		if (dbgate_dims_take(lv[i], dims[i], me, i, now_ns, now_ns,
 							 (shadow & (1 << i)) != 0) == DBGATE_DIM_TAKEN)
 			continue;
@@ -281,6 +284,7 @@ admit_leaf_dims(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 {
 	int64		now_ns = dbgate_now_ns();
 
+	dbgate_dims_enter(b, a->lim.dim_flags, dbgate_my_proc, 0);
 	if (dbgate_dims_take(b, a->lim.dim_flags, dbgate_my_proc, 0, now_ns,
 						 now_ns, false) != DBGATE_DIM_TAKEN)
 	{

@@ -646,6 +646,7 @@ install_initial(const DbgateConfig *config)
 	install_entries(config, false);
 	fill_maps(config);
 	dbgate_keylimits_install(config);
+	dbgate_dims_installed();
 }
 
 /*
@@ -802,6 +803,31 @@ dbgate_install_replayed(DbgateConfig *config, XLogRecPtr lsn)
 }
 
 /*
+ * After the dimensions derived what they take from the whole
+ * configuration (a key's own limits: raised, they admit its waiters at
+ * once), the grant step of every tree with a waiter of a budget that uses
+ * a dimension.  Caller holds config_lock exclusively.
+ */
+static void
+grant_dims(DbgateShared *sh)
+{
+	int			i;
+
+	for (i = 0; i < sh->max_budgets; i++)
+	{
+		DbgateBudget *b = &sh->budgets[i].d;
+		int			root;
+
+		if (!b->in_use || b->lim.dim_flags == 0 ||
+			dbgate_st_queued(pg_atomic_read_u64(&b->state)) == 0)
+			continue;
+		root = dbgate_admission_lock_tree(i);
+		dbgate_admission_grant(root);
+		LWLockRelease(dbgate_budget_lock(root));
+	}
+}
+
+/*
  * Make 'config' the installed configuration.  Runs in the COMMIT callback
  * of a transaction that changed the configuration, holding the commit lock,
  * or in WAL redo: it must not fail.  The image fits: the committing backend
@@ -816,6 +842,8 @@ dbgate_install_config(const DbgateConfig *config, XLogRecPtr lsn)
 	install_entries(config, true);
 	fill_maps(config);
 	dbgate_keylimits_install(config);
+	dbgate_dims_installed();
+	grant_dims(sh);
 	sh->state_lsn = lsn;
 	pg_atomic_fetch_add_u64(&sh->generation, 1);
 	LWLockRelease(sh->config_lock);

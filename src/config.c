@@ -134,23 +134,6 @@ warn_quarantine_inert(const DbgateBudgetConf *c)
 				 errhint("Set compute_query_id to auto (the default) or on.")));
 }
 
-/*
- * Keys (1.3) are configuration only in this build: the key mechanism of
- * admission does not exist yet, so key_by and key limits are accepted,
- * stored and replicated, and hold nothing back.  Said wherever they are
- * set (a create or alter that leaves a budget with key_by, set_key_limit),
- * so that no setting is silently inert; the key mechanism removes this.
- */
-static void
-warn_keys_not_enforced(const char *budget)
-{
-	if (!apply_reports)
-		return;
-	ereport(WARNING,
-			(errmsg("key limits of budget \"%s\" are not enforced", budget),
-			 errdetail("This build of dbgate stores key_by and key limits but does not enforce them.")));
-}
-
 /* create_budget: a new budget, checked as a whole. */
 static void
 apply_create(DbgateConfig *config, const PendingOp *op)
@@ -177,8 +160,6 @@ apply_create(DbgateConfig *config, const PendingOp *op)
 	config->budgets[config->nbudgets - 1].src_index = -1;
 	config->budgets[config->nbudgets - 1].src_incarnation = 0;
 	warn_quarantine_inert(&op->conf);
-	if (op->conf.key_by[0] != '\0')
-		warn_keys_not_enforced(op->conf.name);
 }
 
 /*
@@ -234,7 +215,6 @@ apply_set_key_limit(DbgateConfig *config, const PendingOp *op)
 		config->keylimits[ki] = *k;
 	else
 		dbgate_image_add_keylimit(config, k);
-	warn_keys_not_enforced(k->budget);
 }
 
 /* reset_key_limit (1.3): one key's limits, or every key's of the budget. */
@@ -298,8 +278,6 @@ apply_alter(DbgateConfig *config, const PendingOp *op)
 	config->budgets[bi] = altered;
 	if (op->mask & DBGATE_FIELD_BIT(dbgate_field_index("quarantine")))
 		warn_quarantine_inert(&altered);
-	if (altered.key_by[0] != '\0')
-		warn_keys_not_enforced(altered.name);
 }
 
 /*

@@ -12,6 +12,7 @@
  * The settings are defined here, their variables where they are used:
  * dbgate.enabled, dbgate.max_budgets, dbgate.max_roles and
  * dbgate.max_quarantine in shmem.c, dbgate.max_key_limits in keylimits.c,
+ * dbgate.max_keys in keytab.c,
  * dbgate.default_budget in classify.c.  This file is the top of dbgate:
  * it wires the statement path (slot.c and below) and the configuration
  * side (config.c, wal.c) into PostgreSQL, and nothing calls into it.
@@ -50,6 +51,7 @@
 #include "parallel.h"
 #include "planner.h"
 #include "keylimits.h"
+#include "keytab.h"
 #include "quarantine.h"
 #include "queryid.h"
 #include "runaway.h"
@@ -178,6 +180,16 @@ _PG_init(void)
 							&dbgate_max_key_limits,
 							1000,
 							0, DBGATE_MAX_KEY_LIMITS_LIMIT,
+							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("dbgate.max_keys",
+							"Capacity of the table of live keys (key_by), all budgets together.",
+							"A key that finds no room is counted under its budget's overflow key.",
+							&dbgate_max_keys,
+							10000,
+							0, DBGATE_MAX_KEYS_LIMIT,
 							PGC_POSTMASTER,
 							0,
 							NULL, NULL, NULL);

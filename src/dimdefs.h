@@ -48,23 +48,22 @@
  * also when it does not admit: the grant step's due and take run in the
  * backend that grants, and find it there.
  *
- * Keys, the next dimension, as the table expects them: key.c's install
- * sets its bit on a budget with key_by (so take, untake and due are
- * called at that level alone); shmem_size and shmem_init give it the key
- * table (dbgate.max_keys entries of a fixed size); take finds or adds the
- * statement's key, counts it active and takes a token of the key's
- * bucket, answering DBGATE_DIM_UNTIL_RELEASE at key_max_active or the
- * token's due time under key_max_rate, and keeps the key entry's index
- * in its field of DbgateProc with its bit in dim_held; untake and
- * release give back what it counted (untake the token too); due answers
- * as take for a waiter's key, taking nothing; a key's waiters wait in
- * their budget's queue, so the slot's return after release sees them in
- * 'queued' and runs the grant step; reset_stats zeroes its counters.
- * Still the core's, not the table's: which waiter of a budget's queue
- * goes first (trees.c's order_pick(): the cross-key hand-off), the
- * message of a 53300 that a dimension caused (waiting.c names the rate),
- * and a slot moved by the runaway worker (move.c returns the source's
- * levels without release).
+ * A dimension that partitions a budget's statements (keys: keydim.c)
+ * has five more callbacks, NULL for the others: enter, in the
+ * statement's own process before its first take at the level (what only
+ * that process can learn: the key, and the hold of its entry); join and
+ * unjoin, as the statement joins and leaves its budget's queue (a limit
+ * on the waiters of one part: key_max_queued); pick, the waiter of a
+ * budget's queue that a free slot goes to (the order across the parts:
+ * the key with the fewest active first); newcomer_waits, whether a
+ * newcomer may take a free slot past the waiters.  Its release is called
+ * at the slot's end and for a statement that leaves without a slot
+ * (rejected, timed out, canceled while queued, ungated, classified
+ * again), so that a queued statement keeps what enter took until it is
+ * done.  installed runs after every configuration install (what the
+ * dimension derives from the whole configuration: the key limits).
+ * Still the core's, not the table's: a slot moved by the runaway worker
+ * (move.c returns the source's levels without release).
  *
  *-------------------------------------------------------------------------
  */
@@ -79,6 +78,7 @@
 typedef enum DbgateDimId
 {
 	DBGATE_DIM_RATE = 0,		/* max_rate, rate_burst: rate.c */
+	DBGATE_DIM_KEY,				/* key_by and the key_* limits: keydim.c */
 	DBGATE_NDIMS
 } DbgateDimId;
 
@@ -112,13 +112,13 @@ typedef struct DbgateDimension
 
 	/*
 	 * Shared memory of the dimension's own beyond the budget entries (a
-	 * key table): its size (requested at the postmaster's
-	 * shmem_request_hook), and its set-up in every process (ShmemInitStruct
-	 * of that size under AddinShmemInitLock, initialised when not found:
-	 * as adapt.c's).  NULL when none (the rate keeps one word in the
-	 * budget entry, shmem.h).
+	 * key table): its request (RequestAddinShmemSpace() and any LWLock
+	 * tranche, at the postmaster's shmem_request_hook), and its set-up in
+	 * every process (ShmemInitStruct under AddinShmemInitLock, initialised
+	 * when not found: as adapt.c's).  NULL when none (the rate keeps one
+	 * word in the budget entry, shmem.h).
 	 */
-	Size		(*shmem_size) (void);
+	void		(*shmem_request) (void);
 	void		(*shmem_init) (void);
 
 	/*
@@ -164,6 +164,59 @@ typedef struct DbgateDimension
 
 	/* Zero the dimension's counters of budget b (dbgate.reset_stats). */
 	void		(*reset_stats) (DbgateBudget *b);
+
+	/*
+	 * A dimension that partitions a budget's statements (see above); NULL
+	 * for the others.
+	 *
+	 * enter: e's statement arrives at level 'level' of budget b, in its own
+	 * process (e == dbgate_my_proc), with no lock held, before its first
+	 * take there: learn what only its process can and keep it in e, with
+	 * the dimension's bit in e->dim_held (release gives it back).
+	 */
+	void		(*enter) (DbgateBudget *b, DbgateProc *e, int level);
+
+	/*
+	 * join: under the tree lock, e's statement is about to join budget
+	 * b's queue: may it?  false: it is rejected (53300) with a DETAIL
+	 * written into detail (len bytes), counted by the dimension.  true: it
+	 * is counted as waiting.  unjoin: it left the queue (granted or not),
+	 * under the tree lock.
+	 */
+	bool		(*join) (DbgateBudget *b, DbgateProc *e, char *detail, int len);
+	void		(*unjoin) (DbgateProc *e);
+
+	/*
+	 * pick: under the tree lock, the waiter of budget b's queue that a
+	 * free slot of b goes to (b's queue order l within each part), or -1
+	 * if none could take it now; if none could but one lacks only what
+	 * falls due at a time (a token), that one, which the caller's due()
+	 * then finds blocked.  *overdue: chosen because it waited
+	 * overtake_limit ('lifo').
+	 */
+	int			(*pick) (DbgateBudget *b, const DbgateLimits *l,
+						 TimestampTz now, int64 now_ns, bool *overdue);
+
+	/*
+	 * newcomer_waits: under the tree lock, in a fair budget b with
+	 * waiters and room: must newcomer e queue behind them?
+	 */
+	bool		(*newcomer_waits) (DbgateBudget *b, const DbgateLimits *l,
+								   DbgateProc *e, TimestampTz now);
+
+	/*
+	 * installed: after a configuration install, under config_lock held
+	 * exclusively and no tree lock.
+	 */
+	void		(*installed) (void);
+
+	/*
+	 * explain: take at level 0 did not admit e's statement a moment ago
+	 * (under the tree lock): if this dimension is why, the first part of
+	 * the DETAIL of its 53300 into detail (len bytes), and true.
+	 */
+	bool		(*explain) (DbgateBudget *b, DbgateProc *e, char *detail,
+							int len);
 } DbgateDimension;
 
 /* Nanoseconds of the monotonic clock (vDSO: no system call). */

@@ -24,10 +24,12 @@
 #include "storage/shmem.h"
 
 #include "dimension.h"
+#include "keydim.h"
 #include "rate.h"
 
 const DbgateDimension *const dbgate_dimensions[DBGATE_NDIMS] = {
 	[DBGATE_DIM_RATE] = &dbgate_rate_dimension,
+	[DBGATE_DIM_KEY] = &dbgate_key_dimension,
 };
 
 /*
@@ -85,6 +87,22 @@ dbgate_dims_reset_stats(DbgateBudget *b)
 	}
 }
 
+/*
+ * After a configuration install (config_lock exclusive, no tree lock):
+ * what the dimensions derive from the whole configuration.
+ */
+void
+dbgate_dims_installed(void)
+{
+	int			d;
+
+	for (d = 0; d < DBGATE_NDIMS; d++)
+	{
+		if (dbgate_dimensions[d]->installed != NULL)
+			dbgate_dimensions[d]->installed();
+	}
+}
+
 /* The shared memory of the dimensions that have their own. */
 void
 dbgate_dims_shmem_request(void)
@@ -93,8 +111,8 @@ dbgate_dims_shmem_request(void)
 
 	for (d = 0; d < DBGATE_NDIMS; d++)
 	{
-		if (dbgate_dimensions[d]->shmem_size != NULL)
-			RequestAddinShmemSpace(dbgate_dimensions[d]->shmem_size());
+		if (dbgate_dimensions[d]->shmem_request != NULL)
+			dbgate_dimensions[d]->shmem_request();
 	}
 }
 

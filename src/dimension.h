@@ -16,7 +16,7 @@
  * and one entry of dbgate_dimensions[] (dimension.c); then its fields
  * (fields.c and DbgateBudgetConf, src/README's recipe), its state (a word
  * of the budget entry, shmem.h, or its own shared memory through
- * shmem_size and shmem_init; per-statement state in a field of
+ * shmem_request and shmem_init; per-statement state in a field of
  * DbgateProc) and the upgrade script.
  *
  * A dimension with per-statement state (a key) uses the callbacks so:
@@ -117,12 +117,117 @@ dbgate_dims_due(DbgateBudget *b, uint8 dims, DbgateProc *e, int level,
 	return due;
 }
 
+/*
+ * A statement enters level 'level' (budget entry b, dimensions 'dims') in
+ * its own process, with no lock held: the dimensions that keep what only
+ * its process can learn take it (enter).
+ */
+static inline void
+dbgate_dims_enter(DbgateBudget *b, uint8 dims, DbgateProc *e, int level)
+{
+	int			d;
+
+	for (d = 0; d < DBGATE_NDIMS; d++)
+	{
+		if ((dims & DBGATE_DIM_BIT(d)) && dbgate_dimensions[d]->enter != NULL)
+			dbgate_dimensions[d]->enter(b, e, level);
+	}
+}
+
+/*
+ * Under the tree lock, e's statement is about to join b's queue: may it
+ * (join of each dimension of dims that limits waiters)?  false: a DETAIL
+ * for its 53300 is in detail, and nothing is counted.
+ */
+static inline bool
+dbgate_dims_join(DbgateBudget *b, uint8 dims, DbgateProc *e, char *detail,
+				 int len)
+{
+	int			d;
+
+	for (d = 0; d < DBGATE_NDIMS; d++)
+	{
+		if (!(dims & DBGATE_DIM_BIT(d)) || dbgate_dimensions[d]->join == NULL)
+			continue;
+		if (!dbgate_dimensions[d]->join(b, e, detail, len))
+		{
+			while (--d >= 0)
+			{
+				if ((dims & DBGATE_DIM_BIT(d)) &&
+					dbgate_dimensions[d]->unjoin != NULL)
+					dbgate_dimensions[d]->unjoin(e);
+			}
+			return false;
+		}
+	}
+	return true;
+}
+
+/* e left its queue (tree lock): the dimensions of e->dim_held uncount it. */
+static inline void
+dbgate_dims_unjoin(DbgateProc *e)
+{
+	int			d;
+
+	for (d = 0; d < DBGATE_NDIMS; d++)
+	{
+		if ((e->dim_held & DBGATE_DIM_BIT(d)) &&
+			dbgate_dimensions[d]->unjoin != NULL)
+			dbgate_dimensions[d]->unjoin(e);
+	}
+}
+
+/*
+ * The dimension of dims that orders budget b's queue (pick), or -1 (the
+ * queue order alone).
+ */
+static inline int
+dbgate_dims_orderer(uint8 dims)
+{
+	int			d;
+
+	for (d = 0; dims != 0 && d < DBGATE_NDIMS; d++)
+	{
+		if ((dims & DBGATE_DIM_BIT(d)) && dbgate_dimensions[d]->pick != NULL)
+			return d;
+	}
+	return -1;
+}
+
+/* newcomer_waits of the dimension that orders b's queue (there is one). */
+static inline bool
+dbgate_dims_newcomer_waits(DbgateBudget *b, const DbgateLimits *l,
+						   DbgateProc *e, TimestampTz now)
+{
+	return dbgate_dimensions[dbgate_dims_orderer(l->dim_flags)]->newcomer_waits(b, l, e, now);
+}
+
+/*
+ * Why did the dimensions 'dims' of level 0 not admit e's statement?  The
+ * first that can say, into detail; false if none can.
+ */
+static inline bool
+dbgate_dims_explain(DbgateBudget *b, uint8 dims, DbgateProc *e, char *detail,
+					int len)
+{
+	int			d;
+
+	for (d = 0; d < DBGATE_NDIMS; d++)
+	{
+		if ((dims & DBGATE_DIM_BIT(d)) && dbgate_dimensions[d]->explain != NULL &&
+			dbgate_dimensions[d]->explain(b, e, detail, len))
+			return true;
+	}
+	return false;
+}
+
 extern DBGATE_HIDDEN uint8 dbgate_dims_install(DbgateBudget *b,
 											   const DbgateBudgetConf *conf,
 											   DbgateQueueLimits *q);
 extern DBGATE_HIDDEN void dbgate_dims_release(DbgateProc *e,
 											  const DbgateChain *c);
 extern void dbgate_dims_reset_stats(DbgateBudget *b);
+extern void dbgate_dims_installed(void);
 extern void dbgate_dims_shmem_request(void);
 extern void dbgate_dims_shmem_init(void);
 

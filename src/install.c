@@ -34,6 +34,7 @@
 #include "compat.h"
 #include "dimension.h"
 #include "install.h"
+#include "keytab.h"
 #include "queue.h"
 #include "shmem.h"
 
@@ -453,6 +454,88 @@ dbgate_admission_grant(int root)
  * ----------
  */
 
+/* A backend's key as the views show it (tree lock: a queued entry's). */
+static inline void
+copy_key(DbgateProc *e, DbgateBackendRow *row)
+{
+	row->key_flags = e->key_flags & (DBGATE_KEYF_HELD | DBGATE_KEYF_OVERFLOW);
+	row->key_entry = -1;
+	row->key_active = 0;
+	row->key[0] = '\0';
+	if (row->key_flags & DBGATE_KEYF_HELD)
+	{
+		pg_read_barrier();
+		row->key_entry = e->key;
+		row->key_active = dbgate_key_active(e->key);
+		strlcpy(row->key, e->key_text, sizeof(row->key));
+	}
+}
+
+/*
+ * queue_position in a budget with keys (SPEC 1.3 Interactions, Keys and
+ * order): after the overdue prefix of a 'lifo' budget, the selection of
+ * the grant step repeated as if releases belonged to no key -- the key
+ * with the fewest active statements, counting the waiters already
+ * numbered in it; ties to the candidate that waited longest; within a
+ * key, the queue order -- ignoring key limits and tokens.  rows[0, nq)
+ * are the waiters in arrival order.  Without a lock (quadratic in the
+ * waiters: a view's cost, not the statement path's).
+ */
+static void
+key_positions(DbgateBackendRow *rows, int nq, int overdue, bool lifo)
+{
+	int32	   *rep = palloc(sizeof(int32) * Max(nq, 1));	/* first row of its key */
+	uint32	   *count = palloc(sizeof(uint32) * Max(nq, 1));	/* per rep */
+	int32	   *seen = palloc(sizeof(int32) * Max(nq, 1));	/* per rep: step */
+	bool	   *done = palloc0(sizeof(bool) * Max(nq, 1));
+	int			i,
+				j,
+				pos;
+
+	for (i = 0; i < nq; i++)
+	{
+		rep[i] = i;
+		for (j = 0; j < i && rows[i].key_entry >= 0; j++)
+		{
+			if (rows[j].key_entry == rows[i].key_entry)
+			{
+				rep[i] = rep[j];
+				break;
+			}
+		}
+		count[i] = rows[i].key_active;
+		seen[i] = -1;
+		done[i] = (i < overdue);	/* numbered by arrival already */
+	}
+	for (i = 0; i < overdue && i < nq; i++)
+		count[rep[i]]++;
+	for (pos = overdue; pos < nq; pos++)
+	{
+		int			best = -1;
+
+		for (i = 0; i < nq; i++)
+		{
+			int			r = lifo ? nq - 1 - i : i;
+
+			if (done[r] || seen[rep[r]] == pos)
+				continue;
+			seen[rep[r]] = pos; /* r is its key's candidate */
+			if (best < 0 || count[rep[r]] < count[rep[best]] ||
+				(count[rep[r]] == count[rep[best]] && rows[r].since < rows[best].since))
+				best = r;
+		}
+		if (best < 0)
+			break;
+		done[best] = true;
+		count[rep[best]]++;
+		rows[best].position = pos + 1;
+	}
+	pfree(rep);
+	pfree(count);
+	pfree(seen);
+	pfree(done);
+}
+
 /*
  * The backends of budget idx for dbgate.backends: queued ones in the order
  * they would be served (see SPEC: queue_position), then slot holders.  One
@@ -471,6 +554,8 @@ dbgate_admission_backends(int idx, DbgateBackendRow *rows, int maxrows)
 	int			p;
 	int			nqueued = 0;
 	int			overdue = 0;
+	bool		keyed = false;
+	bool		lifo;
 
 	root = dbgate_lock_tree(idx);
 	/* in arrival order; 'lifo' serves the overdue prefix, then newest first */
@@ -497,6 +582,9 @@ dbgate_admission_backends(int idx, DbgateBackendRow *rows, int maxrows)
 		row->via = e->via;
 		row->memory_kb = 0;
 		row->demoted_from = -1;
+		copy_key(e, row);
+		if (row->key_flags & DBGATE_KEYF_HELD)
+			keyed = true;
 		/* position by arrival: 1 .. nqueued */
 		row->position = n + 1;
 		if (b->lim.lifo && n >= overdue)
@@ -526,6 +614,7 @@ dbgate_admission_backends(int idx, DbgateBackendRow *rows, int maxrows)
 		row->rule = e->rule;
 		row->via = e->via;
 		row->memory_kb = (int64) pg_atomic_read_u64(&e->memory_kb);
+		copy_key(e, row);
 		/* demote.c: moved here (the budget it came from, if it still is) */
 		row->demoted_from = -1;
 		if ((pg_atomic_read_u64(&e->move) & DBGATE_MV_DONE) &&
@@ -534,7 +623,10 @@ dbgate_admission_backends(int idx, DbgateBackendRow *rows, int maxrows)
 			budget_entry(e->demoted_from)->incarnation == e->demoted_from_inc)
 			row->demoted_from = e->demoted_from;
 	}
+	lifo = b->lim.lifo;
 	unlock_tree(root);
+	if (keyed)
+		key_positions(rows, Min(nqueued, n), overdue, lifo);
 	return n;
 }
 

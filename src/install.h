@@ -49,6 +49,10 @@ typedef struct DbgateBackendRow
 	int64		memory_kb;		/* open memory grants */
 	int			demoted_from;	/* budget index a demoted slot came from, or
 								 * -1 (1.3, demote.c) */
+	uint8		key_flags;		/* DBGATE_KEYF_* (1.3): HELD, OVERFLOW */
+	int32		key_entry;		/* its key's entry (queue_position) */
+	uint32		key_active;		/* ... and its active statements */
+	char		key[DBGATE_KEY_MAXLEN + 1];
 } DbgateBackendRow;
 
 extern int	dbgate_admission_backends(int idx, DbgateBackendRow *rows,

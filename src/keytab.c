@@ -193,6 +193,7 @@ dbgate_keytab_shmem_init(void)
 			pg_atomic_init_u64(&e->admitted, 0);
 			pg_atomic_init_u64(&e->rejected, 0);
 			pg_atomic_init_u64(&e->rate_limited, 0);
+			pg_atomic_init_u64(&e->holds, 0);
 			if (i < ksh->nplain)
 				e->next = (i + 1 < ksh->nplain) ? i + 1 : -1;
 			else if (i < ksh->nplain + ksh->nlimited)
@@ -218,6 +219,47 @@ int32
 dbgate_keytab_entries(void)
 {
 	return ksh->nplain + ksh->nlimited + ksh->nbudgets;
+}
+
+/* ----------
+ * Limits
+ * ----------
+ */
+
+static void
+rate_limits(double max_rate, int32 burst, DbgateKeyLimits *lim)
+{
+	lim->rate_interval_ns = 0;
+	lim->rate_tolerance_ns = 0;
+	if (max_rate > 0)
+	{
+		double		interval = 1e9 / max_rate;
+
+		lim->rate_interval_ns = (int64) Max(interval, 1.0);
+		lim->rate_tolerance_ns = (int64) (Max(burst, 1) - 1) *
+			lim->rate_interval_ns;
+	}
+}
+
+void
+dbgate_keytab_conf_limits(const DbgateBudgetConf *conf, DbgateKeyLimits *lim)
+{
+	lim->max_active = conf->key_max_active;
+	lim->max_queued = conf->key_max_queued;
+	lim->max_rate = conf->key_max_rate;
+	lim->rate_burst = conf->key_rate_burst;
+	rate_limits(conf->key_max_rate, conf->key_rate_burst, lim);
+}
+
+void
+dbgate_keytab_limits_of(const DbgateKeyLimitEntry *kl,
+						const DbgateKeyLimits *deflim, DbgateKeyLimits *lim)
+{
+	lim->max_active = kl->max_active >= 0 ? kl->max_active : deflim->max_active;
+	lim->max_queued = kl->max_queued >= 0 ? kl->max_queued : deflim->max_queued;
+	lim->max_rate = kl->max_rate >= 0 ? kl->max_rate : deflim->max_rate;
+	lim->rate_burst = kl->rate_burst >= 0 ? kl->rate_burst : deflim->rate_burst;
+	rate_limits(lim->max_rate, lim->rate_burst, lim);
 }
 
 /* ----------
@@ -477,14 +519,35 @@ overflow_of(int32 budget)
 	return ksh->nplain + ksh->nlimited + budget;
 }
 
+/*
+ * The limits of a key of budget (index, incarnation) with an entry of
+ * set_key_limit: into *lim (its NULLs the budget's key_* values), true.
+ * false: none (the budget's key_* limits apply).
+ */
+static bool
+own_limits(int32 budget, uint32 incarnation, const char *key, int len,
+		   DbgateKeyLimits *lim)
+{
+	DbgateKeyLimitEntry kl;
+	bool		found;
+
+	LWLockAcquire(dbgate_shared->config_lock, LW_SHARED);
+	found = budget_entry(budget)->incarnation == incarnation &&
+		dbgate_keylimit_lookup(budget, key, len, &kl);
+	if (found)
+		dbgate_keytab_limits_of(&kl, &ksh->deflim[budget], lim);
+	LWLockRelease(dbgate_shared->config_lock);
+	return found;
+}
+
 static int32
 keytab_make(int32 budget, uint32 incarnation, uint32 hash, const char *key,
-			int len, const DbgateKeyLimits *deflim,
-			const DbgateKeyLimits *own_lim, bool *overflowed)
+			int len, bool *overflowed)
 {
 	int64		now_ns = dbgate_now_ns();
 	LWLock	   *lock = dbgate_key_partition_lock(hash);
-	bool		limited = (own_lim != NULL);
+	DbgateKeyLimits own;
+	bool		limited = own_limits(budget, incarnation, key, len, &own);
 	int32		k;
 	int32		found;
 	DbgateKey  *e;
@@ -500,6 +563,7 @@ keytab_make(int32 budget, uint32 incarnation, uint32 hash, const char *key,
 	{
 		k = overflow_of(budget);
 		pg_atomic_fetch_add_u32(&dbgate_keys[k].refs, 1);
+		pg_atomic_fetch_add_u64(&dbgate_keys[k].holds, 1);
 		*overflowed = true;
 		return k;
 	}
@@ -524,11 +588,12 @@ keytab_make(int32 budget, uint32 incarnation, uint32 hash, const char *key,
 	pg_atomic_write_u32(&e->refs, 1);
 	pg_atomic_write_u32(&e->active, 0);
 	e->queued = 0;
-	e->lim = own_lim != NULL ? *own_lim : *deflim;
+	e->lim = limited ? own : ksh->deflim[budget];
 	pg_atomic_write_u64(&e->rate_tat, 0);
 	pg_atomic_write_u64(&e->admitted, 0);
 	pg_atomic_write_u64(&e->rejected, 0);
 	pg_atomic_write_u64(&e->rate_limited, 0);
+	pg_atomic_write_u64(&e->holds, 0);
 	e->since = GetCurrentTimestamp();
 	e->next = *bucket_of(hash);
 	*bucket_of(hash) = k;
@@ -538,7 +603,6 @@ keytab_make(int32 budget, uint32 incarnation, uint32 hash, const char *key,
 
 int32
 dbgate_key_hold(int32 budget, uint32 incarnation, const char *key, int len,
-				const DbgateKeyLimits *deflim, const DbgateKeyLimits *own_lim,
 				bool *overflowed)
 {
 	uint32		hash = key_hash(budget, key, len);
@@ -554,8 +618,7 @@ dbgate_key_hold(int32 budget, uint32 incarnation, const char *key, int len,
 	LWLockRelease(lock);
 	if (k >= 0)
 		return k;
-	return keytab_make(budget, incarnation, hash, key, len, deflim, own_lim,
-					   overflowed);
+	return keytab_make(budget, incarnation, hash, key, len, overflowed);
 }
 
 /* ----------
@@ -596,13 +659,14 @@ dbgate_keytab_set_budget(int32 budget, uint32 incarnation, bool keyed,
 		ov->kind = DBGATE_KEY_OVERFLOW;
 		ov->len = 0;
 		ov->key[0] = '\0';
-		pg_atomic_write_u32(&ov->active, 0);
-		ov->queued = 0;
+		/* (active and queued drain: the dropped budget's statements that
+		 * still count there give them back when they are done) */
 		ov->lim = ksh->deflim[budget];
 		pg_atomic_write_u64(&ov->rate_tat, 0);
 		pg_atomic_write_u64(&ov->admitted, 0);
 		pg_atomic_write_u64(&ov->rejected, 0);
 		pg_atomic_write_u64(&ov->rate_limited, 0);
+		pg_atomic_write_u64(&ov->holds, 0);
 		ov->since = GetCurrentTimestamp();
 	}
 	else
@@ -720,6 +784,17 @@ dbgate_keytab_reset_stats(int32 budget, uint32 incarnation)
 		pg_atomic_write_u64(&e->admitted, 0);
 		pg_atomic_write_u64(&e->rejected, 0);
 		pg_atomic_write_u64(&e->rate_limited, 0);
+		pg_atomic_write_u64(&e->holds, 0);
 		e->since = now;
 	}
+}
+
+uint64
+dbgate_keytab_overflowed(int32 budget, uint32 incarnation)
+{
+	DbgateKey  *ov = &dbgate_keys[overflow_of(budget)];
+
+	if (ov->budget != budget || ov->incarnation != incarnation)
+		return 0;
+	return pg_atomic_read_u64(&ov->holds);
 }

@@ -17,6 +17,7 @@
 #include "port/atomics.h"
 #include "utils/timestamp.h"
 
+#include "keylimits.h"
 #include "shmem.h"
 
 /* Keys are compared on their first DBGATE_KEY_BYTES bytes (SPEC). */
@@ -34,9 +35,18 @@ typedef struct DbgateKeyLimits
 {
 	int32		max_active;
 	int32		max_queued;
+	double		max_rate;		/* as configured (the views) */
+	int32		rate_burst;
 	int64		rate_interval_ns;	/* 10^9 / max_rate */
 	int64		rate_tolerance_ns;	/* (rate_burst - 1) x rate_interval_ns */
 } DbgateKeyLimits;
+
+/* A budget's key_* limits; a key's own (set_key_limit) over them. */
+extern void dbgate_keytab_conf_limits(const DbgateBudgetConf *conf,
+									  DbgateKeyLimits *lim);
+extern void dbgate_keytab_limits_of(const DbgateKeyLimitEntry *kl,
+									const DbgateKeyLimits *deflim,
+									DbgateKeyLimits *lim);
 
 /* DbgateKey.kind */
 #define DBGATE_KEY_FREE		0
@@ -74,11 +84,16 @@ typedef struct DbgateKey
 	pg_atomic_uint64 admitted;
 	pg_atomic_uint64 rejected;
 	pg_atomic_uint64 rate_limited;
+	pg_atomic_uint64 holds;		/* the overflow key: statements counted
+								 * there (keys_overflowed) */
 	TimestampTz since;			/* when the entry was made */
+	uint64		pick_mark;		/* the grant step's scratch (keydim.c):
+								 * tree lock */
 } DbgateKey;
 
-/* The settings that size the table (dbgate.c defines them). */
+/* dbgate.max_keys (defined here, registered by dbgate.c) and its bound. */
 extern PGDLLIMPORT int dbgate_max_keys;
+#define DBGATE_MAX_KEYS_LIMIT 10000000
 
 extern void dbgate_keytab_shmem_request(void);
 extern void dbgate_keytab_shmem_init(void);
@@ -103,15 +118,12 @@ extern int	dbgate_key_cut(const char *key, int len);
 /*
  * The entry of a key of budget (index, incarnation), found or made, held
  * for the caller (refs + 1): the budget's overflow key when the table has
- * no room for it (*overflowed set).  'own' says whether the key has limits
- * of its own (they are then in *own_lim) and 'deflim' is the budget's
- * key_* limits: the limits of a new entry.  Never fails.
+ * no room for it (*overflowed set).  A new entry has the key's own limits
+ * (set_key_limit: looked up under config_lock, so the caller holds no
+ * lock of dbgate's) or the budget's key_* limits.  Never fails.
  */
 extern int32 dbgate_key_hold(int32 budget, uint32 incarnation,
-							 const char *key, int len,
-							 const DbgateKeyLimits *deflim,
-							 const DbgateKeyLimits *own_lim,
-							 bool *overflowed);
+							 const char *key, int len, bool *overflowed);
 
 /* Give back a hold of dbgate_key_hold(). */
 static inline void
@@ -140,6 +152,13 @@ dbgate_key_take_active(int32 k, bool force)
 		if (pg_atomic_compare_exchange_u32(&e->active, &old, old + 1))
 			return room;
 	}
+}
+
+/* Key k's active statements (the views). */
+static inline uint32
+dbgate_key_active(int32 k)
+{
+	return pg_atomic_read_u32(&key_entry(k)->active);
 }
 
 static inline void
@@ -179,6 +198,10 @@ extern LWLock *dbgate_key_partition_lock(uint32 hash);
  * out if it is live (the view). */
 extern void dbgate_keytab_count_live(int32 *live, int64 now_ns);
 extern bool dbgate_keytab_read(int32 k, DbgateKey *copy, int64 now_ns);
+
+/* Statements of budget (index, incarnation) counted under its overflow
+ * key since its statistics were reset (dbgate.status keys_overflowed). */
+extern uint64 dbgate_keytab_overflowed(int32 budget, uint32 incarnation);
 
 /* Reset the statistics of budget b's entries (reset_stats). */
 extern void dbgate_keytab_reset_stats(int32 budget, uint32 incarnation);

@@ -178,6 +178,10 @@ dbgate_list_unlink(DbgateBudget *b, int procno)
 {
 	DbgateProc *p = proc_entry(procno);
 
+	/* a dimension that counts waiters (a key's 'queued') uncounts it */
+	if (unlikely(p->dim_held != 0))
+		dbgate_dims_unjoin(p);
+
 	if (p->prev >= 0)
 		proc_entry(p->prev)->next = p->next;
 	else

@@ -55,6 +55,7 @@
 #include "postgres.h"
 
 #include "dimdefs.h"
+#include "gcra.h"
 #include "rate.h"
 #include "shmem.h"
 
@@ -66,67 +67,29 @@
 static int64
 rate_due(DbgateBudget *b, DbgateProc *e, int level, int64 now_ns)
 {
-	int64		tat = (int64) pg_atomic_read_u64(&b->rate_tat);
-	int64		tolerance = b->qlim.rate_tolerance_ns;
-
-	if (tat <= now_ns || tat - now_ns <= tolerance)
-		return 0;
-	return tat - tolerance;
+	return dbgate_gcra_due(&b->rate_tat, b->qlim.rate_tolerance_ns, now_ns);
 }
 
 /*
- * Take a token of budget b.  Returns 0 when taken, otherwise when the next
- * one is due (nothing taken).  With 'force' a token is always taken, even
- * ahead of its time (shadow mode: counted as held back, not held back);
- * the return value then still says whether one was due.  Whether a token
- * is there is judged at now_ns, and it is taken as of asof_ns (<= now_ns;
- * now_ns but for a queued statement) if the bucket's next token fell due
- * before now: tat moves on from max(tat, asof_ns), so the time between
- * its due time and now is not lost.
+ * Take a token of budget b (gcra.h: judged at now_ns, taken as of
+ * asof_ns; with 'force' always taken, shadow mode: counted as held back,
+ * not held back).  Returns 0 when taken, otherwise when the next one is
+ * due.
  */
 static int64
 rate_take(DbgateBudget *b, DbgateProc *e, int level, int64 now_ns,
 		  int64 asof_ns, bool force)
 {
-	uint64		old = pg_atomic_read_u64(&b->rate_tat);
-	int64		interval = b->qlim.rate_interval_ns;
-	int64		tolerance = b->qlim.rate_tolerance_ns;
-
-	Assert(asof_ns <= now_ns);
-	for (;;)
-	{
-		int64		next = Max((int64) old, now_ns);
-		int64		start = Max((int64) old, asof_ns);
-		int64		due = 0;
-
-		if (next - now_ns > tolerance)
-		{
-			due = next - tolerance;
-			if (!force)
-				return due;
-		}
-		if (pg_atomic_compare_exchange_u64(&b->rate_tat, &old,
-										   (uint64) (start + interval)))
-			return due;
-	}
+	return dbgate_gcra_take(&b->rate_tat, b->qlim.rate_interval_ns,
+							b->qlim.rate_tolerance_ns, now_ns, asof_ns,
+							force);
 }
 
-/*
- * Give back a token taken a moment ago (its admission did not happen).
- */
+/* Give back a token taken a moment ago (its admission did not happen). */
 static void
 rate_untake(DbgateBudget *b, DbgateProc *e, int level)
 {
-	uint64		old = pg_atomic_read_u64(&b->rate_tat);
-	uint64		interval = (uint64) b->qlim.rate_interval_ns;
-
-	for (;;)
-	{
-		uint64		new = (old > interval) ? old - interval : 0;
-
-		if (pg_atomic_compare_exchange_u64(&b->rate_tat, &old, new))
-			return;
-	}
+	dbgate_gcra_untake(&b->rate_tat, b->qlim.rate_interval_ns);
 }
 
 /* A full bucket. */
@@ -174,7 +137,7 @@ rate_reset_stats(DbgateBudget *b)
 
 const DbgateDimension dbgate_rate_dimension = {
 	.name = "rate",
-	.shmem_size = NULL,
+	.shmem_request = NULL,
 	.shmem_init = NULL,
 	.install = rate_install,
 	.take = rate_take,

@@ -251,6 +251,7 @@ typedef struct DbgateProc
 								 * due time (a token: rate_limited) */
 	uint8		dim_held;		/* dimensions with per-statement state in
 								 * this entry (dimdefs.h) */
+	uint8		key_flags;		/* DBGATE_KEYF_* (keydim.c) */
 	uint8		rule;			/* DbgateRule of the classification */
 	Oid			via;			/* DBGATE_BY_MEMBER: the group */
 	int32		prev;			/* queue links: proc numbers or -1 */
@@ -265,6 +266,15 @@ typedef struct DbgateProc
 	 */
 	DbgateChain chain;
 	pg_atomic_uint64 memory_kb; /* open memory grants */
+
+	/*
+	 * Its key (1.3, keydim.c): the entry of the table of keys it holds
+	 * (-1: none) and the key's bytes as the views show them.  Written by
+	 * the backend itself (enter, release), and key_flags also by whoever
+	 * grants it a slot or counts it as a waiter under the tree lock.
+	 */
+	int32		key;
+	char		key_text[DBGATE_KEY_MAXLEN + 1];
 
 	/*
 	 * Demotion (1.3, demote.c has the protocol): the move word (ticket and
@@ -287,6 +297,14 @@ typedef struct DbgateProc
 	int32		watch_lock_ms;	/* 0: none */
 	TimestampTz watch_deadline; /* 0: none */
 } DbgateProc;
+
+/* DbgateProc.key_flags (keydim.c) */
+#define DBGATE_KEYF_ACTIVE		0x01	/* counted active at its key */
+#define DBGATE_KEYF_TOKEN		0x02	/* took a token of its key's bucket */
+#define DBGATE_KEYF_QUEUED		0x04	/* counted as waiting at its key */
+#define DBGATE_KEYF_OVERFLOW	0x08	/* its key is the overflow key */
+#define DBGATE_KEYF_WAITED		0x10	/* held back by its key's token */
+#define DBGATE_KEYF_HELD		0x20	/* holds a key (key, key_text) */
 
 /*
  * The move word of a backend's entry (DbgateProc.move): | ticket:32 |

@@ -20,7 +20,9 @@
 
 #include "classify.h"
 #include "compat.h"			/* PG_FUNCTION_INFO_V1 exports on 15 too */
+#include "dimdefs.h"
 #include "install.h"
+#include "keytab.h"
 #include "queue.h"
 #include "shmem.h"
 #include "waiting.h"
@@ -39,11 +41,11 @@ PG_FUNCTION_INFO_V1(dbgate_wait_histogram);
 #define BUDGET_STATUS_COLS_1_0	17
 #define BUDGET_STATUS_COLS_1_1	21
 #define BUDGET_STATUS_COLS_1_2	26
-#define BUDGET_STATUS_COLS		31
+#define BUDGET_STATUS_COLS		33
 #define BACKEND_STATUS_COLS_1_0 6
 #define BACKEND_STATUS_COLS_1_1 7
 #define BACKEND_STATUS_COLS_1_2 8
-#define BACKEND_STATUS_COLS		9
+#define BACKEND_STATUS_COLS		11
 #define WAIT_HISTOGRAM_COLS		3
 
 /* What one row of dbgate.status shows, copied out of shared memory. */
@@ -62,6 +64,8 @@ typedef struct StatusRow
 	uint64		canceled;
 	uint64		lock_holder;
 	uint32		adaptive_limit; /* 0: the budget does not adapt */
+	int32		keys;			/* live keys (1.3) */
+	uint64		keys_overflowed;
 	uint64		runaways;
 	uint64		demoted_out;
 	uint64		demoted_in;
@@ -160,6 +164,7 @@ copy_status(int i, StatusRow *r)
 	r->demoted_out = pg_atomic_read_u64(&b->demoted_out);
 	r->demoted_in = pg_atomic_read_u64(&b->demoted_in);
 	r->quarantined = pg_atomic_read_u64(&b->quarantined);
+	r->keys_overflowed = dbgate_keytab_overflowed(i, b->incarnation);
 	for (k = 0; k < DBGATE_HIST_BUCKETS; k++)
 		r->hist[k] = pg_atomic_read_u64(&b->wait_hist[k]);
 	parent = (b->first_child >= 0);
@@ -181,6 +186,7 @@ status_rows(FunctionCallInfo fcinfo, int ncols, int *nrows)
 	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	DbgateShared *sh;
 	StatusRow  *rows;
+	int32	   *live;
 	int			i;
 
 	dbgate_check_loaded();
@@ -191,14 +197,20 @@ status_rows(FunctionCallInfo fcinfo, int ncols, int *nrows)
 			 rsinfo->setDesc->natts, ncols);
 
 	rows = palloc(sizeof(StatusRow) * sh->max_budgets);
+	live = palloc(sizeof(int32) * sh->max_budgets);
 	*nrows = 0;
 	LWLockAcquire(sh->config_lock, LW_SHARED);
+	dbgate_keytab_count_live(live, dbgate_now_ns());
 	for (i = 0; i < sh->max_budgets; i++)
 	{
 		if (sh->budgets[i].d.in_use)
+		{
+			rows[*nrows].keys = live[i];
 			copy_status(i, &rows[(*nrows)++]);
+		}
 	}
 	LWLockRelease(sh->config_lock);
+	pfree(live);
 	return rows;
 }
 
@@ -252,12 +264,14 @@ budget_status(FunctionCallInfo fcinfo, int ncols)
 		/* 1.3 */
 		if (ncols > BUDGET_STATUS_COLS_1_2)
 		{
-			values[26] = Int64GetDatum((int64) r->runaways);
-			values[27] = Int64GetDatum((int64) r->demoted_out);
-			values[28] = Int64GetDatum((int64) r->demoted_in);
-			values[29] = Int64GetDatum((int64) r->quarantined);
-			values[30] = Int32GetDatum((int32) r->adaptive_limit);
-			nulls[30] = (r->adaptive_limit == 0);
+			values[26] = Int32GetDatum(r->keys);
+			values[27] = Int64GetDatum((int64) r->keys_overflowed);
+			values[28] = Int64GetDatum((int64) r->runaways);
+			values[29] = Int64GetDatum((int64) r->demoted_out);
+			values[30] = Int64GetDatum((int64) r->demoted_in);
+			values[31] = Int64GetDatum((int64) r->quarantined);
+			values[32] = Int32GetDatum((int32) r->adaptive_limit);
+			nulls[32] = (r->adaptive_limit == 0);
 		}
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
@@ -448,13 +462,27 @@ backend_status(FunctionCallInfo fcinfo, int ncols)
 			else
 				nulls[7] = true;
 		}
-		/* 1.3: where a demoted statement was moved from (demote.c) */
+		/*
+		 * 1.3: its key (NULL without one, and for the overflow key, which
+		 * key_overflow shows), where a demoted statement was moved from
+		 */
 		if (ncols > BACKEND_STATUS_COLS_1_2)
 		{
-			if (rows[i].demoted_from >= 0)
-				values[8] = CStringGetTextDatum(names[rows[i].demoted_from]);
+			bool		held = (rows[i].key_flags & DBGATE_KEYF_HELD) != 0;
+			bool		over = (rows[i].key_flags & DBGATE_KEYF_OVERFLOW) != 0;
+
+			if (held && !over)
+				values[8] = CStringGetTextDatum(rows[i].key);
 			else
 				nulls[8] = true;
+			if (held)
+				values[9] = BoolGetDatum(over);
+			else
+				nulls[9] = true;
+			if (rows[i].demoted_from >= 0)
+				values[10] = CStringGetTextDatum(names[rows[i].demoted_from]);
+			else
+				nulls[10] = true;
 		}
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
@@ -483,4 +511,73 @@ Datum
 dbgate_backend_status_1_3(PG_FUNCTION_ARGS)
 {
 	return backend_status(fcinfo, BACKEND_STATUS_COLS);
+}
+
+/* ----------
+ * dbgate.keys (1.3): one row per live key
+ * ----------
+ */
+#define KEY_STATUS_COLS 11
+
+PG_FUNCTION_INFO_V1(dbgate_key_status);
+
+Datum
+dbgate_key_status(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	DbgateShared *sh;
+	char		(*names)[NAMEDATALEN];
+	DbgateKey  *copy;
+	int32		n;
+	int32		k;
+	int64		now_ns = dbgate_now_ns();
+
+	dbgate_check_loaded();
+	sh = dbgate_shared;
+	InitMaterializedSRF(fcinfo, 0);
+	if (rsinfo->setDesc->natts != KEY_STATUS_COLS)
+		elog(ERROR, "incorrect number of output columns: %d instead of %d",
+			 rsinfo->setDesc->natts, KEY_STATUS_COLS);
+	names = palloc(sizeof(*names) * sh->max_budgets);
+	copy = palloc(sizeof(DbgateKey));
+	n = dbgate_keytab_entries();
+
+	LWLockAcquire(sh->config_lock, LW_SHARED);
+	for (k = 0; k < sh->max_budgets; k++)
+	{
+		if (sh->budgets[k].d.in_use)
+			strlcpy(names[k], sh->budgets[k].d.conf.name, NAMEDATALEN);
+		else
+			names[k][0] = '\0';
+	}
+	for (k = 0; k < n; k++)
+	{
+		Datum		values[KEY_STATUS_COLS];
+		bool		nulls[KEY_STATUS_COLS];
+		DbgateBudget *b;
+
+		if (!dbgate_keytab_read(k, copy, now_ns))
+			continue;
+		b = budget_entry(copy->budget);
+		if (!b->in_use || b->incarnation != copy->incarnation)
+			continue;
+		memset(nulls, 0, sizeof(nulls));
+		values[0] = CStringGetTextDatum(names[copy->budget]);
+		if (copy->kind == DBGATE_KEY_OVERFLOW)
+			nulls[1] = true;
+		else
+			values[1] = CStringGetTextDatum(copy->key);
+		values[2] = Int32GetDatum((int32) pg_atomic_read_u32(&copy->active));
+		values[3] = Int32GetDatum(Max(copy->queued, 0));
+		values[4] = Int32GetDatum(copy->lim.max_active);
+		values[5] = Int32GetDatum(copy->lim.max_queued);
+		values[6] = Float8GetDatum(copy->lim.max_rate);
+		values[7] = Int64GetDatum((int64) pg_atomic_read_u64(&copy->admitted));
+		values[8] = Int64GetDatum((int64) pg_atomic_read_u64(&copy->rejected));
+		values[9] = Int64GetDatum((int64) pg_atomic_read_u64(&copy->rate_limited));
+		values[10] = TimestampTzGetDatum(copy->since);
+		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
+	}
+	LWLockRelease(sh->config_lock);
+	return (Datum) 0;
 }

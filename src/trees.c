@@ -118,11 +118,19 @@ dbgate_lifo_overdue(DbgateBudget *b, TimestampTz now)
 /* The waiter that a release of budget b's own slot goes to by its order. */
 static int
 order_pick(DbgateBudget *b, const DbgateLimits *l, TimestampTz now,
-		   bool *overdue)
+		   int64 now_ns, bool *overdue)
 {
 	int			head = b->queue_head;
 
 	*overdue = false;
+	if (unlikely(l->dim_flags != 0) && head >= 0)
+	{
+		int			d = dbgate_dims_orderer(l->dim_flags);
+
+		/* a dimension that partitions the queue (keys) orders it */
+		if (d >= 0)
+			return dbgate_dimensions[d]->pick(b, l, now, now_ns, overdue);
+	}
 	if (head < 0 || !l->lifo)
 		return head;
 	if (dbgate_lifo_overdue(b, now))
@@ -235,7 +243,9 @@ select_in(int idx, int depth, bool blocked_above, TimestampTz now,
 			*passed = true;
 			return false;
 		}
-		pick->procno = order_pick(b, &l, now, &pick->overdue);
+		pick->procno = order_pick(b, &l, now, now_ns, &pick->overdue);
+		if (pick->procno < 0)
+			return false;		/* no waiter's key could take it */
 		pick->since = proc_entry(pick->procno)->state_since;
 		found = true;
 	}

@@ -71,12 +71,32 @@ describe_me(const DbgateLookup *lk, TimestampTz now)
 	dbgate_my_proc->token_levels = 0;
 }
 
+/*
+ * A statement leaves the gate without a slot (rejected, timed out,
+ * ungated, classified again): what its admission dimensions keep for it
+ * (a key's hold, dimdefs.h) goes back.
+ */
+static inline void
+dims_leave(void)
+{
+	if (unlikely(dbgate_my_proc->dim_held != 0))
+		dbgate_dims_release(dbgate_my_proc, NULL);
+}
+
 /* The error for a budget that is full. */
 static void
 reject_full(const char *name, uint32 active, int32 max_active,
 			int32 configured, uint32 queued, int32 max_queued,
-			const char *held_by, uint32 p_active, int32 p_max, bool token)
+			const char *held_by, uint32 p_active, int32 p_max, bool token,
+			const char *dim_detail)
 {
+	if (dim_detail != NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_TOO_MANY_CONNECTIONS),
+				 errmsg("budget \"%s\" is full", name),
+				 errdetail("%s, and %u of %d queue places are taken.",
+						   dim_detail, queued, max_queued),
+				 errhint("Retry later, or raise the key's limits (key_max_active, key_max_rate with dbgate.alter_budget(), or its own with dbgate.set_key_limit()) or max_queued.")));
 	if (token)
 		ereport(ERROR,
 				(errcode(ERRCODE_TOO_MANY_CONNECTIONS),
@@ -147,6 +167,9 @@ typedef struct HeldBy
 	uint32		active;			/* a full ancestor's active, max_active */
 	int32		max_active;
 	bool		token;			/* a level without a token */
+	bool		dim;			/* ... a dimension of the statement's own
+								 * level that can say why (a key) */
+	char		detail[256];	/* what it says */
 } HeldBy;
 
 /* What a try to take the slots of a chain came to (take_chain()). */
@@ -224,6 +247,9 @@ newcomer_waits(DbgateBudget *b, const DbgateLimits *l, TimestampTz now)
 {
 	if (!l->fair || dbgate_st_queued(pg_atomic_read_u64(&b->state)) == 0)
 		return false;
+	if (unlikely(l->dim_flags != 0) &&
+		dbgate_dims_orderer(l->dim_flags) >= 0)
+		return dbgate_dims_newcomer_waits(b, l, dbgate_my_proc, now);
 	if (!l->lifo)
 		return true;
 	return dbgate_lifo_overdue(b, now);
@@ -311,6 +337,10 @@ take_dims(const ChainLimits *cl, HeldBy *held, int64 *now_ns,
 		}
 		held->token = true;
 		held->name = lb->conf.name;
+		if (i == 0)
+			held->dim = dbgate_dims_explain(lb, cl->lim[i].dim_flags,
+											dbgate_my_proc, held->detail,
+											sizeof(held->detail));
 		/* give back what was just taken, shadow levels' too */
 		while (--i >= 0)
 		{
@@ -449,10 +479,40 @@ reject(DbgateBudget *b, int root, uint64 st, const DbgateLimits *l,
 	dbgate_grant_tree(root, now, &w);	/* slots take_chain() gave back */
 	unlock_tree(root);
 	wake_now(&w);
+	dims_leave();
 	reject_full(name, dbgate_st_active(st), l->max_active,
 				l->grant_max_active, dbgate_st_queued(st), l->max_queued,
 				held->name ? held_name : NULL, held->active,
-				held->max_active, held->token);
+				held->max_active, held->token,
+				held->dim ? held->detail : NULL);
+}
+
+/*
+ * A dimension of budget b refuses the statement a queue place (join: a
+ * key at its max_queued): counted as a rejection of the budget, and 53300
+ * with the dimension's DETAIL.  As reject().
+ */
+static void
+reject_dim(DbgateBudget *b, int root, const char *detail)
+{
+	char		name[NAMEDATALEN];
+	char		why[256];
+	Wakeups		w;
+
+	w.n = 0;
+	b->rejected_full++;
+	dbgate_my_proc->budget = -1;
+	strlcpy(name, b->conf.name, NAMEDATALEN);
+	strlcpy(why, detail, sizeof(why));
+	dbgate_grant_tree(root, GetCurrentTimestamp(), &w);
+	unlock_tree(root);
+	wake_now(&w);
+	dims_leave();
+	ereport(ERROR,
+			(errcode(ERRCODE_TOO_MANY_CONNECTIONS),
+			 errmsg("budget \"%s\" is full", name),
+			 errdetail_internal("%s", why),
+			 errhint("Retry later, or raise key_max_queued with dbgate.alter_budget() or the key's max_queued with dbgate.set_key_limit().")));
 }
 
 /*
@@ -540,13 +600,15 @@ decide_slow(const DbgateLookup *lk, bool utility, TimestampTz now,
 	for (;;)
 	{
 		uint64		st = pg_atomic_read_u64(&b->state);
-		HeldBy		held = {NULL, 0, 0, false};
+		HeldBy		held;
 		TakeResult	r = TAKE_NO_TOKEN;
 		bool		waits;
 		bool		covered;
 
 		if (dbgate_st_tag(st) != dbgate_tag_of(lk->incarnation))
 			break;
+		held.name = NULL;
+		held.token = held.dim = false;
 		waits = newcomer_waits(b, l, now);
 		covered = chain_held(cl);
 		if (chain_has_room(cl, waits, covered, &held))
@@ -564,8 +626,15 @@ decide_slow(const DbgateLookup *lk, bool utility, TimestampTz now,
 		}
 		if (dbgate_st_queued(st) >= (uint32) l->max_queued)
 			reject(b, root, st, l, &held, now);
+		if (unlikely(l->dim_flags != 0) &&
+			!dbgate_dims_join(b, l->dim_flags, dbgate_my_proc, held.detail,
+							  sizeof(held.detail)))
+			reject_dim(b, root, held.detail);
 		if (!join_chain(cl))
+		{
+			dbgate_dims_unjoin(dbgate_my_proc);
 			break;
+		}
 		enqueue(b, cl, root);
 		return SLOW_QUEUED;
 	}
@@ -628,19 +697,27 @@ dbgate_admit_slow(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 	ChainLimits cl;
 	DbgateLimits l;
 
+	/* what only our process can learn (a key), before any lock */
+	if (unlikely(a->lim.dim_flags != 0))
+		dbgate_dims_enter(budget_entry(lk->budget), a->lim.dim_flags,
+						  dbgate_my_proc, 0);
 	switch (decide_slow(lk, utility, now, &l, &cl))
 	{
 		case SLOW_ADMITTED:
 			admitted_now(lk, &cl, now, a);
 			return DBGATE_ADMIT_SLOT;
 		case SLOW_QUEUED:
-			return wait_in_queue(lk, utility, queryDesc, now, &l, a) ?
-				DBGATE_ADMIT_SLOT : DBGATE_ADMIT_NONE;
+			if (wait_in_queue(lk, utility, queryDesc, now, &l, a))
+				return DBGATE_ADMIT_SLOT;
+			dims_leave();
+			return DBGATE_ADMIT_NONE;
 		case SLOW_UNGATED:
+			dims_leave();
 			return DBGATE_ADMIT_NONE;
 		case SLOW_RETRY:
 			break;
 	}
+	dims_leave();
 	return DBGATE_ADMIT_RETRY;
 }
 
@@ -911,6 +988,7 @@ queue_act(QueueWait *q, WaitStep step, DbgateAdmission *a)
 			break;
 
 		case STEP_TIMED_OUT:
+			dims_leave();
 			ereport(ERROR,
 					(errcode(ERRCODE_TOO_MANY_CONNECTIONS),
 					 errmsg("timed out waiting for a slot in budget \"%s\"",
@@ -940,8 +1018,15 @@ dbgate_admission_leave_queue(void)
 	bool		granted;
 
 	/* only we move our entry into QUEUED: reading it without the lock is safe */
-	if (dbgate_my_proc == NULL || dbgate_my_proc->state != DBGATE_PROC_QUEUED)
+	if (dbgate_my_proc == NULL)
 		return;
+	if (dbgate_my_proc->state != DBGATE_PROC_QUEUED)
+	{
+		/* an error between the gate's enter and a queue (or exit) */
+		if (dbgate_my_proc->state == DBGATE_PROC_IDLE)
+			dims_leave();
+		return;
+	}
 	b = budget_entry(dbgate_my_proc->budget);
 	w.n = 0;
 	root = dbgate_lock_tree(dbgate_my_proc->budget);
@@ -969,4 +1054,6 @@ dbgate_admission_leave_queue(void)
 			dbgate_dims_release(dbgate_my_proc, &dbgate_my_proc->chain);
 		dbgate_admission_release(&dbgate_my_proc->chain, 0);
 	}
+	else
+		dims_leave();
 }
