@@ -11,6 +11,7 @@ OBJS = \
 	src/slotxact.o \
 	src/admission.o \
 	src/waiting.o \
+	src/queuewait.o \
 	src/queue.o \
 	src/install.o \
 	src/trees.o \

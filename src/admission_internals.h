@@ -32,6 +32,7 @@
 #include "admitdefs.h"
 #include "classify.h"
 #include "compat.h"
+#include "dimension.h"
 #include "shmem.h"
 
 /* ----------
@@ -498,6 +499,18 @@ admitted_now(const DbgateLookup *lk, const ChainLimits *cl, TimestampTz now,
 	if (&a->lim != &cl->lim[0])
 		a->lim = cl->lim[0];
 	publish_slot(lk, now, a, false);
+}
+
+/*
+ * This backend's statement leaves the gate without a slot (rejected,
+ * timed out, canceled while queued, ungated, classified again): what its
+ * admission dimensions keep for it (a key's hold, dimdefs.h) goes back.
+ */
+static inline void
+dbgate_leave_dims(void)
+{
+	if (unlikely(dbgate_my_proc->dim_held != 0))
+		dbgate_dims_release(dbgate_my_proc, NULL);
 }
 
 #endif							/* DBGATE_ADMISSION_INTERNALS_H */

@@ -129,12 +129,10 @@ assign_enabled(bool newval, void *extra)
 		pg_atomic_write_u32(&dbgate_shared->enabled, newval ? 1 : 0);
 }
 
-void
-_PG_init(void)
+/* The settings (their variables live where they are used: see above). */
+static void
+define_settings(void)
 {
-	if (!process_shared_preload_libraries_in_progress)
-		return;
-
 	DefineCustomBoolVariable("dbgate.enabled",
 							 "Enables admission control by dbgate.",
 							 "When off, no statement is gated and every queued statement is admitted at once.",
@@ -202,7 +200,15 @@ _PG_init(void)
 							   PGC_SUSET,
 							   0,
 							   check_default_budget, assign_default_budget, NULL);
+}
 
+void
+_PG_init(void)
+{
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+
+	define_settings();
 	MarkGUCPrefixReserved("dbgate");
 
 	prev_shmem_request_hook = shmem_request_hook;

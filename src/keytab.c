@@ -24,7 +24,7 @@
  * Life of an entry
  * ----------------
  * A statement of a budget with key_by holds its key's entry from the gate
- * until it is done (dbgate_key_hold() / dbgate_key_unhold(): 'refs'); the
+ * until it is done (dbgate_key_hold() / dbgate_key_unhold(): 'holders'); the
  * hold is taken under the partition lock shared, so that nothing reclaims
  * the entry between the lookup and the count.  A key whose entry is not
  * there is made under the partition lock exclusive from a free entry.
@@ -187,7 +187,7 @@ dbgate_keytab_shmem_init(void)
 
 			e->budget = -1;
 			e->kind = DBGATE_KEY_FREE;
-			pg_atomic_init_u32(&e->refs, 0);
+			pg_atomic_init_u32(&e->holders, 0);
 			pg_atomic_init_u32(&e->active, 0);
 			pg_atomic_init_u64(&e->rate_tat, 0);
 			pg_atomic_init_u64(&e->admitted, 0);
@@ -419,7 +419,7 @@ keytab_sweep(int32 from, int32 n, int32 budget, uint32 incarnation,
 			continue;
 		if (own_only && (ob != budget || oinc != incarnation))
 			continue;
-		if (pg_atomic_read_u32(&e->refs) != 0)
+		if (pg_atomic_read_u32(&e->holders) != 0)
 			continue;
 		stale = budget_entry(ob)->incarnation != oinc || !ksh->keyed[ob];
 		if (!stale && dbgate_key_is_live(e, now_ns))
@@ -429,7 +429,7 @@ keytab_sweep(int32 from, int32 n, int32 budget, uint32 incarnation,
 		/* nobody takes a hold without this lock: look again */
 		if (e->kind == DBGATE_KEY_FREE || e->budget != ob ||
 			e->incarnation != oinc || e->hash != hash ||
-			pg_atomic_read_u32(&e->refs) != 0 ||
+			pg_atomic_read_u32(&e->holders) != 0 ||
 			(!stale && dbgate_key_is_live(e, now_ns)))
 		{
 			LWLockRelease(lock);
@@ -562,7 +562,7 @@ keytab_make(int32 budget, uint32 incarnation, uint32 hash, const char *key,
 	if (k < 0)
 	{
 		k = overflow_of(budget);
-		pg_atomic_fetch_add_u32(&dbgate_keys[k].refs, 1);
+		pg_atomic_fetch_add_u32(&dbgate_keys[k].holders, 1);
 		pg_atomic_fetch_add_u64(&dbgate_keys[k].holds, 1);
 		*overflowed = true;
 		return k;
@@ -572,7 +572,7 @@ keytab_make(int32 budget, uint32 incarnation, uint32 hash, const char *key,
 	if (found >= 0)
 	{
 		/* made by another backend meanwhile */
-		pg_atomic_fetch_add_u32(&dbgate_keys[found].refs, 1);
+		pg_atomic_fetch_add_u32(&dbgate_keys[found].holders, 1);
 		LWLockRelease(lock);
 		keytab_free(k, budget, incarnation);
 		return found;
@@ -585,7 +585,7 @@ keytab_make(int32 budget, uint32 incarnation, uint32 hash, const char *key,
 	e->len = (uint8) len;
 	memcpy(e->key, key, len);
 	e->key[len] = '\0';
-	pg_atomic_write_u32(&e->refs, 1);
+	pg_atomic_write_u32(&e->holders, 1);
 	pg_atomic_write_u32(&e->active, 0);
 	e->queued = 0;
 	e->lim = limited ? own : ksh->deflim[budget];
@@ -614,7 +614,7 @@ dbgate_key_hold(int32 budget, uint32 incarnation, const char *key, int len,
 	LWLockAcquire(lock, LW_SHARED);
 	k = keytab_lookup(budget, incarnation, hash, key, len);
 	if (k >= 0)
-		pg_atomic_fetch_add_u32(&dbgate_keys[k].refs, 1);
+		pg_atomic_fetch_add_u32(&dbgate_keys[k].holders, 1);
 	LWLockRelease(lock);
 	if (k >= 0)
 		return k;

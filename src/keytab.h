@@ -59,7 +59,7 @@ extern void dbgate_keytab_limits_of(const DbgateKeyLimitEntry *kl,
 /*
  * An entry (keytab.c has the rules).  Identity (budget, incarnation, hash,
  * the key, next) changes only under its partition's lock exclusive, and
- * only while refs is 0.  refs counts the statements that hold the entry
+ * only while holders is 0.  holders counts the statements that hold the entry
  * (looked up, admitted or queued, not yet done): taken under the
  * partition lock shared (so that the entry cannot be reclaimed meanwhile)
  * and given back without a lock.  active is taken by compare-and-swap
@@ -76,7 +76,7 @@ typedef struct DbgateKey
 	uint8		kind;			/* DBGATE_KEY_* */
 	uint8		len;			/* bytes of key */
 	char		key[DBGATE_KEY_BYTES + 1];
-	pg_atomic_uint32 refs;
+	pg_atomic_uint32 holders;
 	pg_atomic_uint32 active;
 	int32		queued;
 	DbgateKeyLimits lim;
@@ -117,7 +117,7 @@ extern int	dbgate_key_cut(const char *key, int len);
 
 /*
  * The entry of a key of budget (index, incarnation), found or made, held
- * for the caller (refs + 1): the budget's overflow key when the table has
+ * for the caller (holders + 1): the budget's overflow key when the table has
  * no room for it (*overflowed set).  A new entry has the key's own limits
  * (set_key_limit: looked up under config_lock, so the caller holds no
  * lock of dbgate's) or the budget's key_* limits.  Never fails.
@@ -129,7 +129,7 @@ extern int32 dbgate_key_hold(int32 budget, uint32 incarnation,
 static inline void
 dbgate_key_unhold(int32 k)
 {
-	pg_atomic_fetch_sub_u32(&key_entry(k)->refs, 1);
+	pg_atomic_fetch_sub_u32(&key_entry(k)->holders, 1);
 }
 
 /*
@@ -185,7 +185,7 @@ dbgate_key_is_live(DbgateKey *e, int64 now_ns)
 {
 	if (e->kind == DBGATE_KEY_FREE)
 		return false;
-	if (pg_atomic_read_u32(&e->refs) != 0)
+	if (pg_atomic_read_u32(&e->holders) != 0)
 		return true;
 	return e->lim.rate_interval_ns > 0 &&
 		(int64) pg_atomic_read_u64(&e->rate_tat) > now_ns;

@@ -146,7 +146,7 @@
 #include "slot.h"
 #include "slot_internals.h"
 #include "timeouts.h"
-#include "waiting.h"
+#include "queuewait.h"
 
 
 /* References (slot_internals.h) */

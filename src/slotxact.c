@@ -45,7 +45,6 @@
 #include "slot.h"
 #include "slot_internals.h"
 #include "timeouts.h"
-#include "waiting.h"
 
 /* A fast-path function call (REF_CALL): see the file header. */
 static char call_key;

@@ -25,7 +25,7 @@
 #include "keytab.h"
 #include "queue.h"
 #include "shmem.h"
-#include "waiting.h"
+#include "queuewait.h"
 
 PG_FUNCTION_INFO_V1(dbgate_budget_status);
 PG_FUNCTION_INFO_V1(dbgate_budget_status_1_1);
@@ -385,6 +385,32 @@ classified_by(const DbgateBackendRow *row)
 	return pstrdup("?");
 }
 
+/*
+ * The columns of dbgate.backends that 1.3 added: its key (NULL without
+ * one, and for the overflow key, which key_overflow shows), and where a
+ * demoted statement was moved from.
+ */
+static void
+backend_row_1_3(const DbgateBackendRow *row, char (*names)[NAMEDATALEN],
+				Datum *values, bool *nulls)
+{
+	bool		held = (row->key_flags & DBGATE_KEYF_HELD) != 0;
+	bool		over = (row->key_flags & DBGATE_KEYF_OVERFLOW) != 0;
+
+	if (held && !over)
+		values[8] = CStringGetTextDatum(row->key);
+	else
+		nulls[8] = true;
+	if (held)
+		values[9] = BoolGetDatum(over);
+	else
+		nulls[9] = true;
+	if (row->demoted_from >= 0)
+		values[10] = CStringGetTextDatum(names[row->demoted_from]);
+	else
+		nulls[10] = true;
+}
+
 static Datum
 backend_status(FunctionCallInfo fcinfo, int ncols)
 {
@@ -462,28 +488,8 @@ backend_status(FunctionCallInfo fcinfo, int ncols)
 			else
 				nulls[7] = true;
 		}
-		/*
-		 * 1.3: its key (NULL without one, and for the overflow key, which
-		 * key_overflow shows), where a demoted statement was moved from
-		 */
 		if (ncols > BACKEND_STATUS_COLS_1_2)
-		{
-			bool		held = (rows[i].key_flags & DBGATE_KEYF_HELD) != 0;
-			bool		over = (rows[i].key_flags & DBGATE_KEYF_OVERFLOW) != 0;
-
-			if (held && !over)
-				values[8] = CStringGetTextDatum(rows[i].key);
-			else
-				nulls[8] = true;
-			if (held)
-				values[9] = BoolGetDatum(over);
-			else
-				nulls[9] = true;
-			if (rows[i].demoted_from >= 0)
-				values[10] = CStringGetTextDatum(names[rows[i].demoted_from]);
-			else
-				nulls[10] = true;
-		}
+			backend_row_1_3(&rows[i], names, values, nulls);
 		tuplestore_putvalues(rsinfo->setResult, rsinfo->setDesc, values, nulls);
 	}
 	return (Datum) 0;

@@ -15,12 +15,6 @@
 #include "classify.h"
 #include "shmem.h"
 
-/* Leave the queue at an error or at exit while waiting (slot.c). */
-extern void dbgate_admission_leave_queue(void);
-
-/* The bounds of dbgate.wait_histogram's finite buckets (status.c). */
-extern const double dbgate_hist_bounds_ms[DBGATE_HIST_BUCKETS];
-
 /*
  * No room at once (admission.c): the decision under the tree lock, then
  * the wait.  For the files of admission only.
