@@ -39,7 +39,9 @@
 # which until query ids were computed per budget (queryid.c) paid
 # PostgreSQL's jumbling of every statement) and qentry (the same with a
 # quarantine entry in the budget for another query: every statement is
-# jumbled and looked up);
+# jumbled and looked up); 1.3: keys (key_by 'setting:app.tenant', the
+# session's app.tenant set by PGOPTIONS: every statement reads its key,
+# holds its entry in the table of keys and counts in its key);
 # memory and mincost are skipped, with a line that
 # says so, when the installed dbgate shows no effect of them (a probe: a
 # statement's memory grant in dbgate.backends, a cheap statement counted in
@@ -58,9 +60,9 @@ set -euo pipefail
 N=${1:-1000}
 shift || true
 MODES=("$@")
-[ ${#MODES[@]} -gt 0 ] || MODES=(notloaded unassigned budget limits member database parent rate lifo lifochild reserved memory mincost bypass adapt stimeout runaway demote queryid qentry)
+[ ${#MODES[@]} -gt 0 ] || MODES=(notloaded unassigned budget limits member database parent rate lifo lifochild reserved memory mincost bypass adapt stimeout runaway demote queryid qentry keys)
 for m in "${MODES[@]}"; do
-	case $m in notloaded|unassigned|budget|limits|member|database|parent|rate|lifo|lifochild|reserved|memory|mincost|bypass|adapt|stimeout|runaway|demote|queryid|qentry) ;;
+	case $m in notloaded|unassigned|budget|limits|member|database|parent|rate|lifo|lifochild|reserved|memory|mincost|bypass|adapt|stimeout|runaway|demote|queryid|qentry|keys) ;;
 	*) echo "unknown mode: $m" >&2; exit 2 ;; esac
 done
 
@@ -183,6 +185,9 @@ EOS
 				-c "SELECT dbgate.assign_role('bench_instr', 'instr')" >/dev/null ;;
 		queryid) psql_su -c "SELECT dbgate.create_budget('instr', 100, 0)" \
 				-c "SELECT dbgate.assign_role('bench_instr', 'instr')" >/dev/null ;;
+		# the session's app.tenant is its key (set by PGOPTIONS below)
+		keys) psql_su -c "SELECT dbgate.create_budget('instr', 100, 0, key_by => 'setting:app.tenant')" \
+				-c "SELECT dbgate.assign_role('bench_instr', 'instr')" >/dev/null ;;
 		# (kept across the clean restart into valgrind)
 		qentry) psql_su -c "SELECT dbgate.create_budget('instr', 100, 0)" \
 				-c "SELECT dbgate.assign_role('bench_instr', 'instr')" \
@@ -199,7 +204,9 @@ EOS
 		as_pg "$BINDIR/pg_isready" -h "$WORK" -p "$PORT" -q && break
 		sleep 1
 	done
-	as_pg "$BINDIR/pgbench" -h "$WORK" -p "$PORT" -U bench_instr -n -c 1 \
+	local opts=
+	[ "$mode" = keys ] && opts="-c app.tenant=tenant1"
+	as_pg env PGOPTIONS="$opts" "$BINDIR/pgbench" -h "$WORK" -p "$PORT" -U bench_instr -n -c 1 \
 		-M "$PROTOCOL" -t "$n" -f "$WORK/q.sql" postgres >/dev/null
 	as_pg "$BINDIR/pg_ctl" -D "$WORK/data" stop -m fast -w >/dev/null 2>&1 || true
 	wait || true
