@@ -32,6 +32,9 @@ const DbgateDimension *const dbgate_dimensions[DBGATE_NDIMS] = {
 	[DBGATE_DIM_KEY] = &dbgate_key_dimension,
 };
 
+/* (the table's entries with enter: keep in step with it) */
+const uint8 dbgate_dims_entering = DBGATE_DIM_BIT(DBGATE_DIM_KEY);
+
 /*
  * Install 'conf' into budget entry b (b->conf still the old one): every
  * dimension's install.  Returns the bits of the dimensions that b uses
@@ -111,6 +114,10 @@ dbgate_dims_shmem_request(void)
 
 	for (d = 0; d < DBGATE_NDIMS; d++)
 	{
+		if ((dbgate_dimensions[d]->enter != NULL) !=
+			((dbgate_dims_entering & DBGATE_DIM_BIT(d)) != 0))
+			elog(FATAL, "dbgate_dims_entering does not match dimension \"%s\"",
+				 dbgate_dimensions[d]->name);
 		if (dbgate_dimensions[d]->shmem_request != NULL)
 			dbgate_dimensions[d]->shmem_request();
 	}

@@ -38,6 +38,9 @@
 extern DBGATE_HIDDEN const DbgateDimension *const
 			dbgate_dimensions[DBGATE_NDIMS];
 
+/* The bits of the dimensions that have an enter callback. */
+extern DBGATE_HIDDEN const uint8 dbgate_dims_entering;
+
 /*
  * Take the dimensions 'dims' at level 'level' of e's statement (budget
  * entry b): as a DbgateDimension's take answers (the first answer that is
@@ -127,6 +130,8 @@ dbgate_dims_enter(DbgateBudget *b, uint8 dims, DbgateProc *e, int level)
 {
 	int			d;
 
+	if (likely((dims & dbgate_dims_entering) == 0))
+		return;					/* (a rate alone: one test) */
 	for (d = 0; d < DBGATE_NDIMS; d++)
 	{
 		if ((dims & DBGATE_DIM_BIT(d)) && dbgate_dimensions[d]->enter != NULL)

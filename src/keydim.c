@@ -133,6 +133,40 @@ has_key(const DbgateProc *e)
 	return (e->dim_held & KEY_BIT) != 0;
 }
 
+/*
+ * This backend's last key that had an entry of its own: a session's
+ * statements mostly have the same key, and dbgate_key_pin() holds its
+ * entry again without a lock or a hash while it is still that key's.
+ */
+static int32 kc_entry = -1;
+static int32 kc_budget;
+static uint32 kc_incarnation;
+static int	kc_len;
+static char kc_key[DBGATE_KEY_BYTES + 1];
+
+/* Key 'buf' of budget idx held: its entry (-1 and *overflowed if none). */
+static inline int32
+hold_key(int32 idx, uint32 inc, const char *buf, int len, bool *overflowed)
+{
+	int32		k;
+
+	*overflowed = false;
+	if (kc_entry >= 0 && kc_budget == idx && kc_incarnation == inc &&
+		kc_len == len && memcmp(kc_key, buf, len) == 0 &&
+		dbgate_key_pin(kc_entry, idx, inc, buf, len))
+		return kc_entry;
+	k = dbgate_key_hold(idx, inc, buf, len, overflowed);
+	if (!*overflowed)
+	{
+		kc_entry = k;
+		kc_budget = idx;
+		kc_incarnation = inc;
+		kc_len = len;
+		memcpy(kc_key, buf, len);
+	}
+	return k;
+}
+
 static void
 key_enter(DbgateBudget *b, DbgateProc *e, int level)
 {
@@ -148,7 +182,7 @@ key_enter(DbgateBudget *b, DbgateProc *e, int level)
 	if (kind == DBGATE_KEYBY_NONE)
 		return;
 	len = dbgate_key_of(kind, kb_setting, buf);
-	e->key = dbgate_key_hold(idx, b->incarnation, buf, len, &overflowed);
+	e->key = hold_key(idx, b->incarnation, buf, len, &overflowed);
 	memcpy(e->key_text, buf, len + 1);
 	pg_write_barrier();			/* the views read the text once the flag is set */
 	e->key_flags = DBGATE_KEYF_HELD | (overflowed ? DBGATE_KEYF_OVERFLOW : 0);

@@ -32,6 +32,9 @@
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/guc.h"
+#if PG_VERSION_NUM < 160000
+#include "utils/guc_tables.h"
+#endif
 #include "utils/inval.h"
 #include "utils/syscache.h"
 
@@ -94,6 +97,75 @@ client_key(void)
 	return client_text;
 }
 
+#if PG_VERSION_NUM < 160000
+/*
+ * PostgreSQL 15 finds a setting by a binary search of its sorted table
+ * with a case-insensitive compare of the names (GetConfigOption(): some
+ * 500 instructions for a custom setting).  The key of a 'setting:NAME'
+ * budget is read at every statement, so the setting's record is found
+ * once and its place in the table kept: the record is used while the
+ * table still has it there under that name (a record that PostgreSQL
+ * freed -- a placeholder replaced when a module defines the setting -- is
+ * no longer in the table; the table grows and is sorted again when a
+ * setting is added, and the record is then looked for again).  A name
+ * with no record is looked for again only when the table grew.  A string
+ * setting's value is read from its record; any other type through
+ * GetConfigOption().  From 16 on the table is a hash: GetConfigOption().
+ */
+static struct config_generic *set_rec = NULL;
+static int	set_pos = -1;
+static int	set_missing_n = -1;	/* the table's size when NAME was missing */
+static char set_name[NAMEDATALEN];
+
+static const char *
+setting_value(const char *name)
+{
+	struct config_generic **vars = get_guc_variables();
+	int			n = GetNumConfigOptions();
+
+	if (set_rec == NULL || set_pos >= n || vars[set_pos] != set_rec ||
+		strcmp(set_name, name) != 0)
+	{
+		int			i;
+
+		if (set_rec == NULL && set_missing_n == n &&
+			strcmp(set_name, name) == 0)
+			return NULL;		/* still no such setting */
+		set_rec = NULL;
+		strlcpy(set_name, name, sizeof(set_name));
+		for (i = 0; i < n; i++)
+		{
+			if (pg_strcasecmp(vars[i]->name, name) == 0)
+			{
+				set_rec = vars[i];
+				set_pos = i;
+				break;
+			}
+		}
+		if (set_rec == NULL)
+		{
+			const char *v = GetConfigOption(name, true, false); /* an old name? */
+
+			set_missing_n = (v == NULL) ? n : -1;
+			return v;
+		}
+	}
+	if (set_rec->vartype == PGC_STRING)
+	{
+		char	   *v = *((struct config_string *) set_rec)->variable;
+
+		return v ? v : "";
+	}
+	return GetConfigOption(name, true, false);
+}
+#else
+static inline const char *
+setting_value(const char *name)
+{
+	return GetConfigOption(name, true, false);
+}
+#endif
+
 int
 dbgate_key_of(int kind, const char *setting, char *buf)
 {
@@ -112,7 +184,7 @@ dbgate_key_of(int kind, const char *setting, char *buf)
 			v = client_key();
 			break;
 		case DBGATE_KEYBY_SETTING:
-			v = GetConfigOption(setting, true, false);
+			v = setting_value(setting);
 			break;
 	}
 	if (v == NULL)

@@ -24,7 +24,8 @@
  * Life of an entry
  * ----------------
  * A statement of a budget with key_by holds its key's entry from the gate
- * until it is done (dbgate_key_hold() / dbgate_key_unhold(): 'holders'); the
+ * until it is done (dbgate_key_hold() or dbgate_key_pin(), then
+ * dbgate_key_unhold(): 'holders'); the
  * hold is taken under the partition lock shared, so that nothing reclaims
  * the entry between the lookup and the count.  A key whose entry is not
  * there is made under the partition lock exclusive from a free entry.
@@ -187,7 +188,10 @@ dbgate_keytab_shmem_init(void)
 
 			e->budget = -1;
 			e->kind = DBGATE_KEY_FREE;
-			pg_atomic_init_u32(&e->holders, 0);
+			/* a pool's entry is free (DEAD) until made; an overflow key is
+			 * never reclaimed */
+			pg_atomic_init_u32(&e->holders,
+							   i < ksh->nplain + ksh->nlimited ? DBGATE_KEY_DEAD : 0);
 			pg_atomic_init_u32(&e->active, 0);
 			pg_atomic_init_u64(&e->rate_tat, 0);
 			pg_atomic_init_u64(&e->admitted, 0);
@@ -414,6 +418,7 @@ keytab_sweep(int32 from, int32 n, int32 budget, uint32 incarnation,
 		uint32		hash = e->hash;
 		LWLock	   *lock;
 		bool		stale;
+		uint32		zero = 0;
 
 		if (e->kind == DBGATE_KEY_FREE || ob < 0)
 			continue;
@@ -426,11 +431,16 @@ keytab_sweep(int32 from, int32 n, int32 budget, uint32 incarnation,
 			continue;
 		lock = dbgate_key_partition_lock(hash);
 		LWLockAcquire(lock, LW_EXCLUSIVE);
-		/* nobody takes a hold without this lock: look again */
+		/*
+		 * Nobody finds it through the hash without this lock: look again;
+		 * then no hold without the lock either (dbgate_key_pin()) once
+		 * holders is DEAD.
+		 */
 		if (e->kind == DBGATE_KEY_FREE || e->budget != ob ||
 			e->incarnation != oinc || e->hash != hash ||
-			pg_atomic_read_u32(&e->holders) != 0 ||
-			(!stale && dbgate_key_is_live(e, now_ns)))
+			(!stale && dbgate_key_is_live(e, now_ns)) ||
+			!pg_atomic_compare_exchange_u32(&e->holders, &zero,
+											DBGATE_KEY_DEAD))
 		{
 			LWLockRelease(lock);
 			continue;
@@ -497,6 +507,7 @@ keytab_free(int32 k, int32 budget, uint32 incarnation)
 
 	e->kind = DBGATE_KEY_FREE;
 	e->budget = -1;
+	pg_atomic_write_u32(&e->holders, DBGATE_KEY_DEAD);
 	SpinLockAcquire(&ksh->alloc_lock);
 	if (k < ksh->nplain)
 	{
@@ -585,7 +596,6 @@ keytab_make(int32 budget, uint32 incarnation, uint32 hash, const char *key,
 	e->len = (uint8) len;
 	memcpy(e->key, key, len);
 	e->key[len] = '\0';
-	pg_atomic_write_u32(&e->holders, 1);
 	pg_atomic_write_u32(&e->active, 0);
 	e->queued = 0;
 	e->lim = limited ? own : ksh->deflim[budget];
@@ -597,6 +607,8 @@ keytab_make(int32 budget, uint32 incarnation, uint32 hash, const char *key,
 	e->since = GetCurrentTimestamp();
 	e->next = *bucket_of(hash);
 	*bucket_of(hash) = k;
+	pg_write_barrier();			/* identity first: dbgate_key_pin() */
+	pg_atomic_write_u32(&e->holders, 1);
 	LWLockRelease(lock);
 	return k;
 }

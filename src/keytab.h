@@ -125,7 +125,43 @@ extern int	dbgate_key_cut(const char *key, int len);
 extern int32 dbgate_key_hold(int32 budget, uint32 incarnation,
 							 const char *key, int len, bool *overflowed);
 
-/* Give back a hold of dbgate_key_hold(). */
+/*
+ * 'holders' of a pool entry that is free or being reclaimed: no hold can
+ * be taken (dbgate_key_pin()).  Set by compare-and-swap from 0 under the
+ * partition lock exclusive (the sweep), written back to 1 by the make once
+ * the entry's identity is written.
+ */
+#define DBGATE_KEY_DEAD		0x80000000U
+
+/*
+ * A hold on entry k if it is still the key (budget, incarnation, key) --
+ * a backend's cache of its last key -- without any lock: holders taken
+ * by compare-and-swap unless DEAD, then the identity checked (an entry is
+ * made anew only from DEAD, its identity before its holders).  false:
+ * nothing held (look it up with dbgate_key_hold()).
+ */
+static inline bool
+dbgate_key_pin(int32 k, int32 budget, uint32 incarnation, const char *key,
+			   int len)
+{
+	DbgateKey  *e = key_entry(k);
+	uint32		old = pg_atomic_read_u32(&e->holders);
+
+	do
+	{
+		if (old & DBGATE_KEY_DEAD)
+			return false;
+	} while (!pg_atomic_compare_exchange_u32(&e->holders, &old, old + 1));
+	pg_read_barrier();
+	if (e->budget == budget && e->incarnation == incarnation &&
+		e->len == len && e->kind != DBGATE_KEY_FREE &&
+		e->kind != DBGATE_KEY_OVERFLOW && memcmp(e->key, key, len) == 0)
+		return true;
+	pg_atomic_fetch_sub_u32(&e->holders, 1);
+	return false;
+}
+
+/* Give back a hold of dbgate_key_hold() or dbgate_key_pin(). */
 static inline void
 dbgate_key_unhold(int32 k)
 {
@@ -183,9 +219,12 @@ extern void dbgate_keytab_refresh(DbgateKeyOwnLimits own_limits);
 static inline bool
 dbgate_key_is_live(DbgateKey *e, int64 now_ns)
 {
+	uint32		h;
+
 	if (e->kind == DBGATE_KEY_FREE)
 		return false;
-	if (pg_atomic_read_u32(&e->holders) != 0)
+	h = pg_atomic_read_u32(&e->holders);
+	if (h != 0 && h != DBGATE_KEY_DEAD)
 		return true;
 	return e->lim.rate_interval_ns > 0 &&
 		(int64) pg_atomic_read_u64(&e->rate_tat) > now_ns;

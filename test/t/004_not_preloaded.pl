@@ -38,6 +38,7 @@ my %calls = (
 	'quarantine_entries()' => q{SELECT * FROM dbgate.quarantine_entries()},
 	'quarantine_remove(text,bigint)' => q{SELECT dbgate.quarantine_remove()},
 	'key_limit_entries()' => q{SELECT * FROM dbgate.key_limit_entries()},
+	'key_status()' => q{SELECT * FROM dbgate.key_status()},
 	'reset_key_limit(text,text)' => q{SELECT dbgate.reset_key_limit('x')},
 	'reset_stats(text)' => q{SELECT dbgate.reset_stats()},
 	'set_key_limit(text,text,integer,integer,doubleprecision,integer)' =>
@@ -45,7 +46,7 @@ my %calls = (
 	'unassign_database(name)' =>
 	  q{SELECT dbgate.unassign_database('postgres')},
 	'unassign_role(regrole)' => q{SELECT dbgate.unassign_role('np_role')},);
-my %views = map { $_ => "SELECT * FROM dbgate.$_" } qw(backends budgets key_limits quarantine status wait_histogram);
+my %views = map { $_ => "SELECT * FROM dbgate.$_" } qw(backends budgets key_limits keys quarantine status wait_histogram);
 
 $node->safe_psql('postgres', 'CREATE ROLE np_role LOGIN');
 is( $node->safe_psql(

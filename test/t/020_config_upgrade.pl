@@ -322,7 +322,7 @@ my $cols_1_3 = "$cols_1_2,reserved,key_by,key_max_active,key_max_queued,key_max_
 my $bcols_sql = q{SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute
 	WHERE attrelid = 'dbgate.backends'::regclass AND attnum > 0};
 my $bcols_1_2 = 'pid,role,budget,state,state_since,queue_position,classified_by,memory_mb';
-my $bcols_1_3 = "$bcols_1_2,demoted_from";
+my $bcols_1_3 = "$bcols_1_2,key,key_overflow,demoted_from";
 $node->safe_psql('postgres', q{SELECT dbgate.alter_budget('u_pool', max_active => 6)});
 my $before_1_3 = $node->safe_psql('postgres', $everything);
 $node->safe_psql('postgres', 'ALTER EXTENSION dbgate UPDATE');
@@ -332,6 +332,15 @@ is($node->safe_psql('postgres', $cols_sql), $cols_1_3,
 is($node->safe_psql('postgres', $sig_sql), $sigs_1_3, 'the 1.3 functions replace the 1.2 ones');
 is($node->safe_psql('postgres', $bcols_sql), $bcols_1_3,
 	'dbgate.backends has the 1.3 columns in order');
+is( $node->safe_psql(
+		'postgres', q{SELECT string_agg(attname, ',' ORDER BY attnum) FROM pg_attribute
+	WHERE attrelid = 'dbgate.status'::regclass AND attnum > 26}),
+	'keys,keys_overflowed,runaways,demoted_out,demoted_in,quarantined,adaptive_limit',
+	'dbgate.status has the 1.3 columns after memory_mb_active, in order');
+is( $node->safe_psql(
+		'postgres', q{SELECT has_table_privilege('pg_monitor', 'dbgate.keys', 'SELECT')
+	|| '/' || has_table_privilege('public', 'dbgate.keys', 'SELECT')}),
+	'true/false', 'dbgate.keys is new, readable by pg_monitor and not by PUBLIC');
 is( $node->safe_psql(
 		'postgres',
 		q{SELECT p.prosrc FROM pg_proc p WHERE p.pronamespace = 'dbgate'::regnamespace
