@@ -192,7 +192,7 @@ admit_shadow(const DbgateLookup *lk, ChainLimits *cl, TimestampTz now,
 	{
 		if (!cl->lim[i].dim_flags)
 			continue;
-		if (now_ns == 0)
+		if (now_ns == 0 && (cl->lim[i].dim_flags & dbgate_dims_timed))
 			now_ns = dbgate_now_ns();
 		dbgate_dims_enter(budget_entry(cl->c.idx[i]), cl->lim[i].dim_flags,
 						  dbgate_my_proc, i);
@@ -245,13 +245,15 @@ take_dims(DbgateBudget **lv, const uint8 *dims, int n, uint32 rated,
 		  uint32 shadow, uint32 *full)
 {
 	DbgateProc *me = dbgate_my_proc;
-	int64		now_ns = dbgate_now_ns();
+	int64		now_ns = 0;
 	int			i;
 
 	for (i = 0; i < n; i++)
 	{
 		if (!(rated & (1 << i)))
 			continue;
+		if (now_ns == 0 && (dims[i] & dbgate_dims_timed))
+			now_ns = dbgate_now_ns();
 		dbgate_dims_enter(lv[i], dims[i], me, i);
 		if (dbgate_dims_take(lv[i], dims[i], me, i, now_ns, now_ns,
 							 (shadow & (1 << i)) != 0) == DBGATE_DIM_TAKEN)
@@ -282,8 +284,10 @@ admit_leaf_dims(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 				TimestampTz now, DbgateAdmission *a, uint32 before0,
 				DbgateBudget *b)
 {
-	int64		now_ns = dbgate_now_ns();
+	int64		now_ns = 0;
 
+	if (a->lim.dim_flags & dbgate_dims_timed)
+		now_ns = dbgate_now_ns();
 	dbgate_dims_enter(b, a->lim.dim_flags, dbgate_my_proc, 0);
 	if (dbgate_dims_take(b, a->lim.dim_flags, dbgate_my_proc, 0, now_ns,
 						 now_ns, false) != DBGATE_DIM_TAKEN)

@@ -136,7 +136,9 @@ typedef struct DbgateDimension
 	/*
 	 * Take what an admission at this level needs.  Whether it is there is
 	 * judged at now_ns; a queued statement takes it as of asof_ns <=
-	 * now_ns (the time it fell due: queue.c's grant step).  'force' (a
+	 * now_ns (the time it fell due: queue.c's grant step).  Both are 0
+	 * when the caller read no clock (no dimension of the level is in
+	 * dbgate_dims_timed, dimension.h): a take that needs it reads it.  'force' (a
 	 * level in shadow mode): take it whatever, and still answer whether
 	 * it was there.  Without a lock, or under the tree lock.
 	 */

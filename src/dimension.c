@@ -34,6 +34,7 @@ const DbgateDimension *const dbgate_dimensions[DBGATE_NDIMS] = {
 
 /* (the table's entries with enter: keep in step with it) */
 const uint8 dbgate_dims_entering = DBGATE_DIM_BIT(DBGATE_DIM_KEY);
+const uint8 dbgate_dims_timed = DBGATE_DIM_BIT(DBGATE_DIM_RATE);
 
 /*
  * Install 'conf' into budget entry b (b->conf still the old one): every

@@ -42,6 +42,14 @@ extern DBGATE_HIDDEN const DbgateDimension *const
 extern DBGATE_HIDDEN const uint8 dbgate_dims_entering;
 
 /*
+ * The bits of the dimensions whose take always needs the clock (a rate).
+ * The fast paths read the clock only for them and otherwise pass 0 as
+ * now_ns and asof_ns: a take that needs it then (a key with a rate)
+ * reads it itself.
+ */
+extern DBGATE_HIDDEN const uint8 dbgate_dims_timed;
+
+/*
  * Take the dimensions 'dims' at level 'level' of e's statement (budget
  * entry b): as a DbgateDimension's take answers (the first answer that is
  * not DBGATE_DIM_TAKEN).  Without 'force', a dimension that does not

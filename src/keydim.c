@@ -139,10 +139,14 @@ has_key(const DbgateProc *e)
  * entry again without a lock or a hash while it is still that key's.
  */
 static int32 kc_entry = -1;
+static uint64 kc_made;
 static int32 kc_budget;
 static uint32 kc_incarnation;
 static int	kc_len;
 static char kc_key[DBGATE_KEY_BYTES + 1];
+
+/* Whether our entry's key_text is kc_key already (written by us alone). */
+static bool kt_is_kc = false;
 
 /* Key 'buf' of budget idx held: its entry (-1 and *overflowed if none). */
 static inline int32
@@ -153,12 +157,14 @@ hold_key(int32 idx, uint32 inc, const char *buf, int len, bool *overflowed)
 	*overflowed = false;
 	if (kc_entry >= 0 && kc_budget == idx && kc_incarnation == inc &&
 		kc_len == len && memcmp(kc_key, buf, len) == 0 &&
-		dbgate_key_pin(kc_entry, idx, inc, buf, len))
+		dbgate_key_pin(kc_entry, kc_made))
 		return kc_entry;
 	k = dbgate_key_hold(idx, inc, buf, len, overflowed);
+	kt_is_kc = false;
 	if (!*overflowed)
 	{
 		kc_entry = k;
+		kc_made = key_entry(k)->made;	/* (held: it stays) */
 		kc_budget = idx;
 		kc_incarnation = inc;
 		kc_len = len;
@@ -171,19 +177,26 @@ static void
 key_enter(DbgateBudget *b, DbgateProc *e, int level)
 {
 	int32		idx = budget_index(b);
-	char		buf[DBGATE_KEY_BYTES + 1];
+	const char *key;
 	int			kind;
 	int			len;
 	bool		overflowed;
+	int32		k;
 
 	if (has_key(e) || level != 0)
 		return;
 	kind = keyby_of(b, idx);
 	if (kind == DBGATE_KEYBY_NONE)
 		return;
-	len = dbgate_key_of(kind, kb_setting, buf);
-	e->key = hold_key(idx, b->incarnation, buf, len, &overflowed);
-	memcpy(e->key_text, buf, len + 1);
+	key = dbgate_key_of(kind, kb_setting, &len);
+	k = hold_key(idx, b->incarnation, key, len, &overflowed);
+	e->key = k;
+	if (k != kc_entry || !kt_is_kc)
+	{
+		memcpy(e->key_text, key, len);
+		e->key_text[len] = '\0';
+		kt_is_kc = (k == kc_entry);
+	}
 	pg_write_barrier();			/* the views read the text once the flag is set */
 	e->key_flags = DBGATE_KEYF_HELD | (overflowed ? DBGATE_KEYF_OVERFLOW : 0);
 	e->dim_held |= KEY_BIT;
@@ -223,6 +236,8 @@ key_take(DbgateBudget *b, DbgateProc *e, int level, int64 now_ns,
 		return DBGATE_DIM_UNTIL_RELEASE;
 	if (ke->lim.rate_interval_ns > 0)
 	{
+		if (now_ns == 0)		/* (no dimension of the level needed the clock) */
+			now_ns = asof_ns = dbgate_now_ns();
 		due = dbgate_gcra_take(&ke->rate_tat, ke->lim.rate_interval_ns,
 							   ke->lim.rate_tolerance_ns, now_ns, asof_ns,
 							   force);

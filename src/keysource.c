@@ -166,11 +166,10 @@ setting_value(const char *name)
 }
 #endif
 
-int
-dbgate_key_of(int kind, const char *setting, char *buf)
+const char *
+dbgate_key_of(int kind, const char *setting, int *len)
 {
 	const char *v = NULL;
-	int			len;
 
 	switch (kind)
 	{
@@ -189,8 +188,6 @@ dbgate_key_of(int kind, const char *setting, char *buf)
 	}
 	if (v == NULL)
 		v = "";
-	len = dbgate_key_cut(v, strnlen(v, DBGATE_KEY_BYTES + 1));
-	memcpy(buf, v, len);
-	buf[len] = '\0';
-	return len;
+	*len = dbgate_key_cut(v, strnlen(v, DBGATE_KEY_BYTES + 1));
+	return v;
 }

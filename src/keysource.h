@@ -18,10 +18,11 @@
 #define DBGATE_KEYBY_SETTING	4	/* 'setting:NAME' */
 
 /*
- * The key of the statement at the gate into buf (DBGATE_KEY_BYTES + 1
- * bytes): its bytes cut as SPEC says (dbgate_key_cut()), NUL-terminated;
- * returns their length.  'setting' is NAME of 'setting:NAME'.
+ * The key of the statement at the gate: its bytes (where they are: valid
+ * until the session changes the source, so used at once) and in *len
+ * their length cut as SPEC says (dbgate_key_cut()).  'setting' is NAME of
+ * 'setting:NAME'.
  */
-extern int	dbgate_key_of(int kind, const char *setting, char *buf);
+extern const char *dbgate_key_of(int kind, const char *setting, int *len);
 
 #endif							/* DBGATE_KEYSOURCE_H */

@@ -98,6 +98,9 @@ typedef struct KeytabShared
 	int32	   *held;			/* [nbudgets]: shared-pool entries made for it */
 	DbgateKeyLimits *deflim;	/* [nbudgets]: its key_* limits */
 
+	/* the number of the next entry made (DbgateKey.made) */
+	pg_atomic_uint64 makes;
+
 	/* the sweep */
 	pg_atomic_uint32 hand;
 	pg_atomic_uint64 nothing_until_ns;	/* a full sweep found nothing */
@@ -210,6 +213,7 @@ dbgate_keytab_shmem_init(void)
 		ksh->free_n = ksh->nplain;
 		SpinLockInit(&ksh->alloc_lock);
 		pg_atomic_init_u32(&ksh->hand, 0);
+		pg_atomic_init_u64(&ksh->makes, 1);
 		pg_atomic_init_u64(&ksh->nothing_until_ns, 0);
 	}
 	else
@@ -605,6 +609,7 @@ keytab_make(int32 budget, uint32 incarnation, uint32 hash, const char *key,
 	pg_atomic_write_u64(&e->rate_limited, 0);
 	pg_atomic_write_u64(&e->holds, 0);
 	e->since = GetCurrentTimestamp();
+	e->made = pg_atomic_fetch_add_u64(&ksh->makes, 1);
 	e->next = *bucket_of(hash);
 	*bucket_of(hash) = k;
 	pg_write_barrier();			/* identity first: dbgate_key_pin() */

@@ -89,6 +89,8 @@ typedef struct DbgateKey
 	TimestampTz since;			/* when the entry was made */
 	uint64		pick_mark;		/* the grant step's scratch (keydim.c):
 								 * tree lock */
+	uint64		made;			/* a number no other making of any entry
+								 * has (dbgate_key_pin()) */
 } DbgateKey;
 
 /* dbgate.max_keys (defined here, registered by dbgate.c) and its bound. */
@@ -134,15 +136,14 @@ extern int32 dbgate_key_hold(int32 budget, uint32 incarnation,
 #define DBGATE_KEY_DEAD		0x80000000U
 
 /*
- * A hold on entry k if it is still the key (budget, incarnation, key) --
- * a backend's cache of its last key -- without any lock: holders taken
- * by compare-and-swap unless DEAD, then the identity checked (an entry is
- * made anew only from DEAD, its identity before its holders).  false:
- * nothing held (look it up with dbgate_key_hold()).
+ * A hold on entry k if it is still the one that was made as 'made' -- a
+ * backend's cache of its last key's entry -- without any lock: holders
+ * taken by compare-and-swap unless DEAD, then 'made' compared (an entry
+ * is made anew only from DEAD, its identity and 'made' before its
+ * holders).  false: nothing held (look the key up with dbgate_key_hold()).
  */
 static inline bool
-dbgate_key_pin(int32 k, int32 budget, uint32 incarnation, const char *key,
-			   int len)
+dbgate_key_pin(int32 k, uint64 made)
 {
 	DbgateKey  *e = key_entry(k);
 	uint32		old = pg_atomic_read_u32(&e->holders);
@@ -153,9 +154,7 @@ dbgate_key_pin(int32 k, int32 budget, uint32 incarnation, const char *key,
 			return false;
 	} while (!pg_atomic_compare_exchange_u32(&e->holders, &old, old + 1));
 	pg_read_barrier();
-	if (e->budget == budget && e->incarnation == incarnation &&
-		e->len == len && e->kind != DBGATE_KEY_FREE &&
-		e->kind != DBGATE_KEY_OVERFLOW && memcmp(e->key, key, len) == 0)
+	if (e->made == made)
 		return true;
 	pg_atomic_fetch_sub_u32(&e->holders, 1);
 	return false;

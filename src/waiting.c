@@ -275,7 +275,7 @@ take_dims(const ChainLimits *cl, HeldBy *held, int64 *now_ns,
 
 		if (!cl->lim[i].dim_flags)
 			continue;
-		if (*now_ns == 0)
+		if (*now_ns == 0 && (cl->lim[i].dim_flags & dbgate_dims_timed))
 			*now_ns = dbgate_now_ns();
 		if (dbgate_dims_take(lb, cl->lim[i].dim_flags, dbgate_my_proc, i,
 							 *now_ns, *now_ns, !cl->lim[i].enforce) ==
