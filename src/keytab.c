@@ -39,10 +39,12 @@
  * budget that was dropped, or whose key_by was cleared, bounds nothing once
  * it is no longer held, whatever its bucket.
  *
- * Shares of a full table
- * ----------------------
- * While the shared pool has room, any budget's new key takes an entry.
- * Each budget with key_by has a *share*: max_keys / (budgets with key_by).
+ * Shares
+ * ------
+ * Each budget with key_by has a *share*: max_keys / (budgets with key_by),
+ * kept for it whether it uses it or not (a live entry can never be taken
+ * back, so a share lent to another budget could not be had again when its
+ * budget's keys come).
  * 'owed' is the sum over those budgets of what they hold below their share
  * (max(0, share - held)), and a budget at or over its share takes a free
  * entry only while more than 'owed' are free, and reclaims only its own
