@@ -27,8 +27,9 @@
 #   KEYS_RATE_KEYS      rate: keys (10), 3 clients each
 #   KEYS_WINDOW         rate: seconds of the measured window (10)
 #   KEYS_SCALE          pgbench scale of the table the statement reads (10)
-#   KEYS_RANGE_WIDTH    flood: rows the statement sums (default: calibrated)
-#   KEYS_CAL_SECONDS    flood: seconds of each calibration run (4)
+#   KEYS_RANGE_WIDTH    flood: rows the statement sums (default: calibrated
+#                       to KEYS_CPU_MS of the server's CPU)
+#   KEYS_CAL_SECONDS    flood: CPU seconds of each calibration run (4)
 #
 # One cluster with PostgreSQL's default settings, dbgate preloaded and
 # dbgate.max_keys = KEYS_MAX_KEYS; every client sets its key with
@@ -36,7 +37,7 @@
 #
 #   flood   1 and 2 of the issue.  One budget of B = 4, Q = 64; the
 #           statement is SELECT sum(abalance) over a range of
-#           pgbench_accounts, calibrated to ~KEYS_CPU_MS of one client.
+#           pgbench_accounts, calibrated to ~KEYS_CPU_MS of the server's CPU.
 #           Contenders, alternated: alone (tenant B's 2 clients, A idle),
 #           keyed (A's 48 clients fill the budget's slots and queue, 2 s
 #           later B runs, then A is stopped; a budget with key_by
@@ -304,6 +305,31 @@ rate_point() { # contender rep
 		--note "$NOTE" --csv "$OUT/rate.csv" -- "$r0" "$r1"
 }
 
+# calibrate_cpu: the width of range.sql whose statement takes CPU_MS of the
+# server's CPU (unless KEYS_RANGE_WIDTH is given): the CPU time of the
+# cluster's processes over N statements of one client, not their latency,
+# which on a busy machine says more about the other work than about the
+# statement; three tries.  Sets RANGE_WIDTH, CPU_US, LAT_RANGE.
+calibrate_cpu() {
+	local w=${KEYS_RANGE_WIDTH:-$((4 * CPU_MS * 1000))} n i k0 k1
+	n=$(( ${KEYS_CAL_SECONDS:-4} * 1000 / CPU_MS ))
+	for i in 1 2 3; do
+		write_range "$w"
+		k0=$(server_ticks data)
+		run_pgbench "cal$i" "$PORT" kf 1 - 1 -t "$n" -f "$WORK/range.sql"
+		k1=$(server_ticks data)
+		[ "$R_STATUS" = ok ] || die "calibration run failed: $R_NOTE"
+		CPU_US=$(( (k1 - k0) * 1000000 / CLK_TCK / n ))
+		LAT_RANGE=$R_P50
+		log "calibration: range width $w -> $CPU_US us of CPU per statement (p50 $R_P50 us)"
+		[ -n "${KEYS_RANGE_WIDTH:-}" ] && break
+		[ "$CPU_US" -ge $((CPU_MS * 850)) ] && [ "$CPU_US" -le $((CPU_MS * 1150)) ] && break
+		[ "$i" = 3 ] && break
+		w=$(python3 -c "import sys; w=int(int(sys.argv[1])*int(sys.argv[2])*1000/max(1,int(sys.argv[3]))); print(max(100, min(w, 100000*int(sys.argv[4])//2)))" "$w" "$CPU_MS" "$CPU_US" "$SCALE")
+	done
+	RANGE_WIDTH=$w
+}
+
 # keyed_only BUDGET...: key_by 'setting:app.tenant' on these budgets only.
 # Each budget with key_by has a share of the table of keys (max_keys / their
 # number) that the others' new keys never take while it is unused: the
@@ -323,10 +349,9 @@ START=$(date +%s)
 if want flood; then
 	keyed_only keyed keyq
 	log "calibrating the statement to ~$CPU_MS ms (one client of tenant B, budget keyed)"
-	RANGE_WIDTH=${KEYS_RANGE_WIDTH:-}
-	RANGE_TARGET_US=$((CPU_MS * 1000)) CAL_DUR=${KEYS_CAL_SECONDS:-4} calibrate_range "$PORT" kf
-	log "statement: sum over $RANGE_WIDTH rows, one client's p50 $LAT_RANGE us"
-	echo "statement=SELECT sum(abalance) FROM pgbench_accounts WHERE aid BETWEEN :a AND :a + $RANGE_WIDTH (one client's p50 $LAT_RANGE us)" >>"$OUT/meta.txt"
+	calibrate_cpu
+	log "statement: sum over $RANGE_WIDTH rows, $CPU_US us of the server's CPU (one client's p50 $LAT_RANGE us)"
+	echo "statement=SELECT sum(abalance) FROM pgbench_accounts WHERE aid BETWEEN :a AND :a + $RANGE_WIDTH ($CPU_US us of the server's CPU per statement; one client's p50 $LAT_RANGE us)" >>"$OUT/meta.txt"
 	echo "contender,rep,t0,admitted0,t1,admitted1,b_tps,b_n,b_p50_us,b_p99_us,rejected_full,rejected_timeout,key_a_rejected,key_b_rejected,a_aborted,b_aborted,other_cpu_pct,status,note" >"$OUT/flood.csv"
 	log "measure flood: B = 4, Q = 64; tenant A $FLOOD clients, tenant B 2 clients, B's run $SECS s"
 	repeat_points flood_point alone keyed plain keyq

@@ -491,21 +491,19 @@ write_range() {
 }
 
 # calibrate_range PORT USER: unless RANGE_WIDTH is set, adjust the width of
-# range.sql until one client's median latency is within 15 % of
-# RANGE_TARGET_US (default 1000: the ~1 ms statement; three tries); sets
-# RANGE_WIDTH and LAT_RANGE (that median, microseconds).
+# range.sql until one client's median latency is within 15 % of 1 ms (three
+# tries); sets RANGE_WIDTH and LAT_RANGE (that median, microseconds).
 calibrate_range() {
-	local port=$1 user=$2 t=${RANGE_TARGET_US:-1000} p i
-	local w=${RANGE_WIDTH:-$((2 * t))}
+	local port=$1 user=$2 w=${RANGE_WIDTH:-2000} p i
 	write_range "$w"
 	if [ -z "${RANGE_WIDTH:-}" ]; then
 		for i in 1 2 3; do
 			p=$(one_client_p50 "$port" "$user" "range$i" -f "$WORK/range.sql")
 			log "calibration: range width $w -> p50 ${p} us (one client)"
-			# aim at the target; stop once within 15 %
-			[ "$p" -ge $((t * 85 / 100)) ] && [ "$p" -le $((t * 115 / 100)) ] && break
+			# aim at 1000 us; stop once within 15 %
+			[ "$p" -ge 850 ] && [ "$p" -le 1150 ] && break
 			[ "$i" = 3 ] && break
-			w=$(python3 -c "import sys; w=int(int(sys.argv[1])*int(sys.argv[4])/max(1,int(sys.argv[2]))); print(max(100, min(w, 100000*int(sys.argv[3])//2)))" "$w" "$p" "$SCALE" "$t")
+			w=$(python3 -c "import sys; w=int(int(sys.argv[1])*1000/max(1,int(sys.argv[2]))); print(max(100, min(w, 100000*int(sys.argv[3])//2)))" "$w" "$p" "$SCALE")
 			write_range "$w"
 		done
 	fi
