@@ -112,6 +112,19 @@ SELECT dbgate.assign_role('app_gate', 'gate');
 SELECT dbgate.assign_role('app_short', 'short');
 SELECT dbgate.assign_role('app_shadow', 'shadow');
 SELECT dbgate.assign_role('app_idle', 'idle');
+-- 1.3 keys: "keyed" for a key that holds the slot and one that waits;
+-- "many" for more keys than dbgate_key shows (key_max_rate 0.01: a key's
+-- entry lives 100 s after its statement, until its bucket is full again)
+CREATE ROLE app_keyed LOGIN;
+CREATE ROLE app_many LOGIN;
+DO $$ BEGIN
+  PERFORM dbgate.create_budget('keyed', max_active => 1, max_queued => 4,
+                               key_by => 'setting:app.tenant');
+  PERFORM dbgate.create_budget('many', max_active => 5, key_by => 'setting:app.tenant',
+                               key_max_rate => 0.01);
+  PERFORM dbgate.assign_role('app_keyed', 'keyed');
+  PERFORM dbgate.assign_role('app_many', 'many');
+EXCEPTION WHEN undefined_function THEN NULL; END $$;
 EOF
 # The monitoring role is no superuser and a member of pg_monitor only.
 [[ $(value "SELECT rolsuper || ' ' || (SELECT string_agg(roleid::regrole::text, ',')
@@ -131,6 +144,9 @@ done
 [[ $(has_col budgets max_memory_mb) == t ]] || missing+=("dbgate.budgets.max_memory_mb")
 has_histogram=$(value "SELECT to_regclass('dbgate.wait_histogram') IS NOT NULL")
 [[ $has_histogram == t ]] || missing+=("dbgate.wait_histogram")
+has_keys=$(value "SELECT to_regclass('dbgate.keys') IS NOT NULL
+	AND EXISTS (SELECT FROM dbgate.budgets WHERE budget = 'many')")
+[[ $has_keys == t ]] || missing+=("dbgate.keys")
 
 # --- the exporter -------------------------------------------------------------
 free_port() {
@@ -180,6 +196,17 @@ prom_tsv() {
 		}
 	' "$1" >"$1.tsv"
 	touch "$1.types"
+	# dbgate_key_*: "name budget key overflow value"
+	awk '
+		/^dbgate_key_/ {
+			name = $0; sub(/[{ ].*/, "", name)
+			budget = key = ov = "\\N"
+			if (match($0, /budget="[^"]*"/)) budget = substr($0, RSTART + 8, RLENGTH - 9)
+			if (match($0, /[{,]key="[^"]*"/)) key = substr($0, RSTART + 6, RLENGTH - 7)
+			if (match($0, /overflow="[^"]*"/)) ov = substr($0, RSTART + 10, RLENGTH - 11)
+			print name "\t" budget "\t" key "\t" ov "\t" $NF
+		}
+	' "$1" >"$1.keys.tsv"
 }
 
 # --- a standing queue ---------------------------------------------------------
@@ -195,6 +222,19 @@ bg app_gate "SELECT 'third'"
 wait_for "SELECT queued = 2 FROM dbgate.status WHERE budget = 'gate'"
 out=$(psql_as app_gate -c "SELECT 'fourth'" 2>&1) && fail "a statement over max_queued ran: $out"
 grep -q 'is full' <<<"$out" || fail "expected 'budget \"gate\" is full', got: $out"
+
+# Keys (1.3): t1 holds keyed's slot, t2 waits; 25 keys of "many" stay live
+if [[ $has_keys == t ]]; then
+	PGOPTIONS="-c app.tenant=t1" bg app_keyed "SELECT pg_sleep(60)"
+	wait_for "SELECT active = 1 FROM dbgate.status WHERE budget = 'keyed'"
+	PGOPTIONS="-c app.tenant=t2" bg app_keyed "SELECT 'waits'"
+	wait_for "SELECT queued = 1 FROM dbgate.status WHERE budget = 'keyed'"
+	for ((i = 1; i <= 25; i++)); do
+		printf "SET app.tenant = 'm%02d';\nSELECT 1;\n" "$i"
+	done | psql_as app_many -v ON_ERROR_STOP=1 >/dev/null || fail "the statements of 25 keys"
+	[[ $(value "SELECT keys FROM dbgate.status WHERE budget = 'many'") == 25 ]] ||
+		fail "budget many does not have 25 live keys: $(value "SELECT keys FROM dbgate.status WHERE budget = 'many'")"
+fi
 
 ow="coalesce((to_jsonb(s) ->> 'oldest_wait')::float8 / 1000, 'NaN')"
 before=$(value "SELECT $ow FROM dbgate.status s WHERE budget = 'gate'")
@@ -220,6 +260,43 @@ EOF
 	fail "checking the standing-queue scrape"
 [[ -s $WORK/standing.check ]] && fail "during a standing queue: $(cat "$WORK/standing.check")"
 echo "standing queue: active 1, queued 2, oldest_wait between the view's $before and $after s"
+
+# dbgate_key: the 20 busiest keys, each sample equal to its row of dbgate.keys
+if [[ $has_keys == t ]]; then
+	admin -At -v f="$WORK/standing.prom.keys.tsv" >"$WORK/keys.check" <<'EOF' ||
+CREATE TEMP TABLE scraped (name text, budget text, key text, overflow text, value float8);
+COPY scraped FROM :'f';
+SELECT format('dbgate_key_active: %s samples, expected 20 (the busiest keys of %s)',
+              count(*), (SELECT count(*) FROM dbgate.keys))
+FROM scraped WHERE name = 'dbgate_key_active' HAVING count(*) <> 20;
+SELECT format('dbgate_key_%s{budget="keyed",key="%s"}: %s, expected 1', w.m, w.k,
+              coalesce(s.value::text, 'missing'))
+FROM (VALUES ('active', 't1'), ('queued', 't2')) AS w(m, k)
+     LEFT JOIN scraped s ON s.name = 'dbgate_key_' || w.m AND s.budget = 'keyed' AND s.key = w.k
+WHERE s.value IS DISTINCT FROM 1;
+SELECT format('%s{budget="%s",key="%s"}: %s, the view says %s', s.name, s.budget, s.key, s.value,
+              coalesce(v.value::text, 'no row'))
+FROM scraped s
+     LEFT JOIN (SELECT k.budget, coalesce(k.key, '(overflow)') AS key, c.name, c.value
+                FROM dbgate.keys k,
+                     LATERAL (VALUES ('dbgate_key_active', k.active::float8),
+                                     ('dbgate_key_queued', k.queued),
+                                     ('dbgate_key_max_active', k.max_active),
+                                     ('dbgate_key_max_queued', k.max_queued),
+                                     ('dbgate_key_max_rate', k.max_rate),
+                                     ('dbgate_key_admitted_total', k.admitted),
+                                     ('dbgate_key_rejected_total', k.rejected),
+                                     ('dbgate_key_rate_limited_total', k.rate_limited),
+                                     ('dbgate_key_since_timestamp_seconds',
+                                      extract(epoch FROM k.since)::float8)) AS c(name, value)) v
+       ON v.budget = s.budget AND v.key = s.key AND v.name = s.name
+WHERE v.value IS NULL OR abs(s.value - v.value) > 1e-6 * greatest(1, abs(v.value));
+EOF
+		fail "checking the keys of the standing-queue scrape"
+	[[ -s $WORK/keys.check ]] && fail "dbgate_key: $(cat "$WORK/keys.check")"
+	echo "dbgate_key: the 20 busiest of $(value "SELECT count(*) FROM dbgate.keys") keys, equal to dbgate.keys"
+	value "SELECT pg_cancel_backend(pid) FROM dbgate.backends WHERE budget = 'keyed'" >/dev/null
+fi
 
 # Cancel the last queued statement (canceled_waiting)
 value "SELECT pg_cancel_backend(pid) FROM dbgate.backends
@@ -302,6 +379,8 @@ INSERT INTO mapping VALUES
   ('dbgate_demoted_in_total', 'status', 'demoted_in', 'counter', 1),
   ('dbgate_quarantined_total', 'status', 'quarantined', 'counter', 1),
   ('dbgate_adaptive_limit', 'status', 'adaptive_limit', 'gauge', 1),
+  ('dbgate_keys', 'status', 'keys', 'gauge', 1),
+  ('dbgate_keys_overflowed_total', 'status', 'keys_overflowed', 'counter', 1),
   ('dbgate_queue_timeout_seconds', 'budgets', 'queue_timeout', 'gauge', 1),
   ('dbgate_max_memory_mb', 'budgets', 'max_memory_mb', 'gauge', 1);
 -- the views as numbers: (budget, view, column, value or NULL)
