@@ -96,7 +96,7 @@ CHECK_TIMEOUT=${CHECK_TIMEOUT:-600}
 # Smoke scripts that test nothing of the server's version (the benchmark
 # tooling runs on this system's PostgreSQL; META.json and the release
 # archive): with CHECK_VERSION_ONLY they run on the host only.
-HOST_ONLY_SMOKE="bench pgxn"
+HOST_ONLY_SMOKE="bench bench-keys pgxn"
 # A test that waits for something that never happens fails after this
 # many seconds instead of PostgreSQL's default of 180 (TAP's poll_query_until
 # and friends) or 300 (an isolation step): the whole suite stays short.
