@@ -559,7 +559,8 @@ dbgate_grant_tree(int root, TimestampTz now, Wakeups *w)
 			{
 				DbgateProc *bp = proc_entry(blocked.procno);
 
-				bp->token_levels |= (uint8) (1 << blocked.token_level);
+				if (blocked.token_level >= 0)
+					bp->token_levels |= (uint8) (1 << blocked.token_level);
 				if (r->token_waiter != blocked.procno ||
 					r->token_due_ns != blocked.due_ns)
 				{

@@ -194,7 +194,16 @@ dims_block(DbgateBudget *b, int idx, uint8 dims, int64 now_ns,
 	{
 		*blocked = *pick;
 		blocked->due_ns = due;
+		/*
+		 * the level's rate_limited counts a wait for its own bucket (a
+		 * dimension of dbgate_dims_timed), not one for a key's, which the
+		 * key counts (SPEC 1.3: Key tokens)
+		 */
 		blocked->token_level = (int8) level;
+		if (!(dims & dbgate_dims_timed) ||
+			dbgate_dims_due(b, dims & dbgate_dims_timed, e, level,
+							now_ns) == DBGATE_DIM_TAKEN)
+			blocked->token_level = -1;
 	}
 	return true;
 }

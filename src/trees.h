@@ -19,7 +19,9 @@ typedef struct Pick
 	TimestampTz since;			/* its arrival, for ties */
 	bool		overdue;
 	int64		due_ns;			/* for a token waiter: when it is due */
-	int8		token_level;	/* for a token waiter: the level lacking one */
+	int8		token_level;	/* for a token waiter: the level lacking a
+								 * token of its own bucket (-1: only a
+								 * key's) */
 } Pick;
 
 struct ChainLimits;				/* admission_internals.h */
