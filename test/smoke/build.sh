@@ -9,7 +9,11 @@
 # after touching any header of src/, `make -n` would remake every object
 # and, when PostgreSQL was built with LLVM, every bitcode file (installed
 # for JIT inlining); another COPT remakes everything, and so does going
-# back, which gives the first library again.  Last, the library exports
+# back, which gives the first library again.  Only the first build makes
+# the bitcode (clang, as long as gcc's compile): the others are made with
+# with_llvm=no, which changes neither the library nor src/build-flags,
+# and whether another COPT would remake the bitcode files is asked of
+# `make -n`, as for the headers.  Last, the library exports
 # what the server looks up by name -- every function the install scripts
 # name and its info function, _PG_init, Pg_magic_func, the background
 # worker's entry point -- and nothing else (hidden visibility, also on 15);
@@ -49,13 +53,13 @@ build() { # dir [make arguments]
 	make -C "$d" -j"$(nproc)" PG_CONFIG="$PG_CONFIG" "$@" >"$WORK/make.log" 2>&1 ||
 		{ cat "$WORK/make.log"; fail "make in $d failed"; }
 }
-# the objects and bitcode files of dir not newer than file
+# the objects of dir not newer than file
 not_newer() { # dir file
-	find "$1/src" \( -name '*.o' -o -name '*.bc' \) ! -newer "$2" | sort
+	find "$1/src" -name '*.o' ! -newer "$2" | sort
 }
 
 build "$A"
-build "$B"
+build "$B" with_llvm=no
 cmp -s "$A/dbgate.so" "$B/dbgate.so" ||
 	fail "the library built in $B differs from the one built in $A"
 cp "$A/dbgate.so" "$WORK/first.so"
@@ -94,20 +98,26 @@ pending=$(would_make "$A")
 [[ -z $pending ]] || fail "make would remake after the headers are given back their times: $pending"
 echo "ok: every header of src/ would remake all $(echo "$all" | wc -l) objects and bitcode files"
 
+# Another COPT: the objects are remade (with_llvm=no), and make -n says
+# that every bitcode file would be too, and nothing else.
+bitcode=$(cd "$A" && find src -name '*.bc' | sort)
 sleep 1
 touch "$WORK/mark"
-build "$A" COPT=-O1
+build "$A" COPT=-O1 with_llvm=no
 stale=$(not_newer "$A" "$WORK/mark")
 [[ -z $stale ]] || fail "COPT=-O1 did not remake: $stale"
 cmp -s "$A/dbgate.so" "$WORK/first.so" && fail "COPT=-O1 made the same library"
+pending=$(would_make "$A" COPT=-O1)
+[[ $pending == "$bitcode" ]] ||
+	fail "after COPT=-O1, make -n would remake $(echo $pending | cut -c1-300), not the bitcode files $(echo $bitcode | cut -c1-300)"
 sleep 1
 touch "$WORK/mark"
-build "$A"
+build "$A" with_llvm=no
 stale=$(not_newer "$A" "$WORK/mark")
 [[ -z $stale ]] || fail "make without COPT after one with it did not remake: $stale"
 cmp -s "$A/dbgate.so" "$WORK/first.so" ||
 	fail "the library made again differs from the first"
-echo "ok: another COPT remakes everything, going back gives the first library"
+echo "ok: another COPT remakes everything (the bitcode: make -n), going back gives the first library"
 
 # the symbols the server looks up by name
 want=$(
