@@ -585,11 +585,17 @@ is(sql($replicas[0], 'SELECT dbgate.quarantine_remove()'), '1',
 
 # --- the pgbench load -------------------------------------------------------
 
+# Each transaction also holds an oltp slot for 10 ms (pg_sleep): with 4
+# clients and max_active 2, two statements run and the others queue at
+# every moment of the switchover and the failover, at a few hundred
+# statements a second instead of as many as the CPUs allow (the
+# unthrottled load took most of this test's CPU).
 my $pgb_script = "$work/pgb.sql";
 PostgreSQL::Test::Utils::append_to_file($pgb_script, <<'EOT');
 \set id random(1, 100)
 UPDATE pgb_t SET n = n + 1 WHERE id = :id;
 SELECT sum(n) FROM pgb_t;
+SELECT pg_sleep(0.01);
 EOT
 my $conninfo = 'host=' . join(',', ('127.0.0.1') x 3)
   . ' port=' . join(',', @pgport)
