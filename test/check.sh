@@ -528,7 +528,7 @@ fi
 # One version: this system's PostgreSQL ($PG_MAJOR, $PG_CONFIG).
 
 passed=0 failed=0 skipped=0
-WORK='' CHILD='' TAILPID='' LANE_PIDS=() SIDE_PID='' SIDE_SUITES='' TAP_TEMPLATE=''
+WORK='' CHILD='' TAILPID='' LANE_PIDS=() SIDE_PID='' SIDE_SUITES='' TAP_TEMPLATE='' ALONE_TEMPLATE=''
 
 # ---------------------------------------------------------------------------
 # Running commands
@@ -661,6 +661,19 @@ run_pg_regress() {
 	(($# > 0)) || return 0
 	rm -rf "$WORK/tree/tmp_check/$suite"
 	"${AS_PG[@]}" mkdir -p "$WORK/tree/tmp_check"
+	# pg_regress's own instance, or (the alone suite, when its template
+	# was made) a copy of the template started here
+	local instance=(--temp-instance="$WORK/tree/tmp_check/$suite"
+		--temp-config="$WORK/tree/test/dbgate.conf")
+	local server=()
+	if [[ $suite == alone-* && -n $ALONE_TEMPLATE ]]; then
+		instance=(--host="$WORK/alone/sock-$ALONE_PORT")
+		alone_instance "$WORK/tree/tmp_check/$suite" || {
+			echo "*** $suite: no copy of the template"
+			count 0 1 0
+			return 0
+		}
+	fi
 	# pg_regress stops at the first test without expected output.  Give such
 	# a test an empty one in the scratch copy: it fails like any other, and
 	# its diff shows everything it printed.
@@ -672,9 +685,7 @@ run_pg_regress() {
 			"${AS_PG[@]}" touch "$inputdir/expected/$t.out"
 		fi
 	done
-	run_logged "$log" "${AS_PG[@]}" "$prog" \
-		--temp-instance="$WORK/tree/tmp_check/$suite" \
-		--temp-config="$WORK/tree/test/dbgate.conf" \
+	run_logged "$log" "${AS_PG[@]}" ${server[@]+"${server[@]}"} "$prog" "${instance[@]}" \
 		--inputdir="$inputdir" --outputdir="$outdir" \
 		--bindir="$BINDIR" --no-locale --encoding=UTF8 ${port[@]+"${port[@]}"} \
 		${dbname:+--dbname="$dbname"} "$@"
@@ -688,8 +699,65 @@ run_pg_regress() {
 	if ((f > 0)); then
 		show_file "$outdir/regression.diffs" head 400
 		show_file "$WORK/tree/tmp_check/$suite/log/postmaster.log" tail 80
+	elif [[ $suite == alone-* && -n $ALONE_TEMPLATE ]]; then
+		rm -rf "$WORK/tree/tmp_check/$suite/data"
 	fi
 	count "$p" "$f" "$s"
+}
+
+# alone_template: the initdb of pg_regress's --temp-instance, once for the
+# alone suite, in ALONE_TEMPLATE (empty if it failed: each test then gets
+# pg_regress's own instance).  The same command line (initdb --no-clean
+# --no-sync --no-locale) and environment (pg_regress with --no-locale
+# clears the locale variables and sets LC_MESSAGES=C) as pg_regress's.
+alone_template() {
+	ALONE_TEMPLATE=$WORK/alone/template
+	"${AS_PG[@]}" mkdir -p "$WORK/alone"
+	if ! "${AS_PG[@]}" env -u LC_COLLATE -u LC_CTYPE -u LC_MONETARY -u LC_NUMERIC \
+		-u LC_TIME -u LANG -u LANGUAGE -u LC_ALL -u PGDATA LC_MESSAGES=C \
+		"$BINDIR/initdb" -D "$ALONE_TEMPLATE" --no-clean --no-sync --no-locale \
+		>"$WORK/logs/alone-template.log" 2>&1; then
+		echo "*** initdb of the alone suite's template failed (each test gets pg_regress's own instance):"
+		tail -n 20 "$WORK/logs/alone-template.log"
+		ALONE_TEMPLATE=''
+	fi
+}
+
+# alone_instance DIR: what pg_regress --temp-instance=DIR does before the
+# tests, with a copy of ALONE_TEMPLATE instead of an initdb: DIR/data
+# with pg_regress's settings and test/dbgate.conf appended to its
+# postgresql.conf; and in the array server (of the caller) the command
+# that starts it on ALONE_PORT, with its socket in
+# $WORK/alone/sock-ALONE_PORT only and its log in DIR/log/postmaster.log,
+# runs the rest of its arguments (pg_regress) and stops it (immediate):
+# one command, whose CPU seconds include the server's.
+alone_instance() {
+	local dir=$1 sock=$WORK/alone/sock-$ALONE_PORT
+	"${AS_PG[@]}" mkdir -p "$dir/log" "$sock" &&
+		"${AS_PG[@]}" cp -a "$ALONE_TEMPLATE" "$dir/data" || return 1
+	{
+		printf '\n# Configuration added by pg_regress\n\n'
+		printf '%s\n' "log_autovacuum_min_duration = 0" "log_checkpoints = on" \
+			"log_line_prefix = '%m %b[%p] %q%a '" "log_lock_waits = on" \
+			"log_temp_files = 128kB" "max_prepared_transactions = 2"
+		cat "$WORK/tree/test/dbgate.conf"
+	} | "${AS_PG[@]}" tee -a "$dir/data/postgresql.conf" >/dev/null || return 1
+	# shellcheck disable=SC2016 # expanded by the inner bash
+	server=(env -u LC_COLLATE -u LC_CTYPE -u LC_MONETARY -u LC_NUMERIC
+		-u LC_TIME -u LANG -u LANGUAGE -u LC_ALL -u PGDATA LC_MESSAGES=C
+		bash -c '
+		sock=$0 pg_ctl=$1/pg_ctl data=$2 port=$3
+		shift 3
+		if ! "$pg_ctl" -D "$data" -w -l "$data/../log/postmaster.log" \
+			-o "-F -c listen_addresses= -k $sock -p $port" start >/dev/null; then
+			echo "*** the copy of the template did not start"
+			tail -n 40 "$data/../log/postmaster.log"
+			exit 2
+		fi
+		"$@"
+		rc=$?
+		"$pg_ctl" -D "$data" -m immediate -w stop >/dev/null
+		exit "$rc"' "$sock" "$BINDIR" "$dir/data" "$ALONE_PORT")
 }
 
 suite_regress() {
@@ -744,6 +812,8 @@ suite_alone() {
 	done
 	# ports away from pg_regress's own default (0xC000 | version bits)
 	ALONE_PORT_BASE=$((40000 + RANDOM % 20000))
+	# each test's fresh instance a copy of one initdb
+	alone_template
 	if ((${#lane1[@]} > 0)); then
 		alone_lane 1 "${lane1[@]}" >"$WORK/logs/alone-lane-1.out" 2>&1 &
 		LANE_PIDS=($!)
