@@ -1,6 +1,6 @@
 # Soak test with fault injection.
 #
-# 63 client sessions in nineteen roles and thirteen budgets with statements
+# 71 client sessions in twenty roles and fourteen budgets with statements
 # (plus an ungated role; two more budgets are parents)
 # run a random mix of short and long statements, errors, savepoints,
 # cursors (also WITH HOLD), DO blocks and procedures that commit, prepared
@@ -80,6 +80,30 @@
 #              min_cost 100: cheap reads pass, sorts and hashes get
 #              memory grants                               role soak_m1
 #   (children: queue_timeout 800 ms; weights change under load)
+#
+# Keys (1.3):
+#   soak_k  B = 3, Q = 6, fair, queue_timeout 500 ms, key_by
+#           'setting:app.tenant', key_max_active 1, key_max_queued 2; the
+#           key 'hot' has a key limit of its own (max_active 1 or 2,
+#           max_queued 3), set, changed and reset under load
+#                                                    role soak_k1
+#           (its clients set a tenant before each operation: 'hot', one of
+#           three warm keys, or most often a new key; the server's
+#           dbgate.max_keys is 2, so the table of keys fills and new keys
+#           go to the budget's overflow key)
+#   The monitor samples dbgate.keys too.  In every sample: the live keys
+#   with an entry of the shared pool are at most dbgate.max_keys, a
+#   budget has at most one overflow row, and each key's active and queued
+#   are within the limits it ever had (1 and 2, 'hot' 2 and 3; read from
+#   one row).  At the end: no key of soak_k is live (no key has a rate),
+#   and soak_k's counters agree with its clients' as every checked
+#   budget's (a key's 53300 is a rejected_full of the budget); after a
+#   crash restart it has no live key and keys_overflowed is 0, and
+#   dbgate.key_limits is as committed (as dbgate.budgets, checked with
+#   it).  Not checked for soak_k: the order of its queue (the cross-key
+#   order needs the keys of the waiters, which the samples do not have)
+#   and that a free slot is taken at once (a waiter may wait for its key
+#   while a slot is free).
 #
 # Checks: the invariants of every sample (Soak::Check, and Soak::Check12
 # for trees, queue order and rate); at the end every budget, parents too,
@@ -243,6 +267,9 @@ srand($seed);
 # ---------------------------------------------------------------------
 # Cluster, roles, budgets
 
+# (1.3) dbgate.max_keys: the table of keys fills at once
+my $MAX_KEYS = 2;
+
 my $node = PostgreSQL::Test::Cluster->new('soak');
 $node->init;
 $node->append_conf(
@@ -254,14 +281,15 @@ restart_after_crash = on
 log_min_error_statement = panic
 log_statement = none
 dbgate.max_quarantine = 8
+dbgate.max_keys = $MAX_KEYS
 });
 $node->start;
 
 my @PARENTS = qw(soak_p soak_q);
 my @CHILDREN = qw(soak_h1 soak_h2 soak_h3 soak_h4 soak_m);
-my @BUDGETS = (qw(soak_a soak_b soak_c soak_d soak_e soak_s soak_l soak_r), @PARENTS, @CHILDREN);
+my @BUDGETS = (qw(soak_a soak_b soak_c soak_d soak_e soak_s soak_l soak_r soak_k), @PARENTS, @CHILDREN);
 # counters compared with the clients'
-my @CHECKED = (qw(soak_a soak_b soak_d soak_e soak_s soak_l soak_r), @CHILDREN);
+my @CHECKED = (qw(soak_a soak_b soak_d soak_e soak_s soak_l soak_r soak_k), @CHILDREN);
 my %ROLE_BUDGET = (
 	soak_l1 => 'soak_l',
 	soak_l2 => 'soak_l',
@@ -281,7 +309,8 @@ my %ROLE_BUDGET = (
 	soak_d2 => 'soak_d',
 	soak_e1 => 'soak_e',
 	soak_e2 => 'soak_e',
-	soak_s1 => 'soak_s');
+	soak_s1 => 'soak_s',
+	soak_k1 => 'soak_k');
 # role, class, number of sessions, the sessions' own
 # idle_in_transaction_session_timeout in ms (taken in turn)
 my @SESSIONS = (
@@ -304,7 +333,8 @@ my @SESSIONS = (
 	[ soak_h2u => 'h', 3, [0] ],
 	[ soak_h3u => 'h', 2, [0] ],
 	[ soak_h4u => 'h', 2, [0] ],
-	[ soak_m1 => 'm', 3, [0] ]);
+	[ soak_m1 => 'm', 3, [0] ],
+	[ soak_k1 => 'k', 8, [0] ]);
 my %QT_MS = (
 	soak_a => 400,
 	soak_b => 0,
@@ -313,28 +343,29 @@ my %QT_MS = (
 	soak_s => 600,
 	soak_l => 5000,
 	soak_r => 1000,
+	soak_k => 500,
 	map { $_ => 800 } @CHILDREN);
 # soak_c's statement_timeout is 0 or 2 s (see create_c_sql); soak_s's is
 # 1500 or 2000 ms, and applies to the statements demoted to it from soak_e
 # (counted from their admission)
 my %BUDGET_ST_MS = (soak_a => 0, soak_b => 1500, soak_c => 2000, soak_d => 0, soak_l => 300,
-	soak_e => 1500, soak_s => 1500);
+	soak_e => 1500, soak_s => 1500, soak_k => 0);
 my %SESSION_ST_MS = (a => 2000, b => 0, c => 3000, d => 3000, free => 3000,
-	l => 6000, r => 3000, h => 3000, m => 3000, e => 3000, s => 3000);
+	l => 6000, r => 3000, h => 3000, m => 3000, e => 3000, s => 3000, k => 3000);
 my %SCOPE = (soak_a => 'statement', soak_b => 'statement', soak_d => 'transaction',
 	soak_e => 'statement', soak_s => 'statement',
 	soak_l => 'statement', soak_r => 'statement', soak_h1 => 'statement',
 	soak_h2 => 'statement', soak_h3 => 'transaction', soak_h4 => 'statement',
-	soak_m => 'statement');
+	soak_m => 'statement', soak_k => 'statement');
 # the longest pg_sleep() of the clients of a budget (default 2.3 s)
-my %SLEEP_MAX = (soak_l => 0.25, soak_r => 0.3);
+my %SLEEP_MAX = (soak_l => 0.25, soak_r => 0.3, soak_k => 0.3);
 # the values soak_d's idle_in_transaction_timeout takes
 my @D_IDLE_MS = (500, 800);
 my %SENTINEL = (
 	soak_a => { max_active => 9 },
 	soak_b => { max_queued => 9 },
 	soak_d => { max_queued => 9 },
-	map { $_ => { max_queued => 9 } } qw(soak_e soak_s soak_l soak_r), @CHILDREN);
+	map { $_ => { max_queued => 9 } } qw(soak_e soak_s soak_l soak_r soak_k), @CHILDREN);
 # (1.3) soak_e's runaway_after takes these values (ms); its statements
 # wait at most its queue_timeout (400 ms), those quarantined in it wait in
 # soak_s's queue (600 ms at most)
@@ -396,6 +427,7 @@ my %cfg = (
 	},
 	soak_l => { max_active => 2, max_queued => 4, queue_order => 'lifo', overtake_limit => 100 },
 	soak_r => { max_active => 3, max_queued => 4, max_rate => 15, rate_burst => 3 },
+	soak_k => { max_active => 3, max_queued => 6 },
 	soak_p => { max_active => 3, max_queued => 0 },
 	soak_q => { max_active => 2, max_queued => 0, max_rate => 25, rate_burst => 4 },
 	soak_h1 => { max_active => 3, max_queued => 3, parent => 'soak_p', weight => 3 },
@@ -419,6 +451,10 @@ my %cfg = (
 	});
 my %c_roles = (soak_c1 => 1, soak_c2 => 1);    # assigned to soak_c
 my $c_exists = 1;
+# (1.3) the max_active of the key limit of soak_k's key 'hot' as committed
+# (0: none, reset: it has soak_k's key_max_active 1 and key_max_queued 2);
+# its max_queued is 3
+my $k_hot = 2;
 my $q_exists = 1;
 
 # The 1.2 fields as dbgate.budgets shows them, when %cfg does not say.
@@ -544,6 +580,10 @@ SELECT dbgate.create_budget('soak_h4', 2, 2, queue_timeout => '800ms',
 SELECT dbgate.create_budget('soak_m', 2, 3, queue_timeout => '800ms',
                             parent => 'soak_p', weight => 2,
                             max_memory_mb => 8, min_cost => 100);
+SELECT dbgate.create_budget('soak_k', 3, 6, queue_timeout => '500ms',
+                            key_by => 'setting:app.tenant',
+                            key_max_active => 1, key_max_queued => 2);
+SELECT dbgate.set_key_limit('soak_k', 'hot', max_active => 2, max_queued => 3);
 };
 $setup .= "CREATE ROLE $_->[0] LOGIN;\n" for @SESSIONS;
 $setup .= "SELECT dbgate.assign_role('$_', '$ROLE_BUDGET{$_}');\n"
@@ -771,6 +811,14 @@ sub config_problems
 	{
 		push @p, "unexpected budget $b" unless $want{$b};
 	}
+	# (1.3) the key limits
+	my $kl = $admin->selectrow_array(
+		q{SELECT coalesce(string_agg(format('%s:%s:%s:%s', budget, key, max_active, max_queued), ' '), '')
+		    FROM dbgate.key_limits});
+	my $want_kl = $k_hot ? "soak_k:hot:$k_hot:3" : '';
+	push @p, 'cannot read dbgate.key_limits: ' . ($admin->errstr // '') unless defined $kl;
+	push @p, "dbgate.key_limits is {$kl}, committed {$want_kl}"
+	  if defined $kl && $kl ne $want_kl;
 	return @p;
 }
 
@@ -1192,6 +1240,28 @@ sub demote_to_c
 	return;
 }
 
+# ---- (1.3) keys: the limit of soak_k's key 'hot' under load
+
+sub alter_k
+{
+	my $t0 = time;
+	my ($sql, $new);
+	if ($k_hot && rand() < 0.25)
+	{
+		($sql, $new) = (q{SELECT dbgate.reset_key_limit('soak_k', 'hot')}, 0);
+	}
+	else
+	{
+		$new = $k_hot == 1 ? 2 : 1;
+		$sql = "SELECT dbgate.set_key_limit('soak_k', 'hot', max_active => $new, max_queued => 3)";
+	}
+	adm($sql) or return;
+	$k_hot = $new;
+	$faults{'key limit of soak_k\'s hot ' . ($new ? 'set' : 'reset')}++;
+	event($t0, $sql);
+	return;
+}
+
 # ---- the 1.2 dimensions
 
 sub sql_value
@@ -1549,7 +1619,7 @@ sub crash
 			idle_in_transaction terminated_idle wait_time_total wait_time_max
 			active_time_total would_queue would_reject oldest_wait admitted_overdue
 			rate_limited bypassed memory_mb_active runaways demoted_out demoted_in
-			quarantined)
+			quarantined keys keys_overflowed)
 		  )
 		{
 			push @problems, "after the crash restart $b.$c = $st->{$b}{$c}"
@@ -1609,6 +1679,10 @@ sub premises_missing
 	push @m, "soak_r's rate held nothing back" unless ($st->{soak_r}{rate_limited} // 0) > 0;
 	push @m, 'no cheap read of soak_m passed' unless ($st->{soak_m}{bypassed} // 0) > 0;
 	push @m, 'soak_e demoted nothing' unless ($st->{soak_e}{demoted_out} // 0) > 0;
+	push @m, 'soak_k counted nothing under its overflow key'
+	  unless ($st->{soak_k}{keys_overflowed} // 0) > 0;
+	push @m, 'the key limit of soak_k\'s hot was never changed'
+	  unless grep { /^key limit of soak_k/ } keys %faults;
 	push @m, 'soak_e or soak_s was never changed while a statement was demoted'
 	  unless $faults{'change of soak_e or soak_s while a statement was demoted'};
 	push @m, $load->samples_lacking;
@@ -1678,6 +1752,7 @@ while (1)
 	elsif ($r < 0.83) { churn_tree(); }
 	elsif ($r < 0.87) { alter_m(); }
 	elsif ($r < 0.97) { alter_e(); }
+	alter_k() if rand() < 0.08;
 	if ($r >= 0.38 && $r < 0.97 && ($r < 0.59 || $r >= 0.61) && rand() < 0.2)
 	{
 		push @admin_fails, config_problems();
@@ -1739,6 +1814,12 @@ ok($drained{ok},
 	'every budget drains to active = 0 (a parent: its children\'s reservations, nothing held '
 	  . 'for a \'lifo\' child), queued = 0, and dbgate.backends is empty')
   or diag $drained{detail};
+# (1.3) no key has a rate: once nothing holds a key, no key is live
+is($admin->selectrow_array(
+		q{SELECT count(*) || ' keys, ' || coalesce(sum(active), 0) || ' active, ' || coalesce(sum(queued), 0) || ' queued; status: '
+		       || (SELECT keys FROM dbgate.status WHERE budget = 'soak_k') FROM dbgate.keys}),
+	'0 keys, 0 active, 0 queued; status: 0',
+	'(1.3) after the drain no key is live: dbgate.keys is empty, soak_k has no keys');
 # the adaptive limit (1.3) stayed between adapt_min and max_active through
 # the churn, the cancels and the crash restart
 like($node->safe_psql('postgres',
@@ -1747,6 +1828,48 @@ like($node->safe_psql('postgres',
 	qr/^t$/, 'soak_h1 (adapt on): its adaptive limit is between adapt_min and max_active');
 
 $load->stop_monitor($monitor_pid);
+
+# (1.3) dbgate.keys in every sample: the table never over its capacity
+# (the shared pool: dbgate.max_keys keys without a limit of their own;
+# 'hot' may have an entry of the pool of keys with limits; one overflow
+# row per budget), and each row within the limits its key ever had
+# (compared within one row only: a sample is not one reading of all rows)
+{
+	my $K = \%Soak::Monitor::K;
+	my ($nsamples, $full, $over, @bad) = (0, 0, 0);
+	open(my $fh, '<', "$dir/monitor.samples") or die "monitor.samples: $!";
+	while (my $line = <$fh>)
+	{
+		chomp $line;
+		my ($t, undef, undef, undef, $kj) = split /\t/, $line, -1;
+		next unless defined $kj;
+		$nsamples++;
+		my $rows = Soak::Monitor::read_rows($kj);
+		my (%plain, %ovf, $others);
+		for my $r (@$rows)
+		{
+			my ($b, $k, $a, $q, $ma, $mq) = @$r[ @$K{qw(budget key active queued max_active max_queued)} ];
+			if (!defined $k) { $ovf{$b}++; }
+			elsif ($k ne 'hot') { $others++; }
+			my ($amax, $qmax) = defined $k && $k eq 'hot' ? (2, 3) : (1, 2);
+			push @bad, sprintf('%.3f: key %s of %s has %d active and %d queued (limits %d, %d; at most %d, %d ever)',
+				$t, $k // '(overflow)', $b, $a, $q, $ma, $mq, $amax, $qmax)
+			  if $a > $amax || $q > $qmax || $b ne 'soak_k'
+			  || ((!defined $k || $k ne 'hot') && ($a > $ma || $q > $mq));
+		}
+		$others //= 0;
+		push @bad, sprintf('%.3f: %d keys without a limit of their own, dbgate.max_keys is %d', $t, $others, $MAX_KEYS)
+		  if $others > $MAX_KEYS;
+		push @bad, sprintf('%.3f: %s has %d overflow rows', $t, $_, $ovf{$_})
+		  for grep { $ovf{$_} > 1 } sort keys %ovf;
+		$full++ if $others == $MAX_KEYS;
+		$over++ if %ovf;
+	}
+	close $fh;
+	ok(!@bad, "(1.3) dbgate.keys in $nsamples samples: never over capacity, no key over its limits")
+	  or diag join("\n", @bad[ 0 .. ($#bad < 30 ? $#bad : 29) ]);
+	note("dbgate.keys: the shared pool full in $full samples, an overflow row in $over");
+}
 
 my $final = status_rows($admin);
 my $t_final = time;
@@ -2192,13 +2315,16 @@ my $check12 = Soak::Check12->new(
 	tol => 0.005,
 	catchup => $TOKEN_CATCHUP,
 	live => { map { $_ => 1 } 'soak_r', @CHILDREN },
+	keyed => { soak_k => 1 },
 	queued_age => \%queued_age,
 	max_age => 30);
 my $mon = check_samples(
 	file => "$dir/monitor.samples",
 	parents => { map { $_ => 1 } @PARENTS },
-	no_starve => { map { $_ => 1 } 'soak_r', @PARENTS, @CHILDREN },
+	# (soak_k's waiters may wait for their key while a slot is free)
+	no_starve => { map { $_ => 1 } 'soak_r', 'soak_k', @PARENTS, @CHILDREN },
 	lifo_possible => { soak_l => 1, soak_h1 => 1, soak_h4 => 1 },
+	keyed => { soak_k => 1 },
 	extra => [$check12],
 	lowerings => \%lowerings,
 	changes => \%changes,
@@ -2240,7 +2366,7 @@ push @fig, sprintf('seed %d; %.0f s of load, %d clients, %d epoch(s); drained in
 	$seed, $load_seconds, $nclients, $epoch + 1, $drained{seconds} // -1);
 push @fig, sprintf('statements %d (%s); operations: %s',
 	$tot{all}{statements} // 0,
-	join(', ', map { "$_ " . ($tot{$_}{statements} // 0) } qw(a b c d e s l r h m free)),
+	join(', ', map { "$_ " . ($tot{$_}{statements} // 0) } qw(a b c d e s l r h m k free)),
 	join(', ', map { "$_ $ops{$_}" } sort keys %ops));
 push @fig, 'outcomes: ' . join(', ',
 	map { my $k = $_; (my $n = $k) =~ s/^outcome_//; "$n $tot{all}{$k}" }

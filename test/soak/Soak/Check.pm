@@ -99,6 +99,9 @@ my @COUNTERS = qw(admitted admitted_after_wait rejected_full rejected_timeout
 #   scope never changes), gate_windows => [[t_off, t_on], ...],
 #   parents => { budget => 1 }, no_starve => { budget => 1 },
 #   lifo_possible => { budget => 1 }, extra => [Soak::Check12 objects],
+#   keyed => { budget => 1 } (1.3: budgets with key_by, whose queue is in
+#   the cross-key order: a waiter of a key with fewer active statements
+#   goes before those of busier keys, so a waiter may lose places),
 #   demote_targets => { budget => { runaway_budget => 1 } } (every budget
 #   that a budget may demote its statements to))
 # may_vanish: budgets that are dropped and created during the run, whose
@@ -269,7 +272,7 @@ sub check_samples
 		my %qpos_now;
 		for my $budget (keys %rows)
 		{
-			next if $p{lifo_possible}{$budget};
+			next if $p{lifo_possible}{$budget} || $p{keyed}{$budget};
 			for my $b (@{ $rows{$budget}{queued} // [] })
 			{
 				my $k = "$b->[$B{pid}]\@$b->[$B{since}]";

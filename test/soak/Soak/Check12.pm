@@ -118,6 +118,8 @@ my %B = %Soak::Monitor::B;
 #   catchup => s (how far back a waiter granted with the token waiter may
 #   take its token: DBGATE_DIM_CATCHUP_NS of src/dimdefs.h),
 #   live => { budget => 1 } (liveness checked here),
+#   keyed => { budget => 1 } (1.3: budgets with key_by, whose queue is in
+#   the cross-key order, not checked here: the samples have no keys),
 #   queued_age => { budget => s }, max_age => s (the longest waits))
 sub new
 {
@@ -478,7 +480,7 @@ sub check_order
 	{
 		my @q = sort { $a->[ $B{position} ] <=> $b->[ $B{position} ] }
 		  @{ $rows->{$bud}{queued} // [] };
-		next if @q < 2;
+		next if @q < 2 || $self->{keyed}{$bud};
 		my ($order, $c1) = $self->value_at($bud, 'queue_order', $t, $te);
 		my ($ol, $c2) = $self->value_at($bud, 'overtake_limit', $t, $te);
 		next unless $c1 && $c2 && defined $order;

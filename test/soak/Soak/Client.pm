@@ -124,7 +124,10 @@ my %MIX = (
 	# a budget with min_cost (100) and max_memory_mb: reads far below the
 	# cost pass ungated, sorts and hashes far above it are gated and get
 	# memory grants, writes are gated
-	m => { m_cheap => 30, m_sort => 15, m_hash => 10, hot => 6, m_amb => 4 });
+	m => { m_cheap => 30, m_sort => 15, m_hash => 10, hot => 6, m_amb => 4 },
+	# 1.3: a budget with key_by 'setting:app.tenant': short statements,
+	# each under a tenant set before it (see tenant)
+	k => { %SHORT, amb_timeout => 3 });
 
 # The longest pg_sleep() of the workload (seconds), per client (see new).
 my $sleep_max = 2.3;
@@ -202,6 +205,7 @@ sub run
 		{
 			$self->connect or next;
 		}
+		$self->tenant if $self->{class} eq 'k';
 		my $op = weighted_pick($self->{mix});
 		$self->{ops}{$op}++;
 		$self->{rejected} = 0;
@@ -748,6 +752,18 @@ sub check_rejection
 			$self->fail("held back by the rate of $rb, which has none: $o->{detail}")
 			  unless $self->{rated_by}{$rb};
 		}
+		elsif ($o->{detail} =~
+			/^(?:Key "[^"]*"|The budget's overflow key \(the keys the table of keys had no room for\)) has (\d+) of (\d+) (?:queue places taken|statements active, and (\d+) of (\d+) queue places are taken)\.$/
+		  )
+		{
+			# (1.3) held back by its key: the key's queue places, or the
+			# budget's queue full for a statement its key held back
+			my ($q, $mq) = defined $3 ? ($3, $4) : ($1, $2);
+			$self->fail("full although the queue has room: $o->{detail}")
+			  if $q < $mq;
+			$self->fail("held back by a key in a budget without key_by: $o->{detail}")
+			  unless $self->{class} eq 'k';
+		}
 		else
 		{
 			$self->fail("unexpected DETAIL of a full rejection: $o->{detail}");
@@ -883,6 +899,25 @@ sub rand_sleep
 }
 
 sub short_sleep { return sprintf('%.3f', rand(0.03)); }
+
+# (1.3) The tenant of the next operation of a client of class 'k' (the
+# key of its budget, key_by 'setting:app.tenant'): 'hot' (a key with a
+# limit of its own that changes under load), one of a few warm keys, or
+# most often a key never used before (churn: the table of keys fills and
+# new keys go to the overflow key).  A session-level SET, not gated.
+sub tenant
+{
+	my ($self) = @_;
+	return if $self->{lost} || !$self->{dbh};
+	my $r = rand();
+	my $k =
+		$r < 0.25 ? 'hot'
+	  : $r < 0.45 ? 'w' . int(rand(3))
+	  :             'n' . $self->{id} . '_' . ++$self->{tenants};
+	$self->{dbh}->do("SET app.tenant = '$k'")
+	  or $self->{lost} = 1;
+	return;
+}
 
 # ---------------------------------------------------------------------
 # Operations

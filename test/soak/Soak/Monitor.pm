@@ -5,10 +5,12 @@
 # file appears, and appends it to monitor.samples as one line:
 #
 #   <server time> TAB <status rows> TAB <backends rows> TAB <server time>
+#   TAB <keys rows>
 #
-# (rows separated by ';', fields by ',', in the order of %S and %B; see
-# read_rows; the second time is taken after both views were read, so
-# whatever the views saw happened between the two times)
+# (rows separated by ';', fields by ',', in the order of %S, %B and %K;
+# see read_rows; the second time is taken after the status and backends
+# views were read, so whatever they saw happened between the two times;
+# dbgate.keys (1.3) is read after it, each row under its key's lock)
 #
 # Both views are read by one statement: each view is consistent per budget
 # (read under that budget's lock), the two are a few microseconds apart.
@@ -59,7 +61,11 @@ SELECT extract(epoch FROM clock_timestamp()),
                  coalesce(b.memory_mb::text, ''),
                  coalesce(b.demoted_from, '')), ';'), '')
           FROM dbgate.backends b LEFT JOIN pg_stat_activity a ON a.pid = b.pid),
-       extract(epoch FROM clock_timestamp())
+       extract(epoch FROM clock_timestamp()),
+       (SELECT coalesce(string_agg(concat_ws(',',
+                 budget, coalesce(key, ''), active, queued, max_active,
+                 max_queued), ';'), '')
+          FROM dbgate.keys)
 SQL
 
 # Column positions in a status sample, used by Soak::Check.
@@ -104,6 +110,14 @@ our %B = (
 	has_xid => 8,
 	memory_mb => 9,
 	demoted_from => 10);
+# and in a sample of dbgate.keys (1.3; key undef: the overflow key)
+our %K = (
+	budget => 0,
+	key => 1,
+	active => 2,
+	queued => 3,
+	max_active => 4,
+	max_queued => 5);
 
 # read_rows(TEXT) -> [[field, ...], ...]; empty fields are undef.
 sub read_rows
