@@ -31,6 +31,13 @@
 # that statements of one budget run in another, and quarantined ones are
 # gated by it; at the start fz_stmt demotes its statements after 100 ms to
 # fz_txn, and fz_txn after 200 ms to fz_spare.
+# (1.3) Keys: every role has an app.tenant of its own (t_s1, t_u1, ...), so
+# that a budget with key_by 'setting:app.tenant' or 'user' has statements
+# of several keys at once; at the start fz_stmt has key_by
+# 'setting:app.tenant' with key_max_active 1 and fz_txn key_by 'user';
+# key_by and the key_* fields change with the others, and set_key_limit()
+# and reset_key_limit() calls, checked against the model, change the
+# limits of single keys (Fuzz::Alter); sqlsmith may call them as fz_t1.
 #
 # Meanwhile one session changes the budgets (Fuzz::Alter: every field of
 # alter_budget() this server has, table-driven), another cancels and
@@ -198,7 +205,8 @@ for my $r (sort keys %ROLE_BUDGET)
 	  . "ALTER ROLE $r SET statement_timeout = '3s';\n"
 	  . "ALTER ROLE $r SET max_parallel_workers_per_gather = 2;\n"
 	  . "ALTER ROLE $r SET parallel_setup_cost = 0;\n"
-	  . "ALTER ROLE $r SET parallel_tuple_cost = 0;\n";
+	  . "ALTER ROLE $r SET parallel_tuple_cost = 0;\n"
+	  . "ALTER ROLE $r SET app.tenant = '" . ($r =~ s/^fz_/t_/r) . "';\n";
 }
 $setup .= q{
 GRANT fz_grp TO fz_m1, fz_u2;
@@ -212,7 +220,7 @@ BEGIN
 			 WHERE pronamespace = 'dbgate'::regnamespace
 			   AND proname IN ('create_budget', 'alter_budget', 'drop_budget',
 							   'assign_role', 'unassign_role', 'assign_database',
-							   'unassign_database')
+							   'unassign_database', 'set_key_limit', 'reset_key_limit')
 	LOOP
 		EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO fz_t1', f);
 	END LOOP;
@@ -257,6 +265,15 @@ if ($has_parent && $has_runaway_budget)
 		  SELECT dbgate.alter_budget('fz_txn', runaway_after => '200ms',
 		                             runaway_action => 'demote', runaway_budget => 'fz_spare');});
 	$BUDGETS{fz_spare} = 'spare';
+}
+# (1.3) keys from the start
+if ($node->safe_psql($dbname,
+		q{SELECT count(*) FROM pg_proc WHERE proname = 'alter_budget'
+		  AND pronamespace = 'dbgate'::regnamespace AND 'key_by' = ANY (proargnames)}))
+{
+	$node->safe_psql($dbname,
+		q{SELECT dbgate.alter_budget('fz_stmt', key_by => 'setting:app.tenant', key_max_active => 1);
+		  SELECT dbgate.alter_budget('fz_txn', key_by => 'user');});
 }
 $node->safe_psql($dbname, 'SELECT dbgate.reset_stats()');
 note 'budgets: ' . join(', ', map { "$_ ($BUDGETS{$_})" } sort keys %BUDGETS);
@@ -718,6 +735,9 @@ push @fig, 'budget changes: ' . ($alt->{calls} // 0) . ' calls (' . ($alt->{roll
 push @fig, 'quarantine calls: ' . ($alt->{quarantine_calls} // 0) . ' ('
   . ($alt->{quarantine_ok} // 0) . ' done, ' . ($alt->{quarantine_refused} // 0)
   . ' refused as expected)';
+push @fig, 'key limit calls: ' . ($alt->{key_limit_calls} // 0) . ' ('
+  . join(', ', map { (my $k = $_) =~ s/^key_limit\t//; $k =~ s/\t/ /; "$k $alt->{$_}" }
+	  sort grep { /^key_limit\t/ } keys %$alt) . ')';
 push @fig, 'spare budget: '
   . join(', ', map { (my $k = $_) =~ s/^spare\t//; $k =~ s/\t/: /; "$k $alt->{$_}" }
 	  sort grep { /^spare\t/ } keys %$alt)

@@ -38,6 +38,19 @@
 # 42704 (a budget that a generated statement dropped); anything else is a
 # problem.
 #
+# (1.3) On a server with set_key_limit(), one step in five is a key limit
+# call instead: set_key_limit() of a key that the sessions use (their
+# role, or their app.tenant) or of another, with each limit NULL or a
+# value (a few invalid ones), or reset_key_limit() of one key or of all
+# of a budget; one in ten is rolled back.  The model has the key limits
+# too: set_key_limit must fail with 22023 (an invalid value, a budget
+# without key_by, a max_active over the budget's), 42704 (a budget that
+# does not exist) or 53400 (a new key with dbgate.max_key_limits taken),
+# else succeed and replace the key's limits; reset_key_limit fails only
+# for a budget that does not exist; a change of key_by (alter_budget) and
+# the drop of a budget remove the budget's key limits.  dbgate.key_limits
+# must show the model wherever dbgate.budgets must.
+#
 # Budget classes (the test says which budget is which):
 #   leaf    budgets with roles, always enforcing
 #   shadow  a budget with roles that goes in and out of shadow mode
@@ -51,6 +64,7 @@
 #   spare budget with and without force, and its creations),
 #   demote SOURCE TARGET 1 (1.3: SOURCE had runaway_action 'demote' to
 #   TARGET at some time: TARGET may hold SOURCE's statements),
+#   key_limit WHAT OUTCOME N (1.3: set and reset calls),
 #   max BUDGET FIELD VALUE (the highest value of max_active and max_queued
 #   ever committed, the initial one included),
 #   enforce_off BUDGET 1 (the budget was in shadow mode at some time),
@@ -112,6 +126,11 @@ our @FIELDS = (
 );
 
 use constant MAX_CHAIN => 4;
+
+# (1.3) The keys of key limits: those the sessions use (key_by 'user':
+# the role; 'setting:app.tenant': the role's app.tenant, see 092), one
+# that nobody uses and the empty key (app.tenant unset).
+our @KEYS = (qw(fz_s1 fz_u1 fz_t1 fz_m1 fz_u2 fz_w1 t_s1 t_u1 t_t1 t_m1 t_u2 t_w1 other), '');
 
 # new(host, port, superuser, dir, seed, budgets => { name => class },
 #     assigned => { name => 1 } (budgets with roles or databases))
@@ -327,6 +346,126 @@ sub check_config
 			  unless same($f, $want, $have);
 		}
 	}
+	if ($self->{keylimits})
+	{
+		my $have = read_key_limits($self->{dbh});
+		my $want = key_limits_text($self->{keylimits});
+		if (!defined $have)
+		{
+			$self->problem("$when: cannot read dbgate.key_limits: " . ($self->{dbh}->errstr // ''));
+		}
+		elsif (key_limits_text($have) ne $want)
+		{
+			$self->problem("$when: dbgate.key_limits shows {" . key_limits_text($have)
+				  . "}, committed {$want}");
+		}
+	}
+	return;
+}
+
+# (1.3) read_key_limits(DBH) -> { budget => { key => "max_active/
+# max_queued/max_rate/rate_burst" } } ('-' for NULL: the budget's key_*
+# value), or undef
+sub read_key_limits
+{
+	my ($dbh) = @_;
+	my $rows = $dbh->selectall_arrayref(
+		q{SELECT budget, key, concat_ws('/', coalesce(max_active::text, '-'),
+		         coalesce(max_queued::text, '-'), coalesce(max_rate::float8::text, '-'),
+		         coalesce(rate_burst::text, '-'))
+		    FROM dbgate.key_limits});
+	return undef unless $rows;
+	my %kl;
+	$kl{ $_->[0] }{ $_->[1] } = $_->[2] for @$rows;
+	return \%kl;
+}
+
+# the key limits as one text, in the order of budget and key
+sub key_limits_text
+{
+	my ($kl) = @_;
+	return join(' ', map {
+		my $b = $_;
+		map { "$b/'$_'=$kl->{$b}{$_}" } sort keys %{ $kl->{$b} }
+	} sort keys %$kl);
+}
+
+# One key limit call (see the top of this file).
+sub key_limit_step
+{
+	my ($self) = @_;
+	my $dbh = $self->{dbh};
+	my $m = $self->{model};
+	my $kl = $self->{keylimits};
+	my $budget = pick(sort(keys %{ $self->{budgets} }), 'fz_nothere');
+	my $key = pick(@KEYS);
+	my ($sql, $want, $what, $apply);
+	if (rand() < 0.3)
+	{
+		my $all = rand() < 0.3;
+		$what = $all ? 'reset all' : 'reset';
+		$sql = $all
+		  ? "SELECT dbgate.reset_key_limit('$budget')"
+		  : "SELECT dbgate.reset_key_limit('$budget', '$key')";
+		$want = $m->{$budget} ? undef : '42704';
+		$apply = sub {
+			delete $kl->{$budget}{$key} unless $all;
+			delete $kl->{$budget} if $all || !%{ $kl->{$budget} };
+		};
+	}
+	else
+	{
+		my $bad;
+		my $val = sub {
+			my ($good, $wrong) = @_;
+			return undef if rand() < 0.4;
+			if (rand() < 0.04) { $bad = 1; return pick(@$wrong); }
+			return pick(@$good);
+		};
+		my $ma = $val->([ 0, 1, 2, 3 ], [-1]);
+		my $mq = $val->([ 0, 1, 5 ], [-1]);
+		my $rate = $val->([ 0, 5, 50 ], [ 0.001, -1 ]);
+		my $burst = $val->([ 1, 3 ], [0]);
+		my @v = map { $_ // 'NULL' } ($ma, $mq, $rate, $burst);
+		$sql = "SELECT dbgate.set_key_limit('$budget', '$key', max_active => $v[0], "
+		  . "max_queued => $v[1], max_rate => $v[2], rate_burst => $v[3])";
+		$what = 'set';
+		my $n = 0;
+		$n += keys %{ $kl->{$_} } for keys %$kl;
+		$want =
+			$bad ? '22023'
+		  : !$m->{$budget} ? '42704'
+		  : ($m->{$budget}{key_by} // '') eq '' ? '22023'
+		  : defined $ma && $ma > ($m->{$budget}{max_active} // 1) ? '22023'
+		  : !($kl->{$budget} && exists $kl->{$budget}{$key}) && $n >= $self->{max_key_limits} ? '53400'
+		  :   undef;
+		my $text = join('/', map { defined $_ ? 0 + $_ : '-' } ($ma, $mq, $rate, $burst));
+		$apply = sub { $kl->{$budget}{$key} = $text; };
+	}
+	my $rollback = rand() < 0.1;
+	$self->{kcalls}++;
+	$dbh->do('BEGIN') if $rollback;
+	my $ok = defined $dbh->do($sql);
+	my $state = $ok ? undef : $dbh->state;
+	my $err = $ok ? '' : ($dbh->errstr // '');
+	$dbh->do('ROLLBACK') if $rollback;
+	if (!$ok && $state eq '53200')
+	{
+		$self->bump('lock_table_full');
+		return;
+	}
+	if (($state // '') ne ($want // ''))
+	{
+		$self->problem(sprintf('%s: %s, expected %s', $sql,
+				$ok ? 'succeeded' : "failed with $state ($err)",
+				defined $want ? "SQLSTATE $want" : 'success'));
+		# learn what the server has now
+		my $have = read_key_limits($dbh);
+		%$kl = %$have if $have;
+		return;
+	}
+	$self->bump('key_limit', $what, $rollback ? 'rolled back' : $ok ? 'ok' : 'refused');
+	$apply->() if $ok && !$rollback;
 	return;
 }
 
@@ -401,6 +540,10 @@ sub change
 	if ($ok)
 	{
 		$self->bump('ok', $_) for keys %new;
+		# (1.3) a change of key_by removes the budget's key limits
+		delete $self->{keylimits}{$budget}
+		  if $self->{keylimits} && exists $new{key_by}
+		  && $new{key_by} ne ($self->{model}{$budget}{key_by} // '');
 		$self->{model}{$budget}{$_} = $new{$_} for keys %new;
 		# an orphan reserves nothing (alter_budget says so with a WARNING)
 		$self->{model}{$budget}{reserved} = 0
@@ -473,6 +616,7 @@ sub spare_step
 	$self->bump('spare', $what, $rollback ? 'rolled back' : $ok ? 'ok' : 'refused');
 	return if $rollback || !$ok;
 	delete $m->{$name};
+	delete $self->{keylimits}{$name} if $self->{keylimits};
 	for my $b (@refs)
 	{
 		$m->{$b}{runaway_budget} = '';
@@ -534,6 +678,15 @@ sub run
 	($self->{quarantine}) = $self->{dbh}->selectrow_array(
 		q{SELECT to_regproc('dbgate.quarantine_add') IS NOT NULL
 		         AND coalesce(current_setting('dbgate.max_quarantine', true), '0')::int > 0});
+	# (1.3) key limits, where the server has them
+	my ($has_kl) = $self->{dbh}->selectrow_array(
+		q{SELECT to_regproc('dbgate.set_key_limit') IS NOT NULL});
+	if ($has_kl)
+	{
+		($self->{max_key_limits}) = $self->{dbh}->selectrow_array(
+			q{SELECT current_setting('dbgate.max_key_limits')::int});
+		$self->{keylimits} = read_key_limits($self->{dbh}) or die 'alter: no dbgate.key_limits';
+	}
 	my $k = 0;
 	my $spare = grep { $_ eq 'spare' } values %{ $self->{budgets} };
 	while (!flag_set($self->{dir}, 'stop'))
@@ -547,6 +700,14 @@ sub run
 		if ($self->{quarantine} && rand() < 0.1)
 		{
 			$self->quarantine_step;
+			sleep(0.1 + rand(0.3));
+			next;
+		}
+		if ($self->{keylimits} && rand() < 1 / 5)
+		{
+			$self->key_limit_step;
+			$self->check_config('after key limit call ' . $self->{kcalls})
+			  if $self->{kcalls} % 10 == 0;
 			sleep(0.1 + rand(0.3));
 			next;
 		}
@@ -571,6 +732,7 @@ sub write_stats
 	print $fh "quarantine_calls\t", $self->{qcalls} // 0, "\n";
 	print $fh "quarantine_ok\t", $self->{qok} // 0, "\n";
 	print $fh "quarantine_refused\t", $self->{qrefused} // 0, "\n";
+	print $fh "key_limit_calls\t", $self->{kcalls} // 0, "\n";
 	print $fh "$_\t$self->{stats}{$_}\n" for sort keys %{ $self->{stats} };
 	print $fh "$_\t$self->{max}{$_}\n" for sort keys %{ $self->{max} };
 	print $fh "enforce_off\t$_\t1\n" for sort keys %{ $self->{enforce_off} // {} };
