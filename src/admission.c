@@ -194,11 +194,10 @@ admit_shadow(const DbgateLookup *lk, ChainLimits *cl, TimestampTz now,
 			continue;
 		if (now_ns == 0 && (cl->lim[i].dim_flags & dbgate_dims_timed))
 			now_ns = dbgate_now_ns();
-		dbgate_dims_enter(budget_entry(cl->c.idx[i]), cl->lim[i].dim_flags,
-						  dbgate_my_proc, i);
-		if (dbgate_dims_take(budget_entry(cl->c.idx[i]), cl->lim[i].dim_flags,
-							 dbgate_my_proc, i, now_ns, now_ns,
-							 !cl->lim[i].enforce) != DBGATE_DIM_TAKEN)
+		if (dbgate_dims_enter_take(budget_entry(cl->c.idx[i]),
+								   cl->lim[i].dim_flags, dbgate_my_proc, i,
+								   now_ns, !cl->lim[i].enforce) !=
+			DBGATE_DIM_TAKEN)
 			lacked |= 1 << i;
 	}
 	dbgate_count_shadow(cl, before, lacked);
@@ -254,9 +253,9 @@ take_dims(DbgateBudget **lv, const uint8 *dims, int n, uint32 rated,
 			continue;
 		if (now_ns == 0 && (dims[i] & dbgate_dims_timed))
 			now_ns = dbgate_now_ns();
-		dbgate_dims_enter(lv[i], dims[i], me, i);
-		if (dbgate_dims_take(lv[i], dims[i], me, i, now_ns, now_ns,
-							 (shadow & (1 << i)) != 0) == DBGATE_DIM_TAKEN)
+		if (dbgate_dims_enter_take(lv[i], dims[i], me, i, now_ns,
+								   (shadow & (1 << i)) != 0) ==
+			DBGATE_DIM_TAKEN)
 			continue;
 		if (shadow & (1 << i))
 		{
@@ -275,22 +274,28 @@ take_dims(DbgateBudget **lv, const uint8 *dims, int n, uint32 rated,
 }
 
 /*
- * admit_rest_body() of a budget without parent, which uses an admission
- * dimension (a rate): its token, in fewer steps (the chain of one level
- * is set up already).
+ * The rest of a fast admission to an enforcing budget without parent that
+ * uses an admission dimension (a rate's token, a key), its slot already
+ * taken ('before0': its active before): its chain of one level, then the
+ * dimensions; where one of them does not admit, the slot goes back and
+ * the statement goes the slow way.  A function of its own, not a case of
+ * admit_rest_body(): it needs none of that one's frame.
  */
-static pg_attribute_always_inline DbgateAdmit
+static pg_noinline DbgateAdmit
 admit_leaf_dims(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
-				TimestampTz now, DbgateAdmission *a, uint32 before0,
-				DbgateBudget *b)
+				TimestampTz now, DbgateAdmission *a, uint32 before0)
 {
+	DbgateBudget *b = budget_entry(lk->budget);
 	int64		now_ns = 0;
 
+	a->chain.n = 1;
+	a->chain.idx[0] = lk->budget;
+	a->chain.inc[0] = lk->incarnation;
+	a->chain.resv = 0;
 	if (a->lim.dim_flags & dbgate_dims_timed)
 		now_ns = dbgate_now_ns();
-	dbgate_dims_enter(b, a->lim.dim_flags, dbgate_my_proc, 0);
-	if (dbgate_dims_take(b, a->lim.dim_flags, dbgate_my_proc, 0, now_ns,
-						 now_ns, false) != DBGATE_DIM_TAKEN)
+	if (dbgate_dims_enter_take(b, a->lim.dim_flags, dbgate_my_proc, 0,
+							   now_ns, false) != DBGATE_DIM_TAKEN)
 	{
 		return_levels(&a->chain, 1);
 		return dbgate_admit_slow(lk, utility, queryDesc, now, a);
@@ -335,8 +340,8 @@ take_reserved(DbgateChain *c, DbgateBudget **lv, int n, int32 p,
 }
 
 /*
- * The rest of a fast admission to an enforcing budget that has a parent or
- * an admission dimension (a rate), its own slot already taken ('before0':
+ * The rest of a fast admission to an enforcing budget that has a parent
+ * (and maybe admission dimensions), its own slot already taken ('before0':
  * its active before): a slot of every ancestor, bottom-up, then the
  * dimensions of every level that uses one (a token of a rate), each
  * without a lock.  An ancestor's limits are read as they are now; one
@@ -363,14 +368,12 @@ admit_rest_body(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 	int			n = 1;
 	int			i;
 
+	Assert(parent >= 0);		/* (without one: admit_leaf_dims()) */
 	c->n = 1;
 	c->idx[0] = lk->budget;
 	c->inc[0] = lk->incarnation;
 	c->resv = 0;
 	lv[0] = budget_entry(lk->budget);
-	if (parent < 0)				/* a rate and no parent: its token */
-		return admit_leaf_dims(lk, utility, queryDesc, now, a, before0,
-							   lv[0]);
 	note_peak_active(lv[0], before0 + 1);
 	if (a->lim.dim_flags)
 	{
@@ -505,6 +508,9 @@ dbgate_admit(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 	}
 	if (unlikely(a->lim.parent >= 0 || a->lim.dim_flags))
 	{
+		if (a->lim.parent < 0)
+			return admit_leaf_dims(lk, utility, queryDesc, now, a,
+								   dbgate_st_active(old));
 		if (unlikely(lk->reserves))
 			return admit_rest_reserved(lk, utility, queryDesc, now, a,
 									   dbgate_st_active(old));

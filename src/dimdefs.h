@@ -179,6 +179,16 @@ typedef struct DbgateDimension
 	void		(*enter) (DbgateBudget *b, DbgateProc *e, int level);
 
 	/*
+	 * enter_take (optional, for a dimension with enter): enter, then take
+	 * with now_ns as asof_ns too, in one call -- what the fast paths
+	 * (admission.c: the statement's own process, no lock) do, so a
+	 * dimension whose two steps share work does it once.  NULL: enter
+	 * then take.
+	 */
+	int64		(*enter_take) (DbgateBudget *b, DbgateProc *e, int level,
+							   int64 now_ns, bool force);
+
+	/*
 	 * join: under the tree lock, e's statement is about to join budget
 	 * b's queue: may it?  false: it is rejected (53300) with a DETAIL
 	 * written into detail (len bytes), counted by the dimension.  true: it

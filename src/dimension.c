@@ -59,25 +59,6 @@ dbgate_dims_install(DbgateBudget *b, const DbgateBudgetConf *conf,
 	return dims;
 }
 
-/*
- * The slot of backend entry e, held along chain c, ends: the release of
- * every dimension whose per-statement state e holds (e->dim_held), before
- * the slot's levels are returned.
- */
-void
-dbgate_dims_release(DbgateProc *e, const DbgateChain *c)
-{
-	int			d;
-
-	for (d = 0; d < DBGATE_NDIMS; d++)
-	{
-		if ((e->dim_held & DBGATE_DIM_BIT(d)) &&
-			dbgate_dimensions[d]->release != NULL)
-			dbgate_dimensions[d]->release(e, c);
-	}
-	e->dim_held = 0;
-}
-
 /* Zero every dimension's counters of budget b. */
 void
 dbgate_dims_reset_stats(DbgateBudget *b)
@@ -118,6 +99,12 @@ dbgate_dims_shmem_request(void)
 		if ((dbgate_dimensions[d]->enter != NULL) !=
 			((dbgate_dims_entering & DBGATE_DIM_BIT(d)) != 0))
 			elog(FATAL, "dbgate_dims_entering does not match dimension \"%s\"",
+				 dbgate_dimensions[d]->name);
+		if ((dbgate_dimensions[d]->enter != NULL &&
+			 dbgate_dimensions[d]->release == NULL) ||
+			(dbgate_dimensions[d]->enter_take != NULL &&
+			 dbgate_dimensions[d]->enter == NULL))
+			elog(FATAL, "dimension \"%s\" has enter without release, or enter_take without enter",
 				 dbgate_dimensions[d]->name);
 		if (dbgate_dimensions[d]->shmem_request != NULL)
 			dbgate_dimensions[d]->shmem_request();

@@ -31,6 +31,8 @@
 #ifndef DBGATE_DIMENSION_H
 #define DBGATE_DIMENSION_H
 
+#include "port/pg_bitutils.h"
+
 #include "dimdefs.h"
 #include "shmem.h"
 
@@ -70,6 +72,51 @@ dbgate_dims_take(DbgateBudget *b, uint8 dims, DbgateProc *e, int level,
 		if (!(dims & DBGATE_DIM_BIT(d)))
 			continue;
 		r = dbgate_dimensions[d]->take(b, e, level, now_ns, asof_ns, force);
+		if (r == DBGATE_DIM_TAKEN)
+			continue;
+		if (!force)
+		{
+			while (--d >= 0)
+			{
+				if (dims & DBGATE_DIM_BIT(d))
+					dbgate_dimensions[d]->untake(b, e, level);
+			}
+			return r;
+		}
+		if (res == DBGATE_DIM_TAKEN)
+			res = r;
+	}
+	return res;
+}
+
+/*
+ * dbgate_dims_enter() then dbgate_dims_take() with now_ns as asof_ns, for
+ * the fast paths (e == dbgate_my_proc, no lock): one call per dimension
+ * where it has enter_take.
+ */
+static inline int64
+dbgate_dims_enter_take(DbgateBudget *b, uint8 dims, DbgateProc *e,
+					   int level, int64 now_ns, bool force)
+{
+	int64		res = DBGATE_DIM_TAKEN;
+	uint32		left;
+
+	if (likely((dims & dbgate_dims_entering) == 0))	/* (a rate alone) */
+		return dbgate_dims_take(b, dims, e, level, now_ns, now_ns, force);
+	for (left = dims; left != 0; left &= left - 1)	/* (its bits only) */
+	{
+		int			d = pg_rightmost_one_pos32(left);
+		const DbgateDimension *dim = dbgate_dimensions[d];
+		int64		r;
+
+		if (dim->enter_take != NULL)
+			r = dim->enter_take(b, e, level, now_ns, force);
+		else
+		{
+			if (dim->enter != NULL)
+				dim->enter(b, e, level);
+			r = dim->take(b, e, level, now_ns, now_ns, force);
+		}
 		if (r == DBGATE_DIM_TAKEN)
 			continue;
 		if (!force)
@@ -237,8 +284,26 @@ dbgate_dims_explain(DbgateBudget *b, uint8 dims, DbgateProc *e, char *detail,
 extern DBGATE_HIDDEN uint8 dbgate_dims_install(DbgateBudget *b,
 											   const DbgateBudgetConf *conf,
 											   DbgateQueueLimits *q);
-extern DBGATE_HIDDEN void dbgate_dims_release(DbgateProc *e,
-											  const DbgateChain *c);
+
+/*
+ * The slot of backend entry e, held along chain c, ends: the release of
+ * every dimension whose per-statement state e holds (e->dim_held), before
+ * the slot's levels are returned.
+ */
+static inline void
+dbgate_dims_release(DbgateProc *e, const DbgateChain *c)
+{
+	int			d;
+
+	for (d = 0; d < DBGATE_NDIMS; d++)
+	{
+		/* (a dimension that sets its bit enters, and so has a release) */
+		if (e->dim_held & DBGATE_DIM_BIT(d))
+			dbgate_dimensions[d]->release(e, c);
+	}
+	e->dim_held = 0;
+}
+
 extern void dbgate_dims_reset_stats(DbgateBudget *b);
 extern void dbgate_dims_installed(void);
 extern void dbgate_dims_shmem_request(void);

@@ -63,11 +63,12 @@ budget_index(DbgateBudget *b)
  * Where a budget's keys come from: its key_by, cached per backend
  * ----------
  */
-static int32 kb_budget = -1;
+static DbgateBudget *kb_budget = NULL;
 static uint32 kb_incarnation;
 static uint32 kb_seq;
 static int	kb_kind;
 static char kb_setting[NAMEDATALEN];
+static uint32 kb_setting_id = 0;	/* changes with kb_setting (keysource.h) */
 
 static int
 keyby_kind(const char *key_by, char *setting)
@@ -88,37 +89,51 @@ keyby_kind(const char *key_by, char *setting)
 }
 
 /*
- * key_by of budget b, read consistently without a lock (conf_seq, as
- * dbgate_read_limits() reads the limits), once per change of b.
+ * keyby_of()'s cache made anew for budget b as of conf_seq 'seq' and
+ * incarnation 'inc'; false if b's configuration changed meanwhile.
  */
-static int
-keyby_of(DbgateBudget *b, int32 idx)
+static pg_noinline bool
+keyby_load(DbgateBudget *b, uint32 seq, uint32 inc)
+{
+	char		key_by[DBGATE_KEY_BY_LEN];
+
+	memcpy(key_by, b->conf.key_by, sizeof(key_by));
+	pg_read_barrier();
+	if (pg_atomic_read_u32(&b->conf_seq) != seq)
+		return false;
+	key_by[sizeof(key_by) - 1] = '\0';
+	kb_kind = keyby_kind(key_by, kb_setting);
+	kb_setting_id++;
+	kb_budget = b;
+	kb_incarnation = inc;
+	kb_seq = seq;
+	return true;
+}
+
+/*
+ * key_by of budget b, read consistently without a lock (conf_seq, as
+ * dbgate_read_limits() reads the limits), once per change of b; its
+ * incarnation as of that read is kb_incarnation.
+ */
+static inline int
+keyby_of(DbgateBudget *b)
 {
 	for (;;)
 	{
 		uint32		seq = pg_atomic_read_u32(&b->conf_seq);
-		char		key_by[DBGATE_KEY_BY_LEN];
 		uint32		inc;
 
-		if (seq & 1)
+		if (unlikely(seq & 1))
 		{
 			pg_spin_delay();
 			continue;
 		}
 		pg_read_barrier();
 		inc = b->incarnation;
-		if (idx == kb_budget && inc == kb_incarnation && seq == kb_seq)
+		if (likely(b == kb_budget && inc == kb_incarnation && seq == kb_seq))
 			return kb_kind;
-		memcpy(key_by, b->conf.key_by, sizeof(key_by));
-		pg_read_barrier();
-		if (pg_atomic_read_u32(&b->conf_seq) != seq)
-			continue;
-		key_by[sizeof(key_by) - 1] = '\0';
-		kb_kind = keyby_kind(key_by, kb_setting);
-		kb_budget = idx;
-		kb_incarnation = inc;
-		kb_seq = seq;
-		return kb_kind;
+		if (keyby_load(b, seq, inc))
+			return kb_kind;
 	}
 }
 
@@ -140,7 +155,7 @@ has_key(const DbgateProc *e)
  */
 static int32 kc_entry = -1;
 static uint64 kc_made;
-static int32 kc_budget;
+static DbgateBudget *kc_budget;
 static uint32 kc_incarnation;
 static int	kc_len;
 static char kc_key[DBGATE_KEY_BYTES + 1];
@@ -148,58 +163,84 @@ static char kc_key[DBGATE_KEY_BYTES + 1];
 /* Whether our entry's key_text is kc_key already (written by us alone). */
 static bool kt_is_kc = false;
 
-/* Key 'buf' of budget idx held: its entry (-1 and *overflowed if none). */
-static inline int32
-hold_key(int32 idx, uint32 inc, const char *buf, int len, bool *overflowed)
+/*
+ * Is v (NUL-terminated, not cut) the cached key kc_key?  Read no further
+ * than v's end; a key that was cut never compares equal (the slow way
+ * then, which cuts it).
+ */
+static inline bool
+is_cached_key(const char *v)
 {
+	return strncmp(kc_key, v, kc_len) == 0 && v[kc_len] == '\0';
+}
+
+/*
+ * The slow way of key_enter(): key v cut, its entry found or made and
+ * held (keytab), and kept as the cached key if it is not the overflow
+ * key; e->key and its text set.  Returns whether the key overflowed.
+ */
+static pg_noinline bool
+enter_slow(DbgateBudget *b, DbgateProc *e, const char *v)
+{
+	int			len = dbgate_key_cut(v, strnlen(v, DBGATE_KEY_BYTES + 1));
+	bool		overflowed;
 	int32		k;
 
-	*overflowed = false;
-	if (kc_entry >= 0 && kc_budget == idx && kc_incarnation == inc &&
-		kc_len == len && memcmp(kc_key, buf, len) == 0 &&
-		dbgate_key_pin(kc_entry, kc_made))
-		return kc_entry;
-	k = dbgate_key_hold(idx, inc, buf, len, overflowed);
-	kt_is_kc = false;
-	if (!*overflowed)
+	k = dbgate_key_hold(budget_index(b), kb_incarnation, v, len,
+						&overflowed);
+	if (!overflowed)
 	{
 		kc_entry = k;
 		kc_made = key_entry(k)->made;	/* (held: it stays) */
-		kc_budget = idx;
-		kc_incarnation = inc;
+		kc_budget = b;
+		kc_incarnation = kb_incarnation;
 		kc_len = len;
-		memcpy(kc_key, buf, len);
+		memcpy(kc_key, v, len);
+		kc_key[len] = '\0';
 	}
-	return k;
+	e->key = k;
+	memcpy(e->key_text, v, len);
+	e->key_text[len] = '\0';
+	kt_is_kc = !overflowed;
+	return overflowed;
+}
+
+/* enter (dimdefs.h): e's key held, unless it is held or level is not 0 */
+static pg_attribute_always_inline void
+enter_body(DbgateBudget *b, DbgateProc *e, int level)
+{
+	const char *v;
+	int			kind;
+	bool		overflowed = false;
+
+	if (has_key(e) || level != 0)
+		return;
+	kind = keyby_of(b);
+	if (kind == DBGATE_KEYBY_NONE)
+		return;
+	v = dbgate_key_value(kind, kb_setting, kb_setting_id);
+	if (likely(kc_entry >= 0 && kc_budget == b &&
+			   kc_incarnation == kb_incarnation && is_cached_key(v) &&
+			   dbgate_key_pin(kc_entry, kc_made)))
+	{
+		e->key = kc_entry;
+		if (unlikely(!kt_is_kc))
+		{
+			memcpy(e->key_text, kc_key, kc_len + 1);
+			kt_is_kc = true;
+		}
+	}
+	else
+		overflowed = enter_slow(b, e, v);
+	pg_write_barrier();			/* the views read the text once the flag is set */
+	e->key_flags = DBGATE_KEYF_HELD | (overflowed ? DBGATE_KEYF_OVERFLOW : 0);
+	e->dim_held |= KEY_BIT;
 }
 
 static void
 key_enter(DbgateBudget *b, DbgateProc *e, int level)
 {
-	int32		idx = budget_index(b);
-	const char *key;
-	int			kind;
-	int			len;
-	bool		overflowed;
-	int32		k;
-
-	if (has_key(e) || level != 0)
-		return;
-	kind = keyby_of(b, idx);
-	if (kind == DBGATE_KEYBY_NONE)
-		return;
-	key = dbgate_key_of(kind, kb_setting, &len);
-	k = hold_key(idx, b->incarnation, key, len, &overflowed);
-	e->key = k;
-	if (k != kc_entry || !kt_is_kc)
-	{
-		memcpy(e->key_text, key, len);
-		e->key_text[len] = '\0';
-		kt_is_kc = (k == kc_entry);
-	}
-	pg_write_barrier();			/* the views read the text once the flag is set */
-	e->key_flags = DBGATE_KEYF_HELD | (overflowed ? DBGATE_KEYF_OVERFLOW : 0);
-	e->dim_held |= KEY_BIT;
+	enter_body(b, e, level);
 }
 
 /*
@@ -219,19 +260,17 @@ key_state(DbgateKey *ke, int64 now_ns)
 	return DBGATE_DIM_TAKEN;
 }
 
-static int64
-key_take(DbgateBudget *b, DbgateProc *e, int level, int64 now_ns,
-		 int64 asof_ns, bool force)
+/*
+ * key_take() of a key with a rate, or forced (shadow mode): the active
+ * and the token, counted as taken even without room or token if forced.
+ */
+static pg_noinline int64
+take_rated(DbgateProc *e, DbgateKey *ke, int64 now_ns, int64 asof_ns,
+		   bool force)
 {
-	DbgateKey  *ke;
-	bool		room;
+	bool		room = dbgate_key_take_active(e->key, force);
 	int64		due = DBGATE_DIM_TAKEN;
 
-	if (!has_key(e) || level != 0)
-		return DBGATE_DIM_TAKEN;	/* no key: a key of its own */
-	Assert(!(e->key_flags & DBGATE_KEYF_ACTIVE));
-	ke = key_entry(e->key);
-	room = dbgate_key_take_active(e->key, force);
 	if (!room && !force)
 		return DBGATE_DIM_UNTIL_RELEASE;
 	if (ke->lim.rate_interval_ns > 0)
@@ -255,6 +294,43 @@ key_take(DbgateBudget *b, DbgateProc *e, int level, int64 now_ns,
 	if (!room)
 		return DBGATE_DIM_UNTIL_RELEASE;	/* (force: counted anyway) */
 	return due;
+}
+
+/* take (dimdefs.h) */
+static pg_attribute_always_inline int64
+take_body(DbgateBudget *b, DbgateProc *e, int level, int64 now_ns,
+		  int64 asof_ns, bool force)
+{
+	DbgateKey  *ke;
+
+	if (!has_key(e) || level != 0)
+		return DBGATE_DIM_TAKEN;	/* no key: a key of its own */
+	Assert(!(e->key_flags & DBGATE_KEYF_ACTIVE));
+	ke = key_entry(e->key);
+	if (unlikely(force || ke->lim.rate_interval_ns > 0))
+		return take_rated(e, ke, now_ns, asof_ns, force);
+	if (!dbgate_key_take_active(e->key, false))
+		return DBGATE_DIM_UNTIL_RELEASE;
+	e->key_flags |= DBGATE_KEYF_ACTIVE;
+	pg_atomic_fetch_add_u64(&ke->admitted, 1);
+	if (unlikely(e->key_flags & DBGATE_KEYF_WAITED))
+		pg_atomic_fetch_add_u64(&ke->rate_limited, 1);
+	return DBGATE_DIM_TAKEN;
+}
+
+static int64
+key_take(DbgateBudget *b, DbgateProc *e, int level, int64 now_ns,
+		 int64 asof_ns, bool force)
+{
+	return take_body(b, e, level, now_ns, asof_ns, force);
+}
+
+static int64
+key_enter_take(DbgateBudget *b, DbgateProc *e, int level, int64 now_ns,
+			   bool force)
+{
+	enter_body(b, e, level);
+	return take_body(b, e, level, now_ns, now_ns, force);
 }
 
 static void
@@ -575,6 +651,7 @@ const DbgateDimension dbgate_key_dimension = {
 	.release = key_release,
 	.reset_stats = key_reset_stats,
 	.enter = key_enter,
+	.enter_take = key_enter_take,
 	.join = key_join,
 	.unjoin = key_unjoin,
 	.pick = key_pick,

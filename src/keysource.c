@@ -104,45 +104,46 @@ client_key(void)
  * 500 instructions for a custom setting).  The key of a 'setting:NAME'
  * budget is read at every statement, so the setting's record is found
  * once and its place in the table kept: the record is used while the
- * table still has it there under that name (a record that PostgreSQL
- * freed -- a placeholder replaced when a module defines the setting -- is
- * no longer in the table; the table grows and is sorted again when a
- * setting is added, and the record is then looked for again).  A name
+ * table still has it there and the caller's number for the name is the
+ * same (a record that PostgreSQL freed -- a placeholder replaced when a
+ * module defines the setting -- is no longer in the table; the table
+ * grows and is sorted again when a setting is added, and shrinks when a
+ * module reserves a prefix of placeholders: the record is then looked for
+ * again).  keysource.h reads the record found without a call.  A name
  * with no record is looked for again only when the table grew.  A string
  * setting's value is read from its record; any other type through
  * GetConfigOption().  From 16 on the table is a hash: GetConfigOption().
  */
-static struct config_generic *set_rec = NULL;
-static int	set_pos = -1;
+struct config_generic *dbgate_set_rec = NULL;
+int			dbgate_set_pos = -1;
+uint32		dbgate_set_id = 0;	/* the caller's number of NAME (0: none) */
 static int	set_missing_n = -1;	/* the table's size when NAME was missing */
-static char set_name[NAMEDATALEN];
 
 static const char *
-setting_value(const char *name)
+setting_value(const char *name, uint32 id)
 {
 	struct config_generic **vars = get_guc_variables();
 	int			n = GetNumConfigOptions();
 
-	if (set_rec == NULL || set_pos >= n || vars[set_pos] != set_rec ||
-		strcmp(set_name, name) != 0)
+	if (dbgate_set_rec == NULL || dbgate_set_pos >= n ||
+		vars[dbgate_set_pos] != dbgate_set_rec || dbgate_set_id != id)
 	{
 		int			i;
 
-		if (set_rec == NULL && set_missing_n == n &&
-			strcmp(set_name, name) == 0)
+		if (dbgate_set_rec == NULL && set_missing_n == n && dbgate_set_id == id)
 			return NULL;		/* still no such setting */
-		set_rec = NULL;
-		strlcpy(set_name, name, sizeof(set_name));
+		dbgate_set_rec = NULL;
+		dbgate_set_id = id;
 		for (i = 0; i < n; i++)
 		{
 			if (pg_strcasecmp(vars[i]->name, name) == 0)
 			{
-				set_rec = vars[i];
-				set_pos = i;
+				dbgate_set_rec = vars[i];
+				dbgate_set_pos = i;
 				break;
 			}
 		}
-		if (set_rec == NULL)
+		if (dbgate_set_rec == NULL)
 		{
 			const char *v = GetConfigOption(name, true, false); /* an old name? */
 
@@ -150,9 +151,9 @@ setting_value(const char *name)
 			return v;
 		}
 	}
-	if (set_rec->vartype == PGC_STRING)
+	if (likely(dbgate_set_rec->vartype == PGC_STRING))
 	{
-		char	   *v = *((struct config_string *) set_rec)->variable;
+		char	   *v = *((struct config_string *) dbgate_set_rec)->variable;
 
 		return v ? v : "";
 	}
@@ -160,14 +161,14 @@ setting_value(const char *name)
 }
 #else
 static inline const char *
-setting_value(const char *name)
+setting_value(const char *name, uint32 id)
 {
 	return GetConfigOption(name, true, false);
 }
 #endif
 
 const char *
-dbgate_key_of(int kind, const char *setting, int *len)
+dbgate_key_value_slow(int kind, const char *setting, uint32 setting_id)
 {
 	const char *v = NULL;
 
@@ -183,11 +184,8 @@ dbgate_key_of(int kind, const char *setting, int *len)
 			v = client_key();
 			break;
 		case DBGATE_KEYBY_SETTING:
-			v = setting_value(setting);
+			v = setting_value(setting, setting_id);
 			break;
 	}
-	if (v == NULL)
-		v = "";
-	*len = dbgate_key_cut(v, strnlen(v, DBGATE_KEY_BYTES + 1));
-	return v;
+	return v ? v : "";
 }
