@@ -346,7 +346,7 @@ def summary(outdir):
         p99 = lambda r: fnum(r["b_p99_us"])  # noqa: E731
         out += ["## 1-2. Flood and trickle: B = 4, Q = 64, tenant A floods, tenant B trickles", ""]
         rows = []
-        for con in ("alone", "keyed", "plain", "keyq"):
+        for con in ("alone", "floor", "keyed", "plain", "keyq"):
             if con not in by:
                 continue
             rs = list(by[con].values())
@@ -359,10 +359,15 @@ def summary(outdir):
                                            sum(int(r["key_b_rejected"]) for r in rs)),
                          "%d / %d" % (sum(int(r["a_aborted"]) for r in rs), sum(int(r["b_aborted"]) for r in rs)),
                          spread(col(con, "other_cpu_pct"), 0)])
-        out += table(["contender", "reps", "B p50 ms", "B p99 ms", "B p99 / alone", "admitted/s",
+        for row in rows:
+            con = row[0]
+            row.insert(5, spread(ratio(con, "floor", p99), 2) if con not in ("alone", "floor") and "floor" in by else "")
+        out += table(["contender", "reps", "B p50 ms", "B p99 ms", "B p99 / alone", "B p99 / floor", "admitted/s",
                       "admitted/s vs plain", "rejected: budget / key A / key B (sum)",
                       "clients aborted A / B (sum)", "other CPU %"], rows)
-        out += ["", "alone: tenant B alone in the keyed budget; keyed: beside A's flood, key_by "
+        out += ["", "alone: tenant B alone in the keyed budget; floor: A with 2 clients, so the 4 slots are "
+                "full and nothing waits (on fewer than 4 CPUs B's statements share them: no gate of "
+                "B = 4 gives B better); keyed: beside A's flood, key_by "
                 "'setting:app.tenant'; plain: the same budget without key_by; keyq: keyed with "
                 "key_max_queued 32. B starts once A's statements fill the budget (or A's key) "
                 "and 2 s later; A is stopped when B is done. admitted/s: the budget's admissions per second while B ran "
@@ -372,6 +377,12 @@ def summary(outdir):
         r_t = ratio("keyed", "plain", aps)
         checks.append(check("1. B's p99 beside A, with key_by", "≤ 2 × alone",
                             spread(r_k, 2) + " ×", None if not r_k else med(r_k) <= 2))
+        r_f = ratio("keyed", "floor", p99)
+        r_fa = ratio("floor", "alone", p99)
+        if r_f:
+            checks.append(check("1. B's p99 beside A, with key_by, against the floor (4 slots full, nothing waits)",
+                                "≤ 2 × floor (the gate's own part)",
+                                spread(r_f, 2) + " × (floor / alone " + spread(r_fa, 2) + " ×)", med(r_f) <= 2))
         checks.append(check("1. B's p99 beside A, without key_by", "≥ 10 × alone (expected)",
                             spread(r_p, 2) + " ×", None if not r_p else med(r_p) >= 10))
         kq = list(by.get("keyq", {}).values())

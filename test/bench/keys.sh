@@ -30,6 +30,12 @@
 #   KEYS_RANGE_WIDTH    flood: rows the statement sums (default: calibrated
 #                       to KEYS_CPU_MS of the server's CPU)
 #   KEYS_CAL_SECONDS    flood: CPU seconds of each calibration run (4)
+#   KEYS_HUGE_PAGES     on: the server's shared memory in huge pages
+#                       (huge_pages = on; this many 2 MB pages more are
+#                       reserved in vm.nr_hugepages for the run and given
+#                       back at its end: KEYS_HUGE_PAGES_N, 200); default:
+#                       PostgreSQL's huge_pages = try, whatever the machine
+#                       has reserved
 #
 # One cluster with PostgreSQL's default settings, dbgate preloaded and
 # dbgate.max_keys = KEYS_MAX_KEYS; every client sets its key with
@@ -39,6 +45,9 @@
 #           statement is SELECT sum(abalance) over a range of
 #           pgbench_accounts, calibrated to ~KEYS_CPU_MS of the server's CPU.
 #           Contenders, alternated: alone (tenant B's 2 clients, A idle),
+#           floor (A with 2 clients: the 4 slots full, nothing waits — on
+#           a machine of fewer than 4 CPUs B's statements share them, and
+#           no gate of B = 4 can give B better than this),
 #           keyed (A's 48 clients fill the budget's slots and queue, 2 s
 #           later B runs, then A is stopped; a budget with key_by
 #           'setting:app.tenant'), plain (the same in a
@@ -106,12 +115,37 @@ done
 want() { case ",$MEASURES," in *",$1,"*) return 0 ;; esac; return 1; }
 need_ints "$REPS" "$SECS" "$CPU_MS" "$FLOOD" "$CHURN_KEYS" "$CHURN_SECS" "$CHURN_CLIENTS" \
 	"$MAX_KEYS" "$RATE" "$RATE_KEYS" "$WINDOW" "$SCALE"
+HUGE=${KEYS_HUGE_PAGES:-}
+HUGE_N=${KEYS_HUGE_PAGES_N:-200}
+case "$HUGE" in '' | on) ;; *) die "KEYS_HUGE_PAGES is on or unset, not '$HUGE'" ;; esac
+need_ints "$HUGE_N"
 need_root
 
 bench_install
 bench_build
 bench_dirs
 rm -f "$OUT"/{flood,churn,rate,other,anomalies}.csv "$OUT/summary.md" "$OUT/meta.txt"
+HP_OLD=
+# huge pages: reserved for the run, given back on exit (also on failure)
+hp_restore() {
+	[ -n "$HP_OLD" ] || return 0
+	echo "$HP_OLD" >/proc/sys/vm/nr_hugepages || true
+	HP_OLD=
+}
+keys_exit() {
+	local rc=$?
+	hp_restore
+	(exit $rc)
+	bench_cleanup
+}
+if [ "$HUGE" = on ]; then
+	[ "$(id -u)" = 0 ] || die "KEYS_HUGE_PAGES=on needs root (vm.nr_hugepages)"
+	HP_OLD=$(cat /proc/sys/vm/nr_hugepages)
+	trap keys_exit EXIT
+	echo $((HP_OLD + HUGE_N)) >/proc/sys/vm/nr_hugepages
+	[ "$(cat /proc/sys/vm/nr_hugepages)" -ge $((HP_OLD + HUGE_N)) ] ||
+		die "could not reserve $HUGE_N huge pages (vm.nr_hugepages $(cat /proc/sys/vm/nr_hugepages))"
+fi
 PORT=5473
 WARM=2
 
@@ -121,6 +155,7 @@ log "creating the cluster in $WORK"
 cluster_create data "$PORT" <<-EOF
 	shared_preload_libraries = 'dbgate'
 	dbgate.max_keys = $MAX_KEYS
+	${HUGE:+huge_pages = on}
 EOF
 cluster_start data
 as_pg "$PGBIN/createdb" -h "$WORK" -p "$PORT" "$DB"
@@ -149,7 +184,7 @@ echo 'SELECT 1;' >"$WORK/select1.sql"
 
 {
 	meta_common
-	echo "server=PostgreSQL's defaults but max_connections 200, dbgate.max_keys $MAX_KEYS; unix sockets"
+	echo "server=PostgreSQL's defaults but max_connections 200, dbgate.max_keys $MAX_KEYS${HUGE:+, huge_pages = on}; unix sockets; vm.nr_hugepages $(cat /proc/sys/vm/nr_hugepages)"
 	echo "sizes=reps $REPS; flood: B's run $SECS s, A $FLOOD clients, B 2 clients, ~$CPU_MS ms statements; churn: $CHURN_KEYS keys over $CHURN_SECS s at $CHURN_CLIENTS clients; rate: $RATE_KEYS keys at key_max_rate $RATE, $WINDOW s windows"
 } >"$OUT/meta.txt"
 
@@ -178,14 +213,30 @@ aborts() {
 flood_point() { # contender rep
 	local con=$1 rep=$2 role budget tag="flood-$1-r$2" pid=
 	case "$con" in
-	alone | keyed) role=kf budget=keyed ;;
+	alone | floor | keyed) role=kf budget=keyed ;;
 	plain) role=pf budget=plain ;;
 	keyq) role=qf budget=keyq ;;
 	esac
 	NOTE=
 	sql "SELECT dbgate.reset_stats('$budget')" >/dev/null
 	cpu_begin
-	if [ "$con" != alone ]; then
+	if [ "$con" = floor ]; then
+		# A with B - 2 = 2 clients: the 4 slots are full while B runs and
+		# nothing ever waits — what any gate of B = 4 leaves tenant B on
+		# this machine's CPUs at best
+		PGOPTIONS="-c app.tenant=A" pgbench_bg "$tag-A" "$PORT" "$role" 2 \
+			-T $((SECS + 600)) -f "$WORK/range.sql"
+		pid=$BG_PID
+		local t0=$SECONDS
+		until [ "$(sql "SELECT active >= 2 FROM dbgate.status WHERE budget = '$budget'")" = t ]; do
+			if [ $((SECONDS - t0)) -ge 60 ]; then
+				note "tenant A had not 2 statements active after 60 s"
+				break
+			fi
+			sleep 0.1
+		done
+		sleep "$WARM"
+	elif [ "$con" != alone ]; then
 		# A runs until B is done (then it is stopped: SIGTERM, as SIGINT is
 		# ignored by a command that a script put in the background): its clients take
 		# seconds to connect on a busy machine, so B starts once A's
@@ -354,7 +405,7 @@ if want flood; then
 	echo "statement=SELECT sum(abalance) FROM pgbench_accounts WHERE aid BETWEEN :a AND :a + $RANGE_WIDTH ($CPU_US us of the server's CPU per statement; one client's p50 $LAT_RANGE us)" >>"$OUT/meta.txt"
 	echo "contender,rep,t0,admitted0,t1,admitted1,b_tps,b_n,b_p50_us,b_p99_us,rejected_full,rejected_timeout,key_a_rejected,key_b_rejected,a_aborted,b_aborted,other_cpu_pct,status,note" >"$OUT/flood.csv"
 	log "measure flood: B = 4, Q = 64; tenant A $FLOOD clients, tenant B 2 clients, B's run $SECS s"
-	repeat_points flood_point alone keyed plain keyq
+	repeat_points flood_point alone floor keyed plain keyq
 fi
 if want churn; then
 	log "measure churn: $CHURN_KEYS keys over $CHURN_SECS s, $CHURN_CLIENTS clients, max_keys $MAX_KEYS"
