@@ -125,27 +125,7 @@ bench_install
 bench_build
 bench_dirs
 rm -f "$OUT"/{flood,churn,rate,other,anomalies}.csv "$OUT/summary.md" "$OUT/meta.txt"
-HP_OLD=
-# huge pages: reserved for the run, given back on exit (also on failure)
-hp_restore() {
-	[ -n "$HP_OLD" ] || return 0
-	echo "$HP_OLD" >/proc/sys/vm/nr_hugepages || true
-	HP_OLD=
-}
-keys_exit() {
-	local rc=$?
-	hp_restore
-	(exit $rc)
-	bench_cleanup
-}
-if [ "$HUGE" = on ]; then
-	[ "$(id -u)" = 0 ] || die "KEYS_HUGE_PAGES=on needs root (vm.nr_hugepages)"
-	HP_OLD=$(cat /proc/sys/vm/nr_hugepages)
-	trap keys_exit EXIT
-	echo $((HP_OLD + HUGE_N)) >/proc/sys/vm/nr_hugepages
-	[ "$(cat /proc/sys/vm/nr_hugepages)" -ge $((HP_OLD + HUGE_N)) ] ||
-		die "could not reserve $HUGE_N huge pages (vm.nr_hugepages $(cat /proc/sys/vm/nr_hugepages))"
-fi
+[ "$HUGE" = on ] && bench_huge_pages "$HUGE_N"
 PORT=5473
 WARM=2
 

@@ -177,6 +177,18 @@ bench_chown_out() {
 	case "$OUT" in "$REPO"/*) chown -R --reference="$REPO" "$OUT" 2>/dev/null || true ;; esac
 }
 
+# bench_huge_pages N: N more 2 MB huge pages reserved (vm.nr_hugepages)
+# for the run, for a server with huge_pages = on; bench_cleanup gives them
+# back.  Root only; after bench_dirs.
+HP_OLD=
+bench_huge_pages() {
+	[ "$(id -u)" = 0 ] || die "huge pages need root (vm.nr_hugepages)"
+	HP_OLD=$(cat /proc/sys/vm/nr_hugepages)
+	echo $((HP_OLD + $1)) >/proc/sys/vm/nr_hugepages
+	[ "$(cat /proc/sys/vm/nr_hugepages)" -ge $((HP_OLD + $1)) ] ||
+		die "could not reserve $1 huge pages (vm.nr_hugepages $(cat /proc/sys/vm/nr_hugepages))"
+}
+
 bench_cleanup() {
 	local rc=$?
 	set +e
@@ -189,6 +201,7 @@ bench_cleanup() {
 		as_pg "$PGBIN/pg_ctl" -D "$WORK/$c" -m immediate -w stop >/dev/null 2>&1
 		cp "$WORK/$c.log" "$RAW/server-$c.log" 2>/dev/null
 	done
+	[ -n "$HP_OLD" ] && echo "$HP_OLD" >/proc/sys/vm/nr_hugepages
 	rm -rf "$WORK"
 	bench_chown_out
 	[ $rc -ne 0 ] && [ $rc -ne 3 ] && echo "$BENCH_NAME: stopped (status $rc); partial results in $OUT" >&2

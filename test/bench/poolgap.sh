@@ -23,6 +23,9 @@
 #   --diag-duration S seconds of a diagnosis run (default 40: under load the
 #                     psql reads around the window took 10 s and more with -S)
 #   --no-perf         the diagnosis without perf (no trace, no profile)
+#   --huge-pages      the server with huge_pages = on (200 huge pages of
+#                     2 MB reserved in vm.nr_hugepages for the run, given
+#                     back at its end); default PostgreSQL's try
 #   --out DIR         results directory (default test/bench/results/poolgap)
 #   --no-install      do not apt-get anything, do not build (assume installed)
 #   --no-build        do not run make && make install in the repository
@@ -91,6 +94,7 @@ DIAG_B_SELECT=4
 DIAG_REPS=3
 DIAG_DUR=40
 PERF=1
+HUGE=
 OUT=
 
 while [ $# -gt 0 ]; do
@@ -107,6 +111,7 @@ while [ $# -gt 0 ]; do
 	--diag-reps) DIAG_REPS=$2; shift ;;
 	--diag-duration) DIAG_DUR=$2; shift ;;
 	--no-perf) PERF=0 ;;
+	--huge-pages) HUGE=on ;;
 	--out) OUT=$2; shift ;;
 	--no-install) INSTALL=0; BUILD=0 ;;
 	--no-build) BUILD=0 ;;
@@ -139,6 +144,7 @@ if [ "$PERF" = 1 ] && [ "$DIAG_REPS" -gt 0 ]; then
 fi
 bench_dirs
 rm -f "$OUT/runs.csv" "$OUT/diag.csv" "$OUT/summary.md"
+[ -n "$HUGE" ] && bench_huge_pages 200
 PORT=5453
 SO=$("$PG_CONFIG" --pkglibdir)/dbgate.so
 PROBES=0
@@ -158,6 +164,7 @@ trap 'rc=$?; set +e; probes_del; (exit $rc); bench_cleanup' EXIT
 log "creating the cluster in $WORK"
 cluster_create data "$PORT" <<-EOF
 	shared_preload_libraries = 'dbgate'
+	${HUGE:+huge_pages = on}
 EOF
 cluster_start data
 as_pg "$PGBIN/createdb" -h "$WORK" -p "$PORT" "$DB"
@@ -338,7 +345,7 @@ START=$(date +%s)
 	meta_common
 	echo "PgBouncer=$("$BOUNCER" --version 2>&1 | head -n 1 | sed 's/^PgBouncer //')"
 	echo "mode=$DUR s per point, $REPS repetition(s), cells $CELLS, TPC-B B $TPCB_B pools $TPCB_POOLS, -S B $SELECT_B pools $SELECT_POOLS; diagnosis: $DIAG_REPS repetition(s) of $DIAG_DUR s at B $DIAG_B_TPCB (TPC-B) and $DIAG_B_SELECT (-S), perf $([ "$PERF" = 1 ] && echo on || echo off)"
-	echo "server=PostgreSQL's defaults (fsync on, synchronous_commit on, parallel query on) but max_connections 200; unix sockets; PgBouncer in transaction pooling mode over its unix socket"
+	echo "server=PostgreSQL's defaults (fsync on, synchronous_commit on, parallel query on) but max_connections 200${HUGE:+, huge_pages = on}; unix sockets; PgBouncer in transaction pooling mode over its unix socket; vm.nr_hugepages $(cat /proc/sys/vm/nr_hugepages)"
 } >"$OUT/meta.txt"
 echo "cell,clients,contender,rep,tps,p99_ms,p50_ms,transactions,admitted,admitted_after_wait,active_time_total_ms,other_cpu_pct,status,note" >"$OUT/runs.csv"
 for SCALE in 1 10; do
