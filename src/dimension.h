@@ -31,8 +31,6 @@
 #ifndef DBGATE_DIMENSION_H
 #define DBGATE_DIMENSION_H
 
-#include "port/pg_bitutils.h"
-
 #include "dimdefs.h"
 #include "shmem.h"
 
@@ -52,26 +50,32 @@ extern DBGATE_HIDDEN const uint8 dbgate_dims_entering;
 extern DBGATE_HIDDEN const uint8 dbgate_dims_timed;
 
 /*
- * Take the dimensions 'dims' at level 'level' of e's statement (budget
- * entry b): as a DbgateDimension's take answers (the first answer that is
- * not DBGATE_DIM_TAKEN).  Without 'force', a dimension that does not
- * admit leaves nothing taken (the ones taken before it at this level are
- * given back); with it, every one is taken.
+ * dbgate_dims_take(), and with 'enter' dbgate_dims_enter_take(): the
+ * dimensions of dims one after the other, each entered
+ * first if 'enter' (by its enter_take where it has one).
  */
-static inline int64
-dbgate_dims_take(DbgateBudget *b, uint8 dims, DbgateProc *e, int level,
-				 int64 now_ns, int64 asof_ns, bool force)
+static pg_attribute_always_inline int64
+dims_take_body(DbgateBudget *b, uint8 dims, DbgateProc *e, int level,
+			   int64 now_ns, int64 asof_ns, bool force, const bool enter)
 {
 	int64		res = DBGATE_DIM_TAKEN;
 	int			d;
 
 	for (d = 0; d < DBGATE_NDIMS; d++)
 	{
+		const DbgateDimension *dim = dbgate_dimensions[d];
 		int64		r;
 
 		if (!(dims & DBGATE_DIM_BIT(d)))
 			continue;
-		r = dbgate_dimensions[d]->take(b, e, level, now_ns, asof_ns, force);
+		if (enter && dim->enter_take != NULL)
+			r = dim->enter_take(b, e, level, now_ns, force);
+		else
+		{
+			if (enter && dim->enter != NULL)
+				dim->enter(b, e, level);
+			r = dim->take(b, e, level, now_ns, asof_ns, force);
+		}
 		if (r == DBGATE_DIM_TAKEN)
 			continue;
 		if (!force)
@@ -90,6 +94,20 @@ dbgate_dims_take(DbgateBudget *b, uint8 dims, DbgateProc *e, int level,
 }
 
 /*
+ * Take the dimensions 'dims' at level 'level' of e's statement (budget
+ * entry b): as a DbgateDimension's take answers (the first answer that is
+ * not DBGATE_DIM_TAKEN).  Without 'force', a dimension that does not
+ * admit leaves nothing taken (the ones taken before it at this level are
+ * given back); with it, every one is taken.
+ */
+static inline int64
+dbgate_dims_take(DbgateBudget *b, uint8 dims, DbgateProc *e, int level,
+				 int64 now_ns, int64 asof_ns, bool force)
+{
+	return dims_take_body(b, dims, e, level, now_ns, asof_ns, force, false);
+}
+
+/*
  * dbgate_dims_enter() then dbgate_dims_take() with now_ns as asof_ns, for
  * the fast paths (e == dbgate_my_proc, no lock): one call per dimension
  * where it has enter_take.
@@ -98,40 +116,10 @@ static inline int64
 dbgate_dims_enter_take(DbgateBudget *b, uint8 dims, DbgateProc *e,
 					   int level, int64 now_ns, bool force)
 {
-	int64		res = DBGATE_DIM_TAKEN;
-	uint32		left;
-
 	if (likely((dims & dbgate_dims_entering) == 0))	/* (a rate alone) */
-		return dbgate_dims_take(b, dims, e, level, now_ns, now_ns, force);
-	for (left = dims; left != 0; left &= left - 1)	/* (its bits only) */
-	{
-		int			d = pg_rightmost_one_pos32(left);
-		const DbgateDimension *dim = dbgate_dimensions[d];
-		int64		r;
-
-		if (dim->enter_take != NULL)
-			r = dim->enter_take(b, e, level, now_ns, force);
-		else
-		{
-			if (dim->enter != NULL)
-				dim->enter(b, e, level);
-			r = dim->take(b, e, level, now_ns, now_ns, force);
-		}
-		if (r == DBGATE_DIM_TAKEN)
-			continue;
-		if (!force)
-		{
-			while (--d >= 0)
-			{
-				if (dims & DBGATE_DIM_BIT(d))
-					dbgate_dimensions[d]->untake(b, e, level);
-			}
-			return r;
-		}
-		if (res == DBGATE_DIM_TAKEN)
-			res = r;
-	}
-	return res;
+		return dims_take_body(b, dims, e, level, now_ns, now_ns, force,
+							  false);
+	return dims_take_body(b, dims, e, level, now_ns, now_ns, force, true);
 }
 
 /* Give back what dbgate_dims_take() took at level 'level'. */

@@ -200,38 +200,32 @@ flood_point() { # contender rep
 	NOTE=
 	sql "SELECT dbgate.reset_stats('$budget')" >/dev/null
 	cpu_begin
-	if [ "$con" = floor ]; then
-		# A with B - 2 = 2 clients: the 4 slots are full while B runs and
-		# nothing ever waits — what any gate of B = 4 leaves tenant B on
-		# this machine's CPUs at best
-		PGOPTIONS="-c app.tenant=A" pgbench_bg "$tag-A" "$PORT" "$role" 2 \
+	if [ "$con" != alone ]; then
+		# floor: A with B - 2 = 2 clients, so the 4 slots are full while B
+		# runs and nothing ever waits — what any gate of B = 4 leaves
+		# tenant B on this machine's CPUs at best.  Otherwise A floods.
+		# A runs until B is done (then it is stopped: SIGTERM, as SIGINT
+		# is ignored by a command that a script put in the background):
+		# its clients take seconds to connect on a busy machine, so B
+		# starts once A's statements fill the budget's slots (and queue,
+		# or A's key's queue: a refusal), and WARM s later
+		local a_clients=$FLOOD cond what want=$FLOOD
+		if [ "$con" = floor ]; then
+			a_clients=2 cond="active >= 2" what="2 statements active"
+		else
+			[ "$con" = keyq ] && [ "$want" -gt 36 ] && want=36
+			[ "$want" -gt 68 ] && want=68
+			cond="active + queued >= $want OR rejected_full > 0 OR (SELECT count(*) >= $FLOOD
+				FROM pg_stat_activity WHERE usename = '$role')"
+			what="$want statements active or queued, nor $FLOOD sessions"
+		fi
+		PGOPTIONS="-c app.tenant=A" pgbench_bg "$tag-A" "$PORT" "$role" "$a_clients" \
 			-T $((SECS + 600)) -f "$WORK/range.sql"
 		pid=$BG_PID
 		local t0=$SECONDS
-		until [ "$(sql "SELECT active >= 2 FROM dbgate.status WHERE budget = '$budget'")" = t ]; do
+		until [ "$(sql "SELECT $cond FROM dbgate.status WHERE budget = '$budget'")" = t ]; do
 			if [ $((SECONDS - t0)) -ge 60 ]; then
-				note "tenant A had not 2 statements active after 60 s"
-				break
-			fi
-			sleep 0.1
-		done
-		sleep "$WARM"
-	elif [ "$con" != alone ]; then
-		# A runs until B is done (then it is stopped: SIGTERM, as SIGINT is
-		# ignored by a command that a script put in the background): its clients take
-		# seconds to connect on a busy machine, so B starts once A's
-		# statements fill the budget's slots and queue (or A's key's
-		# queue: a refusal), and WARM s later
-		PGOPTIONS="-c app.tenant=A" pgbench_bg "$tag-A" "$PORT" "$role" "$FLOOD" \
-			-T $((SECS + 600)) -f "$WORK/range.sql"
-		pid=$BG_PID
-		local want=$FLOOD t0=$SECONDS
-		[ "$con" = keyq ] && [ "$want" -gt 36 ] && want=36
-		[ "$want" -gt 68 ] && want=68
-		until [ "$(sql "SELECT active + queued >= $want OR rejected_full > 0 OR (SELECT count(*) >= $FLOOD
-			FROM pg_stat_activity WHERE usename = '$role') FROM dbgate.status WHERE budget = '$budget'")" = t ]; do
-			if [ $((SECONDS - t0)) -ge 60 ]; then
-				note "tenant A had neither $want statements active or queued nor $FLOOD sessions after 60 s"
+				note "tenant A had not $what after 60 s"
 				break
 			fi
 			sleep 0.1
