@@ -218,7 +218,7 @@
 #
 # Environment:
 #   SOAK_SEED=<n>        random seed (default 1); printed at the start
-#   SOAK_DURATION=<s>    seconds of load, at least (default 40; see above)
+#   SOAK_DURATION=<s>    seconds of load, at least (default 20; see above)
 #   SOAK_LONG=1          480 s of load (check.sh allows 600 s per TAP file by
 #                        default; raise CHECK_TIMEOUT for longer runs)
 #   SOAK_CRASHES=<n>     crash restarts (default 1 per 150 s, at least 1)
@@ -255,7 +255,7 @@ use Soak::Check qw(check_samples scan_log);
 use Soak::Check12;
 
 my $seed = $ENV{SOAK_SEED} // 1;
-my $duration = $ENV{SOAK_DURATION} // ($ENV{SOAK_LONG} ? 480 : 40);
+my $duration = $ENV{SOAK_DURATION} // ($ENV{SOAK_LONG} ? 480 : 20);
 my $ncrashes = $ENV{SOAK_CRASHES} // ($duration >= 300 ? int($duration / 150) : 1);
 die "SOAK_SEED must be an integer\n" unless $seed =~ /^\d+$/;
 die "SOAK_DURATION must be a number of seconds\n" unless $duration =~ /^\d+$/;
@@ -1723,7 +1723,8 @@ my @crash_at =
   map { $t_start + $duration * (($_ - 0.5) / $ncrashes) * (0.8 + rand(0.3)) }
   1 .. $ncrashes;
 # (1.3) soak_e demotes to soak_c a few seconds before each crash restart
-my @demote_c_at = map { $_ - 8 } @crash_at;
+# (not before 5 s of load: its statements must have started running)
+my @demote_c_at = map { $_ - 8 > $t_start + 5 ? $_ - 8 : $t_start + 5 } @crash_at;
 while (1)
 {
 	last if !@crash_at && $load->done(\&premises_missing, \&nudge);

@@ -79,7 +79,7 @@
 #                     faults and the utility clients (default 1); the
 #                     timing, and with it what sqlsmith generates after its
 #                     first failures, is not reproducible
-#   FUZZ_LONG=<s>     seconds of load, at least (default 40; see above);
+#   FUZZ_LONG=<s>     seconds of load, at least (default 20; see above);
 #                     check.sh allows 600 s
 #                     per TAP file: raise CHECK_TIMEOUT for long runs
 # tmp_check/fuzz/ keeps the samples, the statistics of every process, and
@@ -118,7 +118,7 @@ plan skip_all => 'sqlsmith is not installed (Debian package sqlsmith)' unless $s
 $sqlsmith .= '/sqlsmith';
 
 my $seed = $ENV{FUZZ_SEED} // 1;
-my $duration = $ENV{FUZZ_LONG} || 40;
+my $duration = $ENV{FUZZ_LONG} || 20;
 die "FUZZ_SEED must be an integer\n" unless $seed =~ /^\d+$/;
 die "FUZZ_LONG must be a number of seconds\n" unless $duration =~ /^\d+$/;
 diag "fuzz: seed $seed, $duration s of load; repeat with FUZZ_SEED=$seed FUZZ_LONG=$duration";
