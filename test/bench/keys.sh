@@ -19,6 +19,8 @@
 #   KEYS_SECONDS        flood: seconds of tenant B's run (20)
 #   KEYS_CPU_MS         flood: the statement's CPU time, calibrated (5)
 #   KEYS_FLOOD_CLIENTS  flood: tenant A's clients (48); B has 2
+#   KEYS_WARM           flood: seconds between A filling the budget and
+#                       B's start (2)
 #   KEYS_CHURN_KEYS     churn: distinct keys (100000)
 #   KEYS_CHURN_SECONDS  churn: over how many seconds (60)
 #   KEYS_CHURN_CLIENTS  churn: clients (32)
@@ -108,13 +110,14 @@ MAX_KEYS=${KEYS_MAX_KEYS:-1000}
 RATE=${KEYS_RATE:-50}
 RATE_KEYS=${KEYS_RATE_KEYS:-10}
 WINDOW=${KEYS_WINDOW:-10}
+WARM=${KEYS_WARM:-2}
 SCALE=${KEYS_SCALE:-10}
 for m in ${MEASURES//,/ }; do
 	case "$m" in flood | churn | rate) ;; *) die "unknown measure '$m' in KEYS_MEASURES" ;; esac
 done
 want() { case ",$MEASURES," in *",$1,"*) return 0 ;; esac; return 1; }
 need_ints "$REPS" "$SECS" "$CPU_MS" "$FLOOD" "$CHURN_KEYS" "$CHURN_SECS" "$CHURN_CLIENTS" \
-	"$MAX_KEYS" "$RATE" "$RATE_KEYS" "$WINDOW" "$SCALE"
+	"$MAX_KEYS" "$RATE" "$RATE_KEYS" "$WINDOW" "$SCALE" "$WARM"
 HUGE=${KEYS_HUGE_PAGES:-}
 HUGE_N=${KEYS_HUGE_PAGES_N:-200}
 case "$HUGE" in '' | on) ;; *) die "KEYS_HUGE_PAGES is on or unset, not '$HUGE'" ;; esac
@@ -127,7 +130,6 @@ bench_dirs
 rm -f "$OUT"/{flood,churn,rate,other,anomalies}.csv "$OUT/summary.md" "$OUT/meta.txt"
 [ "$HUGE" = on ] && bench_huge_pages "$HUGE_N"
 PORT=5473
-WARM=2
 
 sql() { psql_at "$PORT" postgres -c "$1"; }
 

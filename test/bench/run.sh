@@ -28,6 +28,8 @@
 #                     one ungated client sees ~1 ms
 #   --heavy-rows N    flood query: SELECT count(*) FROM generate_series(1, N)
 #                     (default 300000)
+#   --flood-lead S    bulkhead: the flood starts S s before the interactive
+#                     clients and ends S s after them (default 2)
 #   --out DIR         keep the results in DIR (default: a new mktemp directory)
 #   --no-install      do not apt-get anything and do not build (assume installed)
 #   --no-build        do not run make && make install in the repository
@@ -79,6 +81,7 @@ LOADS=S,1ms
 SAT_CLIENTS=64
 RANGE_WIDTH=
 HEAVY_ROWS=300000
+FLOOD_LEAD=2
 OUT=
 INSTALL=1
 BUILD=1
@@ -98,6 +101,7 @@ while [ $# -gt 0 ]; do
 	--loads) LOADS=$2; shift ;;
 	--range-width) RANGE_WIDTH=$2; shift ;;
 	--heavy-rows) HEAVY_ROWS=$2; shift ;;
+	--flood-lead) FLOOD_LEAD=$2; shift ;;
 	--out) OUT=$2; shift ;;
 	--no-install) INSTALL=0; BUILD=0 ;;
 	--no-build) BUILD=0 ;;
@@ -116,7 +120,7 @@ want() { case ",$SCENARIOS," in *",$1,"*) return 0 ;; esac; return 1; }
 for s in ${LOADS//,/ }; do
 	case "$s" in S|1ms) ;; *) die "unknown saturation load '$s' (S or 1ms)" ;; esac
 done
-need_ints "$DUR" ${TXNS:+"$TXNS"} "$REPS" "$SCALE" "$SAT_CLIENTS" "$HEAVY_ROWS" ${RANGE_WIDTH:+"$RANGE_WIDTH"} ${MAX_ACTIVE//,/ }
+need_ints "$DUR" ${TXNS:+"$TXNS"} "$REPS" "$SCALE" "$SAT_CLIENTS" "$HEAVY_ROWS" "$FLOOD_LEAD" ${RANGE_WIDTH:+"$RANGE_WIDTH"} ${MAX_ACTIVE//,/ }
 need_root
 BENCH_TXNS=$TXNS
 
@@ -332,9 +336,10 @@ scenario_overhead() {
 
 # bulkhead point: [GROUP:]CONTENDER, CONTENDER = alone | flood-ungated |
 # flood-gated | flood-gated-pw0.  (a) alone, (b) flood ungated, (c) flood
-# gated: the flood (32 reporting clients) starts 2 s before the interactive
-# clients and ends 2 s after them (with --transactions it runs DUR + 4 s,
-# however long the interactive clients take).  GROUP "" runs the flood query of
+# gated: the flood (32 reporting clients) starts FLOOD_LEAD s before the
+# interactive clients and ends FLOOD_LEAD s after them (with --transactions
+# it runs DUR + 2 x FLOOD_LEAD s, however long the interactive clients
+# take).  GROUP "" runs the flood query of
 # heavy.sql with no parallel query; GROUP parallel runs a parallel table
 # scan (heavy-par.sql) with PostgreSQL's default parallel settings, and
 # adds (d) flood-gated-pw0: the same budget with parallel_workers => 0.
@@ -353,11 +358,11 @@ bulkhead_point() {
 	if [ "$con" != alone ]; then
 		if [ -n "$budget" ]; then sql_gate "SELECT dbgate.reset_stats('$budget')" >/dev/null; fi
 		timeout -k 5 $((DUR + 70)) "$PGBIN/pgbench" -n -h "$WORK" -p "$port" -U reporting \
-			-c 32 -j "$NPROC" -T $((DUR + 4)) -f "$flood" bench \
+			-c 32 -j "$NPROC" -T $((DUR + 2 * FLOOD_LEAD)) -f "$flood" bench \
 			>"$RAW/${tag%-r*}-flood-r$rep.txt" 2>&1 &
 		fpid=$!
 		BG_PIDS+=("$fpid")
-		sleep 2
+		sleep "$FLOOD_LEAD"
 	fi
 	run_pgbench "$tag" "$port" interactive 4 "$DUR" 1 -S
 	R_AUX=
@@ -488,7 +493,7 @@ PGVER=$(psql_at "$PORT_PLAIN" postgres -c 'SHOW server_version')
 	echo "PgBouncer=$("$BOUNCER" --version | head -n 1 | sed 's/^PgBouncer //')"
 	echo "dbgate=$([ "$DBGATE" = 1 ] && (git -c safe.directory='*' -C "$REPO" describe --always --dirty 2>/dev/null || echo 'built from a tree without git metadata') || echo 'not measured (--no-dbgate)')"
 	echo "load average at start=$(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine shows here)"
-	echo "mode=$MODE: $([ -n "$TXNS" ] && echo "$TXNS transactions per client and point (pgbench -t; bulkhead flood $((DUR + 4)) s)" || echo "$DUR s per point"), $REPS repetition(s), pgbench scale $SCALE, threads per pgbench = min(clients, $NPROC)"
+	echo "mode=$MODE: $([ -n "$TXNS" ] && echo "$TXNS transactions per client and point (pgbench -t; bulkhead flood $((DUR + 2 * FLOOD_LEAD)) s)" || echo "$DUR s per point"), $REPS repetition(s), pgbench scale $SCALE, threads per pgbench = min(clients, $NPROC)"
 	echo "statements=pgbench -S (p50 ${LAT_S} us with one ungated client); SELECT 1 (${LAT_ONE} us)${LAT_RANGE:+; ~1 ms query: SELECT sum(abalance) FROM pgbench_accounts WHERE aid BETWEEN :a AND :a + $RANGE_WIDTH (${LAT_RANGE} us)}${LAT_HEAVY:+; flood: SELECT count(*) FROM generate_series(1, $HEAVY_ROWS) (${LAT_HEAVY} us); parallel flood: SELECT sum(abalance) FROM pgbench_accounts}"
 	echo "servers=two clusters cloned from one data directory, unix sockets, shared_buffers 256MB, fsync/synchronous_commit/full_page_writes/autovacuum/jit off, no parallel query (except the bulkhead's parallel variant: max_parallel_workers_per_gather = 2 for database bench, PostgreSQL's default); 'gate' differs only by shared_preload_libraries = 'dbgate'; PgBouncer in transaction pooling mode in front of 'plain'"
 } >"$OUT/meta.txt"
