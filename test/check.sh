@@ -63,8 +63,11 @@
 # what does not depend on the server's version: the "alone" suite and the
 # smoke scripts of $HOST_ONLY_SMOKE; set by the matrix for the versions in
 # roots when this system's version is in the same run),
-# CHECK_BESIDE=1 (the smoke and package suites beside the TAP lanes, and
-# a version's package suite beside its suites in the root),
+# CHECK_SERIAL=1 (every suite one after the other; by default regress,
+# alone and isolation run beside the TAP lanes and the package suite
+# beside the smoke scripts), CHECK_BESIDE=1 (the smoke and package suites
+# beside the TAP lanes too, and a version's package suite beside its
+# suites in the root),
 # CHECK_PG, CHECK_TIMEOUT (seconds per command, default
 # 600), CHECK_KEEP=1 (like --keep), PG_TEST_TIMEOUT_DEFAULT (TAP waits,
 # default here 60), PGISOLATIONTIMEOUT (isolation step waits, default here
@@ -567,16 +570,19 @@ cpu_of() {
 	fi
 }
 
-# cpu_sum FROM: the CPU seconds of the commands that run_logged ran since
-# line FROM of $WORK/logs/cpu.all (lines counted from 1).
+# cpu_sum [SUITE]: the CPU seconds of the commands that run_logged ran
+# (in SUITE: $WORK/logs/cpu.SUITE; all of them: $WORK/logs/cpu.all).
 cpu_sum() {
-	tail -n +"$1" "$WORK/logs/cpu.all" 2>/dev/null | awk '{ t += $1 + $2 } END { printf "%.0f\n", t }'
+	local f=$WORK/logs/cpu.${1:-all}
+	[[ -e $f ]] || f=/dev/null
+	awk '{ t += $1 + $2 } END { printf "%.0f\n", t }' "$f"
 }
 
 # run_logged LOG CMD...
 # Run CMD with a time limit of $CHECK_TIMEOUT seconds; its output goes to LOG
 # and, as it comes, to our output.  The CPU seconds of CMD's process tree
-# go to LOG.cpu and are added to $WORK/logs/cpu.all (see CPUTIME).  Returns CMD's exit status (124 or 137
+# go to LOG.cpu and are added to $WORK/logs/cpu.all and to the suite's
+# $WORK/logs/cpu.$CPU_SUITE (see CPUTIME and run_suite).  Returns CMD's exit status (124 or 137
 # after the time limit).  CMD runs in its own process group (timeout(1)
 # makes one), which cleanup() ends on Ctrl-C.
 run_logged() {
@@ -596,7 +602,10 @@ run_logged() {
 	if ((rc == 124 || rc == 137)); then
 		echo "*** time limit of ${CHECK_TIMEOUT}s (CHECK_TIMEOUT) exceeded"
 	fi
-	[[ -s $log.cpu ]] && cat "$log.cpu" >>"$WORK/logs/cpu.all"
+	if [[ -s $log.cpu ]]; then
+		cat "$log.cpu" >>"$WORK/logs/cpu.all"
+		[[ -n ${CPU_SUITE:-} ]] && cat "$log.cpu" >>"$WORK/logs/cpu.$CPU_SUITE"
+	fi
 	return "$rc"
 }
 
@@ -617,13 +626,15 @@ count() {
 	passed=$((passed + $1)) failed=$((failed + $2)) skipped=$((skipped + $3))
 }
 
-# run_suite NAME: run suite_NAME and report its own results and time.
+# run_suite NAME: run suite_NAME and report its own results, time and CPU
+# seconds (its commands', counted apart from those of a suite that runs
+# beside it).
 run_suite() {
-	local t0=$SECONDS p0=$passed f0=$failed s0=$skipped c0
-	c0=$(($(cat "$WORK/logs/cpu.all" 2>/dev/null | wc -l) + 1))
+	local t0=$SECONDS p0=$passed f0=$failed s0=$skipped CPU_SUITE=$1
+	rm -f "$WORK/logs/cpu.$CPU_SUITE"
 	"suite_$1"
 	echo "== $1: $((passed - p0)) passed, $((failed - f0)) failed," \
-		"$((skipped - s0)) skipped ($((SECONDS - t0)) s, CPU $(cpu_sum "$c0") s)"
+		"$((skipped - s0)) skipped ($((SECONDS - t0)) s, CPU $(cpu_sum "$CPU_SUITE") s)"
 }
 
 # ---------------------------------------------------------------------------
@@ -1121,16 +1132,21 @@ suite_package() {
 }
 
 # ---------------------------------------------------------------------------
-# Suites beside the TAP lanes
+# Suites side by side
 
-# side_start SUITE...: run_suite for each SUITE, one after the other, in
-# the background; the output goes to $WORK/logs/side.out (printed by
-# side_finish), the counts to $WORK/logs/side.counts.
+# side_start LABEL SUITE...: run_suite for each SUITE, one after the other,
+# in the background; the output goes to $WORK/logs/side.out (printed by
+# side_finish under "SUITE... (ran beside LABEL)"), the counts to
+# $WORK/logs/side.counts.
 side_start() {
+	SIDE_LABEL=$1
+	shift
 	# shellcheck disable=SC2030,SC2031 # the lane's own counts, in a subshell
 	(
 		passed=0 failed=0 skipped=0 LANE_PIDS=() SIDE_PID=''
-		trap 'cleanup_child; exit 130' TERM INT HUP
+		# (the alone suite's second lane, if it runs)
+		trap 'for p in ${LANE_PIDS[@]+"${LANE_PIDS[@]}"}; do kill -TERM "$p"; done
+			cleanup_child; exit 130' TERM INT HUP
 		for s in "$@"; do
 			run_suite "$s"
 		done
@@ -1147,7 +1163,7 @@ side_finish() {
 	[[ -n $SIDE_PID ]] || return 0
 	wait "$SIDE_PID"
 	SIDE_PID=''
-	heading "$SIDE_SUITES (ran beside the TAP lanes)"
+	heading "$SIDE_SUITES (ran beside $SIDE_LABEL)"
 	cat "$WORK/logs/side.out"
 	if read -r p f_ s <"$WORK/logs/side.counts" 2>/dev/null; then
 		count "$p" "$f_" "$s"
@@ -1168,6 +1184,7 @@ cleanup_child() {
 		[[ -n $TAILPID ]] && kill "$TAILPID" 2>/dev/null
 		CHILD='' TAILPID=''
 	fi
+	rm -f "$WORK/logs/side.out" "$WORK/logs/side.counts"
 }
 
 cleanup() {
@@ -1196,7 +1213,7 @@ finish() {
 	trap - EXIT INT TERM HUP
 	trap "" PIPE # output may be cut off: go on cleaning up
 	local cpu=?
-	[[ -n $WORK ]] && cpu=$(cpu_sum 1)
+	[[ -n $WORK ]] && cpu=$(cpu_sum)
 	cleanup
 	echo
 	echo "total time $((SECONDS - start)) s (CPU of the suites' commands $cpu s)"
@@ -1255,23 +1272,42 @@ fi
 echo "== build: ok ($((SECONDS - t0)) s)"
 
 cd "$WORK/tree" || exit 1
-# With CHECK_BESIDE=1, the smoke scripts and the package suite run beside
-# the TAP lanes when both are asked for (none of the TAP verdicts depends
-# on how busy the machine is: docs/testing.md).  Off by default: on a
-# machine of 2 CPUs the lanes already keep them busy, and the builds of
-# the smoke and package suites beside them made the whole longer, not
-# shorter (test/README.md has the figures).
-side=()
-if [[ -n ${CHECK_BESIDE:-} && " ${suites[*]} " == *" tap "* ]]; then
-	for s in smoke package; do
-		[[ " ${suites[*]} " == *" $s "* ]] && side+=("$s")
+# Which suites run side by side (with CHECK_SERIAL=1 none: one after the
+# other, in the order asked for).  Each suite's verdicts are states, never
+# times (docs/testing.md), so a busy machine makes them slower, not wrong:
+# - regress, alone and isolation run beside the TAP lanes, one after the
+#   other: their servers mostly wait for their statements (together about
+#   half a CPU), and before the TAP lanes they left a CPU idle for over a
+#   minute;
+# - the package suite runs beside the smoke scripts: most of its time
+#   goes to the package's regression and isolation tests (at build time
+#   and installcheck), which wait for their statements too;
+# - with CHECK_BESIDE=1, the smoke and package suites run beside the TAP
+#   lanes as well (slower on 2 CPUs: test/README.md).
+has_suite() { [[ " ${suites[*]} " == *" $1 "* ]]; }
+beside_tap=() beside_smoke=''
+if [[ -z ${CHECK_SERIAL:-} ]] && has_suite tap; then
+	for s in regress alone isolation; do
+		has_suite "$s" && beside_tap+=("$s")
 	done
+	if [[ -n ${CHECK_BESIDE:-} ]]; then
+		for s in smoke package; do
+			has_suite "$s" && beside_tap+=("$s")
+		done
+	fi
+fi
+if [[ -z ${CHECK_SERIAL:-} && -z ${CHECK_BESIDE:-} ]] && has_suite smoke && has_suite package; then
+	beside_smoke=package
 fi
 for s in "${suites[@]}"; do
-	[[ " ${side[*]} " == *" $s "* ]] && continue
-	if [[ $s == tap && ${#side[@]} -gt 0 ]]; then
-		side_start "${side[@]}"
+	[[ " ${beside_tap[*]} " == *" $s "* || $s == "$beside_smoke" ]] && continue
+	if [[ $s == tap && ${#beside_tap[@]} -gt 0 ]]; then
+		side_start "the TAP lanes" "${beside_tap[@]}"
 		run_suite tap
+		side_finish
+	elif [[ $s == smoke && -n $beside_smoke ]]; then
+		side_start "the smoke scripts" "$beside_smoke"
+		run_suite smoke
 		side_finish
 	else
 		run_suite "$s"
