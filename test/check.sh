@@ -14,8 +14,8 @@
 #   --host        this system's PostgreSQL only (like --pg 15)
 #   --quick       the inner loop of development: this system's PostgreSQL,
 #                 the build, regress and isolation in full, and the TAP
-#                 files that $CHECK_ONLY names or, without it, the short
-#                 ones (all but $TAP_LONG and the load tests 09x)
+#                 files that $CHECK_ONLY names or, without it, those of
+#                 $TAP_QUICK (each area of the TAP suite once)
 #   --no-install  skip apt-get and `make install` and test the dbgate that is
 #                 already installed (the build is still checked); allows
 #                 running as a non-root user.  A root file system that
@@ -538,15 +538,15 @@ WORK='' CHILD='' TAILPID='' LANE_PIDS=() SIDE_PID='' SIDE_SUITES='' TAP_TEMPLATE
 
 # wanted NAME [tap]: is test NAME selected by $CHECK_ONLY (all are
 # without it)?  With --quick, every regression test and isolation spec is,
-# and of the TAP files those that CHECK_ONLY names or, without it, the
-# short ones (neither in TAP_LONG nor a load test 09x).
+# and of the TAP files those that CHECK_ONLY names or, without it, those
+# of TAP_QUICK.
 wanted() {
 	if [[ -n $quick ]]; then
 		[[ ${2:-} == tap ]] || return 0
 		if [[ -n ${CHECK_ONLY:-} ]]; then
 			[[ $1 =~ $CHECK_ONLY ]]
 		else
-			[[ $1 != 09* && " $TAP_LONG " != *" $1 "* ]]
+			[[ " $TAP_QUICK " == *" $1 "* ]]
 		fi
 		return
 	fi
@@ -930,6 +930,21 @@ tap_file() {
 # depends on this list.
 TAP_LONG="059_patroni 060_adapt 055_demote 007_timeouts 012_kept_slots 042_lifo_standing_queue 041_parallel_maintenance 025_config_state_formats 053_runaway 033_config_script"
 
+# The TAP files of --quick (without CHECK_ONLY): each area of the suite
+# once, chosen so that --quick takes at most 4 minutes on 2 CPUs
+# (docs/testing.md, Where the time goes): restarts and the state file
+# (001, 002), a server without the library (004), the queue (005),
+# reload (006), timeouts (007), lock safety (008), classification (011),
+# utility commands (014), nothing outside the gate (017), a slot's life
+# (018), rates (019), upgrades (020), configuration on a standby and
+# through a crash (030, 031), trees (039), min_cost (047), 'lifo' (049),
+# reservations (051), runaways and demotion (053, 055), the adaptive
+# limit (061), keys (062, 063), a slot kept idle (091).  The others are
+# variants and combinations of these areas, the long ones (Patroni, the
+# adaptive limit under load, every kept slot's end, every state format)
+# and the load tests.
+TAP_QUICK="001_persistence 002_corrupt_state 004_not_preloaded 005_queue 006_reload 007_timeouts 008_lock_safety 011_classify 014_utility 017_gate_everywhere 018_slot_life 019_rate 020_config_upgrade 030_config_standby 031_config_crash 039_crash_tree 047_min_cost_volatile 049_lifo_newcomer 051_reserved 053_runaway 055_demote 061_adapt_held 062_key_limits 063_keys 091_idle_held_slot"
+
 # tap_next: print the index of the next file of the lanes' shared queue
 # (TAP_QUEUE) and advance it.
 tap_next() {
@@ -1171,6 +1186,7 @@ side_finish() {
 		echo "*** $SIDE_SUITES ended without their counts: counted as one failure"
 		count 0 1 0
 	fi
+	rm -f "$WORK/logs/side.out" "$WORK/logs/side.counts"
 }
 
 # ---------------------------------------------------------------------------
@@ -1184,7 +1200,6 @@ cleanup_child() {
 		[[ -n $TAILPID ]] && kill "$TAILPID" 2>/dev/null
 		CHILD='' TAILPID=''
 	fi
-	rm -f "$WORK/logs/side.out" "$WORK/logs/side.counts"
 }
 
 cleanup() {
