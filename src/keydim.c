@@ -260,6 +260,16 @@ key_state(DbgateKey *ke, int64 now_ns)
 	return DBGATE_DIM_TAKEN;
 }
 
+/* e's statement is taken by its key ke: flagged and counted. */
+static inline void
+count_taken(DbgateProc *e, DbgateKey *ke)
+{
+	e->key_flags |= DBGATE_KEYF_ACTIVE;
+	pg_atomic_fetch_add_u64(&ke->admitted, 1);
+	if (unlikely(e->key_flags & DBGATE_KEYF_WAITED))
+		pg_atomic_fetch_add_u64(&ke->rate_limited, 1);
+}
+
 /*
  * key_take() of a key with a rate, or forced (shadow mode): the active
  * and the token, counted as taken even without room or token if forced.
@@ -287,10 +297,7 @@ take_rated(DbgateProc *e, DbgateKey *ke, int64 now_ns, int64 asof_ns,
 		}
 		e->key_flags |= DBGATE_KEYF_TOKEN;
 	}
-	e->key_flags |= DBGATE_KEYF_ACTIVE;
-	pg_atomic_fetch_add_u64(&ke->admitted, 1);
-	if (e->key_flags & DBGATE_KEYF_WAITED)
-		pg_atomic_fetch_add_u64(&ke->rate_limited, 1);
+	count_taken(e, ke);
 	if (!room)
 		return DBGATE_DIM_UNTIL_RELEASE;	/* (force: counted anyway) */
 	return due;
@@ -311,10 +318,7 @@ take_body(DbgateBudget *b, DbgateProc *e, int level, int64 now_ns,
 		return take_rated(e, ke, now_ns, asof_ns, force);
 	if (!dbgate_key_take_active(e->key, false))
 		return DBGATE_DIM_UNTIL_RELEASE;
-	e->key_flags |= DBGATE_KEYF_ACTIVE;
-	pg_atomic_fetch_add_u64(&ke->admitted, 1);
-	if (unlikely(e->key_flags & DBGATE_KEYF_WAITED))
-		pg_atomic_fetch_add_u64(&ke->rate_limited, 1);
+	count_taken(e, ke);
 	return DBGATE_DIM_TAKEN;
 }
 
