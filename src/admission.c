@@ -282,25 +282,40 @@ take_dims(DbgateBudget **lv, const uint8 *dims, int n, uint32 rated,
  * admit_rest_body(): it needs none of that one's frame.
  */
 static pg_noinline DbgateAdmit
+leaf_dims_refused(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
+				  TimestampTz now, DbgateAdmission *a)
+{
+	return_levels(&a->chain, 1);
+	return dbgate_admit_slow(lk, utility, queryDesc, now, a);
+}
+
+static pg_noinline DbgateAdmit
 admit_leaf_dims(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 				TimestampTz now, DbgateAdmission *a, uint32 before0)
 {
 	DbgateBudget *b = budget_entry(lk->budget);
-	int64		now_ns = 0;
+	int64		r;
 
 	a->chain.n = 1;
 	a->chain.idx[0] = lk->budget;
 	a->chain.inc[0] = lk->incarnation;
 	a->chain.resv = 0;
-	if (a->lim.dim_flags & dbgate_dims_timed)
-		now_ns = dbgate_now_ns();
-	if (dbgate_dims_enter_take(b, a->lim.dim_flags, dbgate_my_proc, 0,
-							   now_ns, false) != DBGATE_DIM_TAKEN)
-	{
-		return_levels(&a->chain, 1);
-		return dbgate_admit_slow(lk, utility, queryDesc, now, a);
-	}
+	/* (its active did reach that, even if a dimension refuses) */
 	note_peak_active(b, before0 + 1);
+	if (a->lim.dim_one != 0)
+		r = dbgate_dim_one_enter_take(a->lim.dim_one, b, dbgate_my_proc, 0,
+									  false);
+	else
+	{
+		int64		now_ns = 0;
+
+		if (a->lim.dim_flags & dbgate_dims_timed)
+			now_ns = dbgate_now_ns();
+		r = dbgate_dims_enter_take(b, a->lim.dim_flags, dbgate_my_proc, 0,
+								   now_ns, false);
+	}
+	if (r != DBGATE_DIM_TAKEN)
+		return leaf_dims_refused(lk, utility, queryDesc, now, a);
 	publish_slot(lk, now, a, true);
 	return DBGATE_ADMIT_SLOT;
 }

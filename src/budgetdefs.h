@@ -141,7 +141,7 @@ typedef struct DbgateLimits
 	int32		parent;			/* budget index of the parent, -1: none */
 	uint32		parent_incarnation;
 	int32		max_memory_mb;
-	int16		scope;
+	uint8		scope;			/* DBGATE_SCOPE_* */
 	uint8		limit_flags;	/* DBGATE_LIM_*: derived, for the statement path */
 	bool		fair;
 	bool		enforce;
@@ -149,6 +149,9 @@ typedef struct DbgateLimits
 	bool		lifo;
 	uint8		dim_flags;		/* the admission dimensions it uses
 								 * (DBGATE_DIM_BIT(), dimdefs.h) */
+	uint8		dim_one;		/* dim_flags' dimension + 1 when it is the only
+								 * one and its enter_take needs no clock; 0:
+								 * none (dbgate_dims_one(), dimension.h) */
 	bool		adapt_chain;	/* this budget or an ancestor adapts (1.3) */
 	bool		resv;			/* reserved > 0 (and a parent) */
 	bool		runaway_cancel; /* runaway_action 'cancel' (1.3, runaway.c) */

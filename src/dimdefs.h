@@ -231,14 +231,19 @@ typedef struct DbgateDimension
 							int len);
 } DbgateDimension;
 
-/* Nanoseconds of the monotonic clock (vDSO: no system call). */
+/*
+ * Nanoseconds of the monotonic clock (vDSO: no system call).  The
+ * timespec is static, not on the stack: a local whose address is taken
+ * gives every function this is inlined into a stack protector (a backend
+ * has one thread; nothing else reads it).
+ */
 static inline int64
 dbgate_now_ns(void)
 {
-	struct timespec ts;
+	static struct timespec now_ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64) ts.tv_sec * INT64CONST(1000000000) + ts.tv_nsec;
+	clock_gettime(CLOCK_MONOTONIC, &now_ts);
+	return (int64) now_ts.tv_sec * INT64CONST(1000000000) + now_ts.tv_nsec;
 }
 
 #endif							/* DBGATE_DIMDEFS_H */

@@ -20,6 +20,7 @@
  */
 #include "postgres.h"
 
+#include "port/pg_bitutils.h"
 #include "storage/ipc.h"
 #include "storage/shmem.h"
 
@@ -35,6 +36,17 @@ const DbgateDimension *const dbgate_dimensions[DBGATE_NDIMS] = {
 /* (the table's entries with enter: keep in step with it) */
 const uint8 dbgate_dims_entering = DBGATE_DIM_BIT(DBGATE_DIM_KEY);
 const uint8 dbgate_dims_timed = DBGATE_DIM_BIT(DBGATE_DIM_RATE);
+
+uint8
+dbgate_dims_one(uint8 dims)
+{
+	int			d;
+
+	if (dims == 0 || (dims & (dims - 1)) != 0 || (dims & dbgate_dims_timed))
+		return 0;
+	d = pg_rightmost_one_pos32(dims);
+	return dbgate_dimensions[d]->enter_take != NULL ? (uint8) (d + 1) : 0;
+}
 
 /*
  * Install 'conf' into budget entry b (b->conf still the old one): every

@@ -269,6 +269,24 @@ dbgate_dims_explain(DbgateBudget *b, uint8 dims, DbgateProc *e, char *detail,
 	return false;
 }
 
+/*
+ * For DbgateLimits.dim_one: the dimension of dims + 1 if it is the only one,
+ * has an enter_take and needs no clock (not in dbgate_dims_timed), else 0.
+ */
+extern DBGATE_HIDDEN uint8 dbgate_dims_one(uint8 dims);
+
+/*
+ * dbgate_dims_enter_take() of a level whose dim_one is set (the fast
+ * paths): that one dimension's enter_take by one call, without a loop or
+ * a test of the others (now_ns 0: it needs no clock).
+ */
+static inline int64
+dbgate_dim_one_enter_take(uint8 one, DbgateBudget *b, DbgateProc *e,
+						  int level, bool force)
+{
+	return dbgate_dimensions[one - 1]->enter_take(b, e, level, 0, force);
+}
+
 extern DBGATE_HIDDEN uint8 dbgate_dims_install(DbgateBudget *b,
 											   const DbgateBudgetConf *conf,
 											   DbgateQueueLimits *q);

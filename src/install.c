@@ -210,6 +210,7 @@ dbgate_admission_set_limits(DbgateBudget *b, const DbgateBudgetConf *conf,
 
 	/* the dimensions' limits and state, from b's old configuration */
 	l.dim_flags = dbgate_dims_install(b, conf, &q);
+	l.dim_one = dbgate_dims_one(l.dim_flags);
 	/* slots held under the old rules go back (the install's grant step) */
 	if (b->held > 0)
 		dbgate_held_return(b, b->held);

@@ -63,6 +63,22 @@ budget_index(DbgateBudget *b)
  * Where a budget's keys come from: its key_by, cached per backend
  * ----------
  */
+/*
+ * This backend's last key that had an entry of its own: a session's
+ * statements mostly have the same key, and dbgate_key_pin() holds its
+ * entry again without a lock or a hash while it is still that key's.
+ * While kc_entry >= 0, kc_budget and kc_incarnation are kb_budget and
+ * kb_incarnation (keyby_load() forgets the key when they change), so a
+ * statement whose key_by was read from the cache compares only the key.
+ */
+static int32 kc_entry = -1;
+static DbgateKey *kc_ke;		/* key_entry(kc_entry) */
+static uint64 kc_made;
+static DbgateBudget *kc_budget;
+static uint32 kc_incarnation;
+static int	kc_len;
+static char kc_key[DBGATE_KEY_BYTES + 1];
+
 static DbgateBudget *kb_budget = NULL;
 static uint32 kb_incarnation;
 static uint32 kb_seq;
@@ -104,6 +120,8 @@ keyby_load(DbgateBudget *b, uint32 seq, uint32 inc)
 	key_by[sizeof(key_by) - 1] = '\0';
 	kb_kind = keyby_kind(key_by, kb_setting);
 	kb_setting_id++;
+	if (b != kc_budget || inc != kc_incarnation)
+		kc_entry = -1;			/* (the cached key is kb_budget's, or none) */
 	kb_budget = b;
 	kb_incarnation = inc;
 	kb_seq = seq;
@@ -148,18 +166,6 @@ has_key(const DbgateProc *e)
 	return (e->dim_held & KEY_BIT) != 0;
 }
 
-/*
- * This backend's last key that had an entry of its own: a session's
- * statements mostly have the same key, and dbgate_key_pin() holds its
- * entry again without a lock or a hash while it is still that key's.
- */
-static int32 kc_entry = -1;
-static uint64 kc_made;
-static DbgateBudget *kc_budget;
-static uint32 kc_incarnation;
-static int	kc_len;
-static char kc_key[DBGATE_KEY_BYTES + 1];
-
 /* Whether our entry's key_text is kc_key already (written by us alone). */
 static bool kt_is_kc = false;
 
@@ -191,7 +197,8 @@ enter_slow(DbgateBudget *b, DbgateProc *e, const char *v)
 	if (!overflowed)
 	{
 		kc_entry = k;
-		kc_made = key_entry(k)->made;	/* (held: it stays) */
+		kc_ke = key_entry(k);
+		kc_made = kc_ke->made;	/* (held: it stays) */
 		kc_budget = b;
 		kc_incarnation = kb_incarnation;
 		kc_len = len;
@@ -205,32 +212,54 @@ enter_slow(DbgateBudget *b, DbgateProc *e, const char *v)
 	return overflowed;
 }
 
+/*
+ * The key of e's statement in budget b, NULL if b has no key_by (its key
+ * source read as keysource.h says).
+ */
+static pg_attribute_always_inline const char *
+statement_key(DbgateBudget *b)
+{
+	int			kind = keyby_of(b);
+
+	if (kind == DBGATE_KEYBY_NONE)
+		return NULL;
+	return dbgate_key_value(kind, kb_setting, kb_setting_id);
+}
+
+/*
+ * If key v is the cached key and its entry could be held again (and, with
+ * 'unrated', the key has no rate): e holds it, e->key and its text set;
+ * true.  false: nothing held.
+ */
+static pg_attribute_always_inline bool
+hold_cached(DbgateProc *e, const char *v, const bool unrated)
+{
+	if (!(kc_entry >= 0 && is_cached_key(v) &&
+		  (!unrated || kc_ke->lim.rate_interval_ns <= 0) &&
+		  dbgate_key_pin(kc_ke, kc_made)))
+		return false;
+	e->key = kc_entry;
+	if (unlikely(!kt_is_kc))
+	{
+		memcpy(e->key_text, kc_key, kc_len + 1);
+		kt_is_kc = true;
+	}
+	return true;
+}
+
 /* enter (dimdefs.h): e's key held, unless it is held or level is not 0 */
 static pg_attribute_always_inline void
 enter_body(DbgateBudget *b, DbgateProc *e, int level)
 {
 	const char *v;
-	int			kind;
 	bool		overflowed = false;
 
 	if (has_key(e) || level != 0)
 		return;
-	kind = keyby_of(b);
-	if (kind == DBGATE_KEYBY_NONE)
+	v = statement_key(b);
+	if (v == NULL)
 		return;
-	v = dbgate_key_value(kind, kb_setting, kb_setting_id);
-	if (likely(kc_entry >= 0 && kc_budget == b &&
-			   kc_incarnation == kb_incarnation && is_cached_key(v) &&
-			   dbgate_key_pin(kc_entry, kc_made)))
-	{
-		e->key = kc_entry;
-		if (unlikely(!kt_is_kc))
-		{
-			memcpy(e->key_text, kc_key, kc_len + 1);
-			kt_is_kc = true;
-		}
-	}
-	else
+	if (unlikely(!hold_cached(e, v, false)))
 		overflowed = enter_slow(b, e, v);
 	pg_write_barrier();			/* the views read the text once the flag is set */
 	e->key_flags = DBGATE_KEYF_HELD | (overflowed ? DBGATE_KEYF_OVERFLOW : 0);
@@ -278,7 +307,7 @@ static pg_noinline int64
 take_rated(DbgateProc *e, DbgateKey *ke, int64 now_ns, int64 asof_ns,
 		   bool force)
 {
-	bool		room = dbgate_key_take_active(e->key, force);
+	bool		room = dbgate_key_take_active(ke, force);
 	int64		due = DBGATE_DIM_TAKEN;
 
 	if (!room && !force)
@@ -292,7 +321,7 @@ take_rated(DbgateProc *e, DbgateKey *ke, int64 now_ns, int64 asof_ns,
 							   force);
 		if (due != DBGATE_DIM_TAKEN && !force)
 		{
-			dbgate_key_untake_active(e->key);
+			dbgate_key_untake_active(ke);
 			return due;
 		}
 		e->key_flags |= DBGATE_KEYF_TOKEN;
@@ -316,7 +345,7 @@ take_body(DbgateBudget *b, DbgateProc *e, int level, int64 now_ns,
 	ke = key_entry(e->key);
 	if (unlikely(force || ke->lim.rate_interval_ns > 0))
 		return take_rated(e, ke, now_ns, asof_ns, force);
-	if (!dbgate_key_take_active(e->key, false))
+	if (!dbgate_key_take_active(ke, false))
 		return DBGATE_DIM_UNTIL_RELEASE;
 	count_taken(e, ke);
 	return DBGATE_DIM_TAKEN;
@@ -329,10 +358,39 @@ key_take(DbgateBudget *b, DbgateProc *e, int level, int64 now_ns,
 	return take_body(b, e, level, now_ns, asof_ns, force);
 }
 
+/*
+ * enter_take (dimdefs.h).  The usual statement -- its session's key of the
+ * statement before, that key without a rate, not forced -- holds and
+ * takes its entry in one go, without the checks of enter_body() and
+ * take_body() that cannot fail for it; anything else goes their way.
+ */
 static int64
 key_enter_take(DbgateBudget *b, DbgateProc *e, int level, int64 now_ns,
 			   bool force)
 {
+	if (likely(!has_key(e) && level == 0 && !force))
+	{
+		const char *v = statement_key(b);
+
+		if (v == NULL)
+			return DBGATE_DIM_TAKEN;
+		if (likely(hold_cached(e, v, true)))
+		{
+			bool		room = dbgate_key_take_active(kc_ke, false);
+
+			pg_write_barrier();	/* the views read the text once the flag is set */
+			if (likely(room))
+			{
+				e->key_flags = DBGATE_KEYF_HELD | DBGATE_KEYF_ACTIVE;
+				e->dim_held |= KEY_BIT;
+				pg_atomic_fetch_add_u64(&kc_ke->admitted, 1);
+				return DBGATE_DIM_TAKEN;
+			}
+			e->key_flags = DBGATE_KEYF_HELD;
+			e->dim_held |= KEY_BIT;
+			return DBGATE_DIM_UNTIL_RELEASE;
+		}
+	}
 	enter_body(b, e, level);
 	return take_body(b, e, level, now_ns, now_ns, force);
 }
@@ -347,7 +405,7 @@ key_untake(DbgateBudget *b, DbgateProc *e, int level)
 	ke = key_entry(e->key);
 	if (e->key_flags & DBGATE_KEYF_TOKEN)
 		dbgate_gcra_untake(&ke->rate_tat, ke->lim.rate_interval_ns);
-	dbgate_key_untake_active(e->key);
+	dbgate_key_untake_active(ke);
 	pg_atomic_fetch_sub_u64(&ke->admitted, 1);
 	if (e->key_flags & DBGATE_KEYF_WAITED)
 		pg_atomic_fetch_sub_u64(&ke->rate_limited, 1);
@@ -371,14 +429,14 @@ key_due(DbgateBudget *b, DbgateProc *e, int level, int64 now_ns)
 static void
 key_release(DbgateProc *e, const DbgateChain *c)
 {
-	int32		k = e->key;
+	DbgateKey  *ke = key_entry(e->key);
 
 	Assert(!(e->key_flags & DBGATE_KEYF_QUEUED));
 	e->dim_held &= ~KEY_BIT;
 	if (e->key_flags & DBGATE_KEYF_ACTIVE)
-		dbgate_key_untake_active(k);
+		dbgate_key_untake_active(ke);
 	e->key_flags = 0;
-	dbgate_key_unhold(k);
+	dbgate_key_unhold(ke);
 }
 
 static bool

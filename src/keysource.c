@@ -114,7 +114,8 @@ client_key(void)
  * setting's value is read from its record; any other type through
  * GetConfigOption().  From 16 on the table is a hash: GetConfigOption().
  */
-struct config_generic *dbgate_set_rec = NULL;
+static struct config_generic *set_rec = NULL;
+struct config_generic *dbgate_set_str = NULL;	/* set_rec if a string */
 int			dbgate_set_pos = -1;
 uint32		dbgate_set_id = 0;	/* the caller's number of NAME (0: none) */
 static int	set_missing_n = -1;	/* the table's size when NAME was missing */
@@ -125,25 +126,28 @@ setting_value(const char *name, uint32 id)
 	struct config_generic **vars = get_guc_variables();
 	int			n = GetNumConfigOptions();
 
-	if (dbgate_set_rec == NULL || dbgate_set_pos >= n ||
-		vars[dbgate_set_pos] != dbgate_set_rec || dbgate_set_id != id)
+	if (set_rec == NULL || dbgate_set_pos >= n ||
+		vars[dbgate_set_pos] != set_rec || dbgate_set_id != id)
 	{
 		int			i;
 
-		if (dbgate_set_rec == NULL && set_missing_n == n && dbgate_set_id == id)
+		if (set_rec == NULL && set_missing_n == n && dbgate_set_id == id)
 			return NULL;		/* still no such setting */
-		dbgate_set_rec = NULL;
+		set_rec = NULL;
+		dbgate_set_str = NULL;
 		dbgate_set_id = id;
 		for (i = 0; i < n; i++)
 		{
 			if (pg_strcasecmp(vars[i]->name, name) == 0)
 			{
-				dbgate_set_rec = vars[i];
+				set_rec = vars[i];
 				dbgate_set_pos = i;
+				if (vars[i]->vartype == PGC_STRING)
+					dbgate_set_str = vars[i];
 				break;
 			}
 		}
-		if (dbgate_set_rec == NULL)
+		if (set_rec == NULL)
 		{
 			const char *v = GetConfigOption(name, true, false); /* an old name? */
 
@@ -151,9 +155,9 @@ setting_value(const char *name, uint32 id)
 			return v;
 		}
 	}
-	if (likely(dbgate_set_rec->vartype == PGC_STRING))
+	if (likely(set_rec->vartype == PGC_STRING))
 	{
-		char	   *v = *((struct config_string *) dbgate_set_rec)->variable;
+		char	   *v = *((struct config_string *) set_rec)->variable;
 
 		return v ? v : "";
 	}

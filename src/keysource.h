@@ -37,14 +37,14 @@ extern const char *dbgate_key_value_slow(int kind, const char *setting,
  * there), written by keysource.c alone and read here so that the key of a
  * 'setting:NAME' budget is read at every statement without a call.
  */
-extern DBGATE_HIDDEN struct config_generic *dbgate_set_rec;
+extern DBGATE_HIDDEN struct config_generic *dbgate_set_str;
 extern DBGATE_HIDDEN int dbgate_set_pos;
 extern DBGATE_HIDDEN uint32 dbgate_set_id;
 
 static inline const char *
 dbgate_key_value(int kind, const char *setting, uint32 setting_id)
 {
-	struct config_generic *r = dbgate_set_rec;
+	struct config_generic *r = dbgate_set_str;	/* (a string's record) */
 
 	/*
 	 * The place found is still within the table (which shrinks when a
@@ -53,7 +53,7 @@ dbgate_key_value(int kind, const char *setting, uint32 setting_id)
 	 * the same.
 	 */
 	if (likely(kind == DBGATE_KEYBY_SETTING && r != NULL &&
-			   dbgate_set_id == setting_id && r->vartype == PGC_STRING &&
+			   dbgate_set_id == setting_id &&
 			   dbgate_set_pos < GetNumConfigOptions() &&
 			   get_guc_variables()[dbgate_set_pos] == r))
 	{

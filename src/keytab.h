@@ -136,16 +136,15 @@ extern int32 dbgate_key_hold(int32 budget, uint32 incarnation,
 #define DBGATE_KEY_DEAD		0x80000000U
 
 /*
- * A hold on entry k if it is still the one that was made as 'made' -- a
+ * A hold on entry e if it is still the one that was made as 'made' -- a
  * backend's cache of its last key's entry -- without any lock: holders
  * taken by compare-and-swap unless DEAD, then 'made' compared (an entry
  * is made anew only from DEAD, its identity and 'made' before its
  * holders).  false: nothing held (look the key up with dbgate_key_hold()).
  */
 static inline bool
-dbgate_key_pin(int32 k, uint64 made)
+dbgate_key_pin(DbgateKey *e, uint64 made)
 {
-	DbgateKey  *e = key_entry(k);
 	uint32		old = pg_atomic_read_u32(&e->holders);
 
 	do
@@ -162,19 +161,18 @@ dbgate_key_pin(int32 k, uint64 made)
 
 /* Give back a hold of dbgate_key_hold() or dbgate_key_pin(). */
 static inline void
-dbgate_key_unhold(int32 k)
+dbgate_key_unhold(DbgateKey *e)
 {
-	pg_atomic_fetch_sub_u32(&key_entry(k)->holders, 1);
+	pg_atomic_fetch_sub_u32(&e->holders, 1);
 }
 
 /*
- * Count a statement active in key k if the key has room (or 'force'):
+ * Count a statement active in entry e if its key has room (or 'force'):
  * returns whether it had room (with 'force' it is counted either way).
  */
 static inline bool
-dbgate_key_take_active(int32 k, bool force)
+dbgate_key_take_active(DbgateKey *e, bool force)
 {
-	DbgateKey  *e = key_entry(k);
 	uint32		old = pg_atomic_read_u32(&e->active);
 	int32		max = e->lim.max_active;
 
@@ -197,9 +195,9 @@ dbgate_key_active(int32 k)
 }
 
 static inline void
-dbgate_key_untake_active(int32 k)
+dbgate_key_untake_active(DbgateKey *e)
 {
-	pg_atomic_fetch_sub_u32(&key_entry(k)->active, 1);
+	pg_atomic_fetch_sub_u32(&e->active, 1);
 }
 
 /*
