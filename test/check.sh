@@ -112,22 +112,26 @@ usage() {
 }
 
 # check.sh --prepare-roots LOGDIR KIND:VERSION...: make or update the named
-# roots one after the other (pg: a version's test root, pkg: its package
-# root), each under its lock, and leave a file LOGDIR/ready/KINDVERSION for
-# each that is ready.  The matrix runs this before its suites (see
-# prepare_roots).
+# roots (pg: a version's test root, pkg: its package root), each under its
+# lock, and leave a file LOGDIR/ready/KINDVERSION for each that is ready.
+# The roots of one version are made one after the other, in the order
+# given (its test root starts as a copy of its package root); the
+# versions side by side: their roots share nothing (each has its lock,
+# its temporary name and its log), and most of a root's time is waiting
+# for the archive and for dpkg.  The matrix runs this before its suites
+# (see prepare_roots).
 if [[ ${1:-} == --prepare-roots ]]; then
 	logdir=$2
 	shift 2
 	mkdir -p "$logdir/ready"
-	rc=0
-	for item in "$@"; do
-		kind=${item%%:*} v=${item#*:} t0=$SECONDS
+	# prepare_item KIND:VERSION: make or update one root; its status
+	prepare_item() {
+		local kind=${1%%:*} v=${1#*:} t0=$SECONDS ok
 		if [[ $kind == pkg ]]; then
-			if bash "$(dirname "${BASH_SOURCE[0]}")/package.sh" --prepare "$v"; then ok=0; else ok=1 rc=1; fi
+			if bash "$(dirname "${BASH_SOURCE[0]}")/package.sh" --prepare "$v"; then ok=0; else ok=1; fi
 		else
 			ROOT_KIND=pg
-			if root_lock "$v" && root_prepare "$v" "$logdir" >/dev/null; then ok=0; else ok=1 rc=1; fi
+			if root_lock "$v" && root_prepare "$v" "$logdir" >/dev/null; then ok=0; else ok=1; fi
 			root_unlock
 		fi
 		if ((ok == 0)); then
@@ -136,6 +140,26 @@ if [[ ${1:-} == --prepare-roots ]]; then
 		else
 			echo "$kind$v: not made here ($((SECONDS - t0)) s); the suite that needs it tries again"
 		fi
+		return "$ok"
+	}
+	versions_seen=() pids=() rc=0
+	for item in "$@"; do
+		v=${item#*:}
+		[[ " ${versions_seen[*]} " == *" $v "* ]] || versions_seen+=("$v")
+	done
+	for v in "${versions_seen[@]}"; do
+		(
+			vrc=0
+			for item in "$@"; do
+				[[ ${item#*:} == "$v" ]] || continue
+				prepare_item "$item" || vrc=1
+			done
+			exit "$vrc"
+		) &
+		pids+=($!)
+	done
+	for p in "${pids[@]}"; do
+		wait "$p" || rc=1
 	done
 	exit "$rc"
 fi
@@ -442,7 +466,7 @@ matrix_finish() {
 }
 
 # prepare_roots: as root, start making (or updating) every root file
-# system this run needs, the first version's package root first, in a
+# system this run needs, the versions side by side (--prepare-roots), in a
 # process group of its own (so that an interrupt ends all of it); the
 # matrix waits for it (prepare_wait) before any suite runs.  The packages
 # of this system (debootstrap among them) are installed first, so that no
