@@ -274,12 +274,9 @@ take_dims(DbgateBudget **lv, const uint8 *dims, int n, uint32 rated,
 }
 
 /*
- * The rest of a fast admission to an enforcing budget without parent that
- * uses an admission dimension (a rate's token, a key), its slot already
- * taken ('before0': its active before): its chain of one level, then the
- * dimensions; where one of them does not admit, the slot goes back and
- * the statement goes the slow way.  A function of its own, not a case of
- * admit_rest_body(): it needs none of that one's frame.
+ * admit_leaf_dims() where a dimension did not admit: the slot goes back and
+ * the statement goes the slow way (out of line: the chain's copy would
+ * give admit_leaf_dims() a stack protector).
  */
 static pg_noinline DbgateAdmit
 leaf_dims_refused(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
@@ -289,6 +286,15 @@ leaf_dims_refused(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 	return dbgate_admit_slow(lk, utility, queryDesc, now, a);
 }
 
+/*
+ * The rest of a fast admission to an enforcing budget without parent that
+ * uses an admission dimension (a rate's token, a key), its slot already
+ * taken ('before0': its active before): its chain of one level, then the
+ * dimensions; where one of them does not admit, the slot goes back and
+ * the statement goes the slow way.  A function of its own, not a case of
+ * admit_rest_body(): it needs none of that one's frame.  A level with
+ * dim_one calls that dimension alone (dimension.h).
+ */
 static pg_noinline DbgateAdmit
 admit_leaf_dims(const DbgateLookup *lk, bool utility, QueryDesc *queryDesc,
 				TimestampTz now, DbgateAdmission *a, uint32 before0)
