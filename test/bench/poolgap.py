@@ -4,8 +4,11 @@
   poolgap.py window SECS PID...   /proc of the backends PID... before and after
                                   SECS seconds, and /proc/stat's procs_running
                                   every 10 ms in between -> one JSON line
-  poolgap.py txcount T0 T1 LOG... transactions of pgbench's per-transaction
-                                  logs that ended in [T0, T1) (epoch seconds)
+  poolgap.py txstats T0 T1 LOG... transactions of pgbench's per-transaction
+                                  logs that ended in [T0, T1) (epoch seconds):
+                                  their number and latency percentiles, and
+                                  whether the slowest 1 % cluster in time ->
+                                  one JSON line
   poolgap.py trace FILE PID...    `perf script` text of sched_switch,
                                   sched_wakeup and dbgate's uprobes (gate()'s
                                   return, dbgate_admit_slow(),
@@ -17,6 +20,8 @@
                                   dbgate_admit_slow() to gate()'s return) and
                                   'outside' (the rest); the mean number of
                                   backends running and runnable in each phase
+  poolgap.py steady SKIP LOG...   "N P50 P99" (us) of the transactions that
+                                  ended SKIP s or more after the first one
   poolgap.py diagrow ...          one diagnosis run's figures per transaction
                                   (a row of diag.csv; see cmd_diagrow)
   poolgap.py report OUT           OUT/runs.csv, OUT/diag.csv, OUT/meta.txt ->
@@ -32,7 +37,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from stats import fnum, med  # noqa: E402
+from stats import fnum, med, percentile  # noqa: E402
 
 
 def proc_one(pid):
@@ -101,9 +106,48 @@ def cmd_window(args):
     print(json.dumps(out))
 
 
-def cmd_txcount(args):
+def pct(vals, q):
+    """The q-quantile (0..1) of vals (nearest rank), nan when empty."""
+    return percentile(sorted(vals), q)
+
+
+def cmd_steady(args):
+    """SKIP LOG... -> "N P50 P99" (microseconds) of the transactions of
+    pgbench's per-transaction logs that ended SKIP s or more after the
+    first one ended: the run without its start, when every backend runs
+    its first transactions with its caches still empty (and with a gate,
+    holds a slot meanwhile)."""
+    skip = float(args[0])
+    rows = []
+    for p in args[1:]:
+        with open(p) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) < 6:
+                    continue
+                try:
+                    rows.append((int(parts[4]) + int(parts[5]) / 1e6, int(parts[2])))
+                except ValueError:
+                    continue
+    if not rows:
+        print("0 nan nan")
+        return
+    t0 = min(t for t, _ in rows)
+    lat = sorted(us for t, us in rows if t >= t0 + skip)
+    if not lat:
+        print("0 nan nan")
+        return
+    print("%d %d %d" % (len(lat), percentile(lat, 0.5), percentile(lat, 0.99)))
+
+
+def cmd_txstats(args):
+    """T0 T1 LOG... -> one JSON line: the transactions of pgbench's logs
+    that ended in [T0, T1), their latency's p50 / p90 / p99 / max (ms), and
+    how the slowest 1 % spread over the window: the number of 100 ms bins
+    that hold them against the number they would fill if spread evenly
+    (a tail of stalls falls into few bins)."""
     t0, t1 = float(args[0]), float(args[1])
-    n = 0
+    lat, ends = [], []
     for p in args[2:]:
         with open(p) as f:
             for line in f:
@@ -112,11 +156,22 @@ def cmd_txcount(args):
                     continue
                 try:
                     t = int(parts[4]) + int(parts[5]) / 1e6
+                    us = int(parts[2])
                 except ValueError:
                     continue
                 if t0 <= t < t1:
-                    n += 1
-    print(n)
+                    lat.append(us / 1000.0)
+                    ends.append(t)
+    out = {"n": len(lat), "p50": pct(lat, 0.5), "p90": pct(lat, 0.9), "p99": pct(lat, 0.99),
+           "max": max(lat) if lat else float("nan")}
+    if lat:
+        cut = out["p99"]
+        tail = [e for e, l in zip(ends, lat) if l >= cut]
+        bins = {int((e - t0) * 10) for e in tail}
+        out["tail_n"] = len(tail)
+        out["tail_bins"] = len(bins)
+        out["bins"] = max(1, int(math.ceil((t1 - t0) * 10)))
+    print(json.dumps(out))
 
 
 SWITCH = re.compile(r"prev_pid=(\d+) .*prev_state=(\S+) ==> .*next_pid=(\d+)")
@@ -130,7 +185,6 @@ def cmd_trace(args):
     pids = set(args[1:])
     sched = {}   # pid -> state (cpu, runnable, asleep); unknown until seen
     phase = {p: "outside" for p in pids}
-    phase_seen = {p: False for p in pids}
     acc = {ph: {s: 0.0 for s in STATES} for ph in PHASES}
     cnt = {ph: {s: 0.0 for s in STATES} for ph in PHASES}
     last = {}
@@ -143,11 +197,33 @@ def cmd_trace(args):
     # idle tasks, left out) from the same switches, at most CPUs x span
     oncpu = {}
     allcpu = [0.0]
+    # cycles: per backend, the time of its last slot return (a cycle starts
+    # there) and what it has spent since, per phase and state
+    cyc_start = {}
+    cyc = {p: {ph: {s: 0.0 for s in STATES} for ph in PHASES} for p in pids}
+    cyc_dur = {p: {ph: 0.0 for ph in PHASES} for p in pids}
+    phase_t = {}
+    cycles = []
+    queued_at = {}
+    overtakes = [0]
 
     def account(p, t):
         if p in last and p in sched:
             acc[phase[p]][sched[p]] += t - last[p]
+            cyc[p][phase[p]][sched[p]] += t - last[p]
         last[p] = t
+
+    def cycle_end(p, t):
+        """p's slot went back at t (after move() to 'outside')."""
+        if p in cyc_start:
+            c = dict(cyc_dur[p])
+            c["total"] = t - cyc_start[p]
+            for s in STATES:
+                c["slot_" + s] = cyc[p]["slot"][s]
+            cycles.append(c)
+        cyc_start[p] = t
+        cyc[p] = {ph: {s: 0.0 for s in STATES} for ph in PHASES}
+        cyc_dur[p] = {ph: 0.0 for ph in PHASES}
 
     def move(p, t, new_sched=None, new_phase=None):
         account(p, t)
@@ -156,6 +232,9 @@ def cmd_trace(args):
         if new_sched is not None:
             sched[p] = new_sched
         if new_phase is not None:
+            if p in phase_t:
+                cyc_dur[p][phase[p]] += t - phase_t[p]
+            phase_t[p] = t
             phase[p] = new_phase
         if p in sched:
             counts[phase[p]][sched[p]] += 1
@@ -194,21 +273,37 @@ def cmd_trace(args):
             elif ev.startswith("probe_dbgate:") and pid in pids:
                 if ev.startswith("probe_dbgate:gate"):
                     grants += 1
+                    q = queued_at.pop(pid, None)
+                    if q is not None and any(o < q for o in queued_at.values()):
+                        overtakes[0] += 1
                     move(pid, t, new_phase="slot")
                 elif ev == "probe_dbgate:dbgate_admit_slow":
                     waits += 1
+                    queued_at[pid] = t
                     move(pid, t, new_phase="queued")
                 elif ev == "probe_dbgate:dbgate_admission_return":
                     slots += 1
                     move(pid, t, new_phase="outside")
+                    cycle_end(pid, t)
     for p in pids:
         if tlast is not None:
             account(p, tlast)
     span = (tlast - tfirst) if tfirst is not None else 0.0
     for p, t0 in oncpu.items():
         allcpu[0] += tlast - t0
+    keys = list(PHASES) + ["total"] + ["slot_" + s for s in STATES]
+    cy = {"n": len(cycles)}
+    for k in keys:
+        v = [c[k] * 1000.0 for c in cycles]
+        cy[k] = {"p50": pct(v, 0.5), "p90": pct(v, 0.9), "p99": pct(v, 0.99),
+                 "mean": statistics.mean(v) if v else float("nan")}
+    cut = cy["total"]["p99"] / 1000.0
+    tail = [c for c in cycles if c["total"] >= cut]
+    cy["tail"] = {k: (statistics.mean(c[k] for c in tail) * 1000.0 if tail else float("nan"))
+                  for k in keys}
+    cy["tail"]["n"] = len(tail)
     out = {"span": span, "all_cpu": allcpu[0], "grants": grants, "returns": slots, "waits": waits,
-           "time": acc,
+           "overtakes": overtakes[0], "cycles": cy, "time": acc,
            "mean": {ph: {s: (cnt[ph][s] / span if span else float("nan"))
                          for s in STATES} for ph in PHASES}}
     print(json.dumps(out))
@@ -217,18 +312,23 @@ def cmd_trace(args):
 DIAG_KEYS = (["tps", "slot_ms", "cpu_ms", "run_ms", "wait_ms", "vol", "invol", "runq_mean",
               "runq_p90", "bouncer_ms", "pgbench_ms", "waited"]
              + ["t_%s_%s" % (ph, s) for ph in PHASES for s in STATES]
-             + ["n_%s_%s" % (ph, s) for ph in PHASES for s in STATES])
+             + ["n_%s_%s" % (ph, s) for ph in PHASES for s in STATES]
+             + ["lat_p50", "lat_p90", "lat_p99", "lat_max", "tail_bins_pct"]
+             + ["c_%s_%s" % (k, q) for k in ("total",) + PHASES for q in ("p50", "p99")]
+             + ["tail_%s" % k for k in ("total",) + PHASES + tuple("slot_" + s for s in STATES)]
+             + ["overtakes_pct"])
 
 
 def cmd_diagrow(args):
-    """WINDOW_JSON TRACE_JSON NTX STATUS0 STATUS1 CONTENDER HZ PGBENCH_TICKS
-    BOUNCER_TICKS -> the figures per transaction of one diagnosis run, one
-    CSV row (without arguments: the header)."""
+    """WINDOW_JSON TRACE_JSON TXSTATS_JSON STATUS0 STATUS1 CONTENDER HZ
+    PGBENCH_TICKS BOUNCER_TICKS -> the figures per transaction of one
+    diagnosis run, one CSV row (without arguments: the header)."""
     if not args:
         print(",".join(DIAG_KEYS))
         return
     w, tr = json.loads(args[0]), json.loads(args[1])
-    ntx, s0, s1, c, hz = int(args[2]), args[3], args[4], args[5], int(args[6])
+    tx = json.loads(args[2])
+    ntx, s0, s1, c, hz = int(tx["n"]), args[3], args[4], args[5], int(args[6])
     pgb, bnc = int(args[7]), int(args[8])
     secs = w["t1"] - w["t0"]
     n = max(ntx, 1)
@@ -257,6 +357,20 @@ def cmd_diagrow(args):
             t = tr.get("time", {}).get(ph, {}).get(s)
             out["t_%s_%s" % (ph, s)] = 1000.0 * t / tx_trace if t is not None and tx_trace else ""
             out["n_%s_%s" % (ph, s)] = tr.get("mean", {}).get(ph, {}).get(s, "")
+    for q in ("p50", "p90", "p99", "max"):
+        out["lat_" + q] = tx.get(q, "")
+    # the share of the window's 100 ms bins that hold its slowest 1 % of
+    # transactions, against the share they would fill if spread evenly
+    out["tail_bins_pct"] = (100.0 * tx["tail_bins"] / min(tx["bins"], tx["tail_n"])
+                            if tx.get("tail_n") else "")
+    cy = tr.get("cycles") or {}
+    for k in ("total",) + PHASES:
+        for q in ("p50", "p99"):
+            out["c_%s_%s" % (k, q)] = cy.get(k, {}).get(q, "") if cy.get("n") else ""
+    for k in ("total",) + PHASES + tuple("slot_" + s for s in STATES):
+        out["tail_" + k] = cy.get("tail", {}).get(k, "") if cy.get("n") else ""
+    out["overtakes_pct"] = (100.0 * tr["overtakes"] / tr["grants"]
+                            if tr.get("grants") and "overtakes" in tr else "")
     print(",".join(str(out[k]) for k in DIAG_KEYS))
 
 
@@ -296,7 +410,7 @@ def best(rows, cell, prefix):
 
 
 def per_rep(rows, cell, contender, key):
-    return {r["rep"]: fnum(r[key]) for r in rows
+    return {r["rep"]: fnum(r.get(key)) for r in rows
             if r["cell"] == cell and r["contender"] == contender and r["status"] == "ok"}
 
 
@@ -346,8 +460,11 @@ def cmd_report(args):
              "ratios within each repetition.  `other CPU %`: what other processes used "
              "meanwhile, median over the cell's runs (smallest–largest).")
     L.append("")
-    L.append("| case | ungated TPS, p99 ms | best budget: TPS × ungated, p99 ms | best pool: TPS × ungated, p99 ms | budget / pool TPS | p99 budget / pool | other CPU % |")
-    L.append("| --- | --- | --- | --- | --- | --- | --- |")
+    L.append("`p99 after 1 s`: the p99 of the transactions that ended 1 s or more after "
+             "the run's first one (without every backend's first transactions, caches empty).")
+    L.append("")
+    L.append("| case | ungated TPS, p99 ms | best budget: TPS × ungated, p99 ms | best pool: TPS × ungated, p99 ms | budget / pool TPS | p99 budget / pool | p99 after 1 s: budget / pool | other CPU % |")
+    L.append("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for label, cell, prefix in CELL_ROWS:
         if not any(r["cell"] == cell for r in rows):
             continue
@@ -367,15 +484,17 @@ def cmd_report(args):
         if g and b:
             cols.append("**%s**" % ratio_spread(per_rep(rows, cell, g, "tps"), per_rep(rows, cell, b, "tps"))[0])
             cols.append(ratio_spread(per_rep(rows, cell, g, "p99_ms"), per_rep(rows, cell, b, "p99_ms"))[0])
+            cols.append(ratio_spread(per_rep(rows, cell, g, "p99_steady_ms"),
+                                     per_rep(rows, cell, b, "p99_steady_ms"))[0])
         else:
-            cols += ["n/a", "n/a"]
+            cols += ["n/a", "n/a", "n/a"]
         cols.append(spread(oth, "%.0f"))
         L.append("| %s | %s |" % (label, " | ".join(cols)))
     L.append("")
     L.append("Every contender of a cell (median TPS, its ratio to the ungated server within each repetition):")
     L.append("")
-    L.append("| cell | contender | TPS | × ungated | p99 ms | p50 ms |")
-    L.append("| --- | --- | --- | --- | --- | --- |")
+    L.append("| cell | contender | TPS | × ungated | p99 ms | p50 ms | p99 after 1 s | p50 after 1 s |")
+    L.append("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for cell in cells_of(rows):
         u = per_rep(rows, cell, "ungated", "tps")
         seen = []
@@ -384,10 +503,12 @@ def cmd_report(args):
                 seen.append(r["contender"])
         for c in seen:
             t = per_rep(rows, cell, c, "tps")
-            L.append("| %s | %s | %s | %s | %s | %s |" % (
+            L.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
                 cell, c, spread(list(t.values()), "%.0f"), ratio_spread(t, u)[0],
                 spread(list(per_rep(rows, cell, c, "p99_ms").values()), "%.1f"),
-                spread(list(per_rep(rows, cell, c, "p50_ms").values()), "%.2f")))
+                spread(list(per_rep(rows, cell, c, "p50_ms").values()), "%.2f"),
+                spread(list(per_rep(rows, cell, c, "p99_steady_ms").values()), "%.1f"),
+                spread(list(per_rep(rows, cell, c, "p50_steady_ms").values()), "%.2f")))
     if diag:
         L.append("")
         L.append("## Where a slot's time goes (64 clients, the same B)")
@@ -439,6 +560,35 @@ def cmd_report(args):
                 n = [fnum(r.get("n_%s_%s" % (ph, s))) for r in rs]
                 vals.append("%s [%s]" % (spread(v, "%.3f"), spread(n, "%.1f")))
             L.append("| %s | %s | %s |" % (cell, c, " | ".join(vals)))
+        L.append("")
+        L.append("The tail: the latency of the transactions that ended in the window "
+                 "(pgbench's log; ms), the share of the window's 100 ms bins that hold its "
+                 "slowest 1 % against an even spread (100: spread; low: stalls), and from the "
+                 "trace, per cycle of a backend (one slot return to the next: one transaction) "
+                 "its length and its time outside the slot, queued and in the slot (p50 / p99, "
+                 "ms); what the slowest 1 % of cycles spent in each (mean ms; in the slot: on a "
+                 "CPU / runnable / asleep); the share of grants that went to a backend that "
+                 "queued after another still queued.")
+        L.append("")
+        tl = [("lat", "latency p50 / p90 / p99 / max"), ("bins", "tail bins %"),
+              ("c_total", "cycle"), ("c_outside", "outside"), ("c_queued", "queued"),
+              ("c_slot", "slot"), ("tail", "slowest 1 %: outside / queued / slot (cpu / runnable / asleep)"),
+              ("ot", "overtakes %")]
+        L.append("| cell | side | " + " | ".join(t[1] for t in tl) + " |")
+        L.append("| --- | --- |" + " --- |" * len(tl))
+
+        def sp(rs, k, fmt="%.1f"):
+            return spread([fnum(r.get(k)) for r in rs], fmt)
+        for cell, c in keys:
+            rs = [r for r in diag if r["cell"] == cell and r["contender"] == c]
+            vals = [" / ".join(sp(rs, "lat_" + q) for q in ("p50", "p90", "p99", "max")),
+                    sp(rs, "tail_bins_pct", "%.0f")]
+            for k in ("total",) + PHASES:
+                vals.append("%s / %s" % (sp(rs, "c_%s_p50" % k, "%.2f"), sp(rs, "c_%s_p99" % k, "%.2f")))
+            vals.append("%s / %s / %s (%s / %s / %s)" % tuple(
+                sp(rs, "tail_" + k) for k in PHASES + tuple("slot_" + s for s in STATES)))
+            vals.append(sp(rs, "overtakes_pct", "%.1f"))
+            L.append("| %s | %s | %s |" % (cell, c, " | ".join(vals)))
         tops = sorted(f for f in os.listdir(os.path.join(out, "raw")) if f.startswith("perf-") and f.endswith(".top"))
         if tops:
             L.append("")
@@ -461,7 +611,7 @@ def cmd_report(args):
 
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
-    {"window": cmd_window, "txcount": cmd_txcount, "trace": cmd_trace,
+    {"window": cmd_window, "txstats": cmd_txstats, "steady": cmd_steady, "trace": cmd_trace,
      "diagrow": cmd_diagrow, "report": cmd_report}[cmd](args)
 
 

@@ -22,6 +22,10 @@
 #   --diag-reps N     repetitions of the diagnosis (default 3; 0: none)
 #   --diag-duration S seconds of a diagnosis run (default 40: under load the
 #                     psql reads around the window took 10 s and more with -S)
+#   --trace-secs S    length of the diagnosis's scheduler trace (default 2;
+#                     the cycles of the tail need more: 6 gives ~60 per
+#                     backend at 1,500 TPS over 64 clients)
+#   --overtake-limit MS  the 'lifo' budgets' overtake_limit (default 100)
 #   --no-perf         the diagnosis without perf (no trace, no profile)
 #   --huge-pages      the server with huge_pages = on (200 huge pages of
 #                     2 MB reserved in vm.nr_hugepages for the run, given
@@ -46,7 +50,8 @@
 #   ungated      role "bench" in no budget
 #   fifo-B       (TPC-B only) a 'fifo' budget of max_active B, max_queued 64,
 #                scope 'transaction'
-#   lifo-B       the same with queue_order 'lifo' (overtake_limit 100 ms);
+#   lifo-B       the same with queue_order 'lifo' (overtake_limit 100 ms,
+#                or --overtake-limit's);
 #                for -S scope 'statement'
 #   bouncer-B    PgBouncer, transaction pooling, pool size B, over its unix
 #                socket, in front of the same cluster (role ungated)
@@ -67,7 +72,13 @@
 #     on dbgate.so (gate()'s return: the slot is held; dbgate_admit_slow():
 #     the backend queues; dbgate_admission_return(): the slot goes back),
 #     read by poolgap.py trace into the time on a CPU / runnable / asleep
-#     per phase;
+#     per phase, and per cycle of a backend (one slot return to the next,
+#     one transaction here) into its time outside, queued and in the slot:
+#     their percentiles, where the slowest 1 % of cycles spent their time,
+#     and how many grants overtook an earlier waiter;
+#   - the latency percentiles of the transactions that ended in the window
+#     (pgbench's per-transaction log), and whether its slowest 1 % cluster
+#     in a few 100 ms bins (stalls) or spread over the window;
 #   - a 3 s cpu-clock profile (perf record -a), its top entries by command
 #     and shared object, and by symbol (raw/perf-*.top, *.sym).
 #
@@ -93,6 +104,8 @@ DIAG_B_TPCB=2
 DIAG_B_SELECT=4
 DIAG_REPS=3
 DIAG_DUR=40
+TRACE_SECS=2
+OVERTAKE=100
 PERF=1
 HUGE=
 OUT=
@@ -110,6 +123,8 @@ while [ $# -gt 0 ]; do
 	--diag-b-select) DIAG_B_SELECT=$2; shift ;;
 	--diag-reps) DIAG_REPS=$2; shift ;;
 	--diag-duration) DIAG_DUR=$2; shift ;;
+	--trace-secs) TRACE_SECS=$2; shift ;;
+	--overtake-limit) OVERTAKE=$2; shift ;;
 	--no-perf) PERF=0 ;;
 	--huge-pages) HUGE=on ;;
 	--out) OUT=$2; shift ;;
@@ -123,9 +138,10 @@ while [ $# -gt 0 ]; do
 done
 TPCB_POOLS=${TPCB_POOLS:-$TPCB_B}
 SELECT_POOLS=${SELECT_POOLS:-$SELECT_B}
-need_ints ${TPCB_POOLS//,/ } ${SELECT_POOLS//,/ } "$DUR" "$DIAG_B_TPCB" "$DIAG_B_SELECT" "$DIAG_DUR" ${TPCB_B//,/ } ${SELECT_B//,/ }
+need_ints "$TRACE_SECS" "$OVERTAKE" ${TPCB_POOLS//,/ } ${SELECT_POOLS//,/ } "$DUR" "$DIAG_B_TPCB" "$DIAG_B_SELECT" "$DIAG_DUR" ${TPCB_B//,/ } ${SELECT_B//,/ }
 [[ "$DIAG_REPS" =~ ^[0-9]+$ ]] && [[ "$REPS" =~ ^[0-9]+$ ]] || die "--reps and --diag-reps take an integer"
-[ "$DIAG_DUR" -ge 16 ] || die "--diag-duration must be at least 16 (connections, a 4 s window, 2 s trace, 3 s profile)"
+[ "$DIAG_DUR" -ge $((14 + TRACE_SECS)) ] ||
+	die "--diag-duration must be at least $((14 + TRACE_SECS)) (connections, a 4 s window, a $TRACE_SECS s trace, a 3 s profile)"
 for c in ${CELLS//,/ }; do
 	case "$c" in tpcb-c32 | tpcb-c64 | select-c64 | selectp-c64) ;; *) die "unknown cell '$c'" ;; esac
 done
@@ -173,9 +189,9 @@ bench_loaded
 for B in $(echo "${TPCB_B//,/ } ${SELECT_B//,/ } $DIAG_B_TPCB $DIAG_B_SELECT" | tr ' ' '\n' | sort -un); do
 	sql "SELECT dbgate.create_budget('fifo_tx_$B', max_active => $B, max_queued => 64, scope => 'transaction')" >/dev/null
 	sql "SELECT dbgate.create_budget('lifo_tx_$B', max_active => $B, max_queued => 64,
-		scope => 'transaction', queue_order => 'lifo', overtake_limit => '100 ms')" >/dev/null
+		scope => 'transaction', queue_order => 'lifo', overtake_limit => '$OVERTAKE ms')" >/dev/null
 	sql "SELECT dbgate.create_budget('lifo_stmt_$B', max_active => $B, max_queued => 64,
-		queue_order => 'lifo', overtake_limit => '100 ms')" >/dev/null
+		queue_order => 'lifo', overtake_limit => '$OVERTAKE ms')" >/dev/null
 done
 
 if [ "$PERF" = 1 ] && [ "$DIAG_REPS" -gt 0 ]; then
@@ -236,8 +252,15 @@ run_point() {
 	cell_args "$CELL"
 	contender_start "$c"
 	cpu_begin
-	run_pgbench "$tag" "$C_PORT" bench "$CLIENTS" "$DUR" 1 ${ARGS[@]+"${ARGS[@]}"}
+	run_pgbench "$tag" "$C_PORT" bench "$CLIENTS" "$DUR" keep ${ARGS[@]+"${ARGS[@]}"}
 	[ "$R_STATUS" = ok ] || log "run $tag: $R_STATUS $R_NOTE (see $RAW/$tag.txt)"
+	# the latency without the run's first second (every backend's first
+	# transactions, caches empty)
+	local s50=nan s99=nan
+	if compgen -G "$TXLOG/$tag.*" >/dev/null; then
+		read -r _ s50 s99 < <(python3 "$HERE/poolgap.py" steady 1 "$TXLOG/$tag".*)
+		rm -f "$TXLOG/$tag".*
+	fi
 	[ "${c%%-*}" = bouncer ] && bouncer_stop
 	wait_idle "$PORT" || R_NOTE="${R_NOTE:+$R_NOTE; }sessions still connected 15 s after the run; terminated"
 	cpu_end
@@ -250,9 +273,11 @@ run_point() {
 	fi
 	p50=$(awk -v v="${R_P50:-}" 'BEGIN { if (v == "" || v == "nan") print "nan"; else printf "%.2f", v / 1000 }')
 	p99=$(awk -v v="${R_P99:-}" 'BEGIN { if (v == "" || v == "nan") print "nan"; else printf "%.2f", v / 1000 }')
-	echo "$CELL,$CLIENTS,$c,$rep,${R_TPS:-nan},$p99,$p50,${R_PROC:-},$adm,$aw,$att,$R_OTHER,$R_STATUS,${R_NOTE//,/;}" >>"$OUT/runs.csv"
+	s50=$(awk -v v="$s50" 'BEGIN { if (v == "" || v == "nan") print "nan"; else printf "%.2f", v / 1000 }')
+	s99=$(awk -v v="$s99" 'BEGIN { if (v == "" || v == "nan") print "nan"; else printf "%.2f", v / 1000 }')
+	echo "$CELL,$CLIENTS,$c,$rep,${R_TPS:-nan},$p99,$p50,$s99,$s50,${R_PROC:-},$adm,$aw,$att,$R_OTHER,$R_STATUS,${R_NOTE//,/;}" >>"$OUT/runs.csv"
 	[ "$R_STATUS" = ok ] || ANOMALIES+=("$tag: $R_NOTE")
-	log "$tag: tps ${R_TPS:-?} p99 $p99 ms${C_BUDGET:+ admitted $adm after wait $aw}, other processes ${R_OTHER}% CPU"
+	log "$tag: tps ${R_TPS:-?} p99 $p99 ms (after the first second $s99 ms)${C_BUDGET:+ admitted $adm after wait $aw}, other processes ${R_OTHER}% CPU"
 }
 
 # wait_connected N: until N sessions of role bench are on the server (10 s)
@@ -267,7 +292,7 @@ wait_connected() {
 
 # diag_point CONTENDER REP (CELL global): one diagnosis run; appends to diag.csv
 diag_point() {
-	local c=$1 rep=$2 tag=diag-$CELL-$1-r$2 nconn pids s0='' s1='' w tr='{}' t0 t1 ntx
+	local c=$1 rep=$2 tag=diag-$CELL-$1-r$2 nconn pids s0='' s1='' w tr='{}' t0 t1 ntx txs
 	cell_args "$CELL"
 	nconn=$CLIENTS
 	contender_start "$c"
@@ -295,7 +320,7 @@ diag_point() {
 		local pe=()
 		[ "$PROBES" = 1 ] && pe=(-e 'probe_dbgate:*')
 		perf record -q -o "$WORK/trace.data" -e sched:sched_switch -e sched:sched_wakeup \
-			${pe[@]+"${pe[@]}"} -a sleep 2 >"$RAW/$tag.perf.log" 2>&1 || true
+			${pe[@]+"${pe[@]}"} -a sleep "$TRACE_SECS" >"$RAW/$tag.perf.log" 2>&1 || true
 		perf record -q -o "$WORK/prof.data" -e cpu-clock -a sleep 3 >>"$RAW/$tag.perf.log" 2>&1 || true
 		perf script -i "$WORK/trace.data" -F pid,tid,time,event,trace >"$WORK/trace.txt" 2>>"$RAW/$tag.perf.log" || true
 		# shellcheck disable=SC2086
@@ -314,10 +339,11 @@ diag_point() {
 	cpu_end
 	t0=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["t0"])' "$w")
 	t1=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["t1"])' "$w")
-	ntx=$(python3 "$HERE/poolgap.py" txcount "$t0" "$t1" "$TXLOG/$tag".*)
+	txs=$(python3 "$HERE/poolgap.py" txstats "$t0" "$t1" "$TXLOG/$tag".*)
+	ntx=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["n"])' "$txs")
 	rm -f "$TXLOG/$tag".*
 	local row
-	row=$(python3 "$HERE/poolgap.py" diagrow "$w" "$tr" "$ntx" "$s0" "$s1" "$c" "$CLK_TCK" "$((pb1 - pb0))" "$((bp1 - bp0))")
+	row=$(python3 "$HERE/poolgap.py" diagrow "$w" "$tr" "$txs" "$s0" "$s1" "$c" "$CLK_TCK" "$((pb1 - pb0))" "$((bp1 - bp0))")
 	[ -s "$OUT/diag.csv" ] || echo "cell,contender,rep,$(python3 "$HERE/poolgap.py" diagrow),other_cpu_pct,status" >"$OUT/diag.csv"
 	echo "$CELL,$c,$rep,$row,$R_OTHER,$R_STATUS" >>"$OUT/diag.csv"
 	[ "$R_STATUS" = ok ] || ANOMALIES+=("$tag: $R_NOTE")
@@ -344,10 +370,10 @@ START=$(date +%s)
 {
 	meta_common
 	echo "PgBouncer=$("$BOUNCER" --version 2>&1 | head -n 1 | sed 's/^PgBouncer //')"
-	echo "mode=$DUR s per point, $REPS repetition(s), cells $CELLS, TPC-B B $TPCB_B pools $TPCB_POOLS, -S B $SELECT_B pools $SELECT_POOLS; diagnosis: $DIAG_REPS repetition(s) of $DIAG_DUR s at B $DIAG_B_TPCB (TPC-B) and $DIAG_B_SELECT (-S), perf $([ "$PERF" = 1 ] && echo on || echo off)"
+	echo "mode=$DUR s per point, $REPS repetition(s), cells $CELLS, TPC-B B $TPCB_B pools $TPCB_POOLS, 'lifo' overtake_limit $OVERTAKE ms, -S B $SELECT_B pools $SELECT_POOLS; diagnosis: $DIAG_REPS repetition(s) of $DIAG_DUR s at B $DIAG_B_TPCB (TPC-B) and $DIAG_B_SELECT (-S), perf $([ "$PERF" = 1 ] && echo on || echo off)"
 	echo "server=PostgreSQL's defaults (fsync on, synchronous_commit on, parallel query on) but max_connections 200${HUGE:+, huge_pages = on}; unix sockets; PgBouncer in transaction pooling mode over its unix socket; vm.nr_hugepages $(cat /proc/sys/vm/nr_hugepages)"
 } >"$OUT/meta.txt"
-echo "cell,clients,contender,rep,tps,p99_ms,p50_ms,transactions,admitted,admitted_after_wait,active_time_total_ms,other_cpu_pct,status,note" >"$OUT/runs.csv"
+echo "cell,clients,contender,rep,tps,p99_ms,p50_ms,p99_steady_ms,p50_steady_ms,transactions,admitted,admitted_after_wait,active_time_total_ms,other_cpu_pct,status,note" >"$OUT/runs.csv"
 for SCALE in 1 10; do
 	if [ "$SCALE" = 1 ]; then phase_cells="tpcb-c32 tpcb-c64"; else phase_cells="select-c64 selectp-c64"; fi
 	any=0
