@@ -111,15 +111,12 @@ def pct(vals, q):
     return percentile(sorted(vals), q)
 
 
-def cmd_steady(args):
-    """SKIP LOG... -> "N P50 P99" (microseconds) of the transactions of
-    pgbench's per-transaction logs that ended SKIP s or more after the
-    first one ended: the run without its start, when every backend runs
-    its first transactions with its caches still empty (and with a gate,
-    holds a slot meanwhile)."""
-    skip = float(args[0])
+def txlog(paths):
+    """(end in epoch seconds, latency in microseconds) of every completed
+    transaction of pgbench's per-transaction logs (failed and skipped ones
+    have no latency)."""
     rows = []
-    for p in args[1:]:
+    for p in paths:
         with open(p) as f:
             for line in f:
                 parts = line.split()
@@ -129,6 +126,17 @@ def cmd_steady(args):
                     rows.append((int(parts[4]) + int(parts[5]) / 1e6, int(parts[2])))
                 except ValueError:
                     continue
+    return rows
+
+
+def cmd_steady(args):
+    """SKIP LOG... -> "N P50 P99" (microseconds) of the transactions of
+    pgbench's per-transaction logs that ended SKIP s or more after the
+    first one ended: the run without its start, when every backend runs
+    its first transactions with its caches still empty (and with a gate,
+    holds a slot meanwhile)."""
+    skip = float(args[0])
+    rows = txlog(args[1:])
     if not rows:
         print("0 nan nan")
         return
@@ -147,21 +155,9 @@ def cmd_txstats(args):
     that hold them against the number they would fill if spread evenly
     (a tail of stalls falls into few bins)."""
     t0, t1 = float(args[0]), float(args[1])
-    lat, ends = [], []
-    for p in args[2:]:
-        with open(p) as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) < 6:
-                    continue
-                try:
-                    t = int(parts[4]) + int(parts[5]) / 1e6
-                    us = int(parts[2])
-                except ValueError:
-                    continue
-                if t0 <= t < t1:
-                    lat.append(us / 1000.0)
-                    ends.append(t)
+    rows = [(t, us) for t, us in txlog(args[2:]) if t0 <= t < t1]
+    ends = [t for t, _ in rows]
+    lat = [us / 1000.0 for _, us in rows]
     out = {"n": len(lat), "p50": pct(lat, 0.5), "p90": pct(lat, 0.9), "p99": pct(lat, 0.99),
            "max": max(lat) if lat else float("nan")}
     if lat:
@@ -198,9 +194,10 @@ def cmd_trace(args):
     oncpu = {}
     allcpu = [0.0]
     # cycles: per backend, the time of its last slot return (a cycle starts
-    # there) and what it has spent since, per phase and state
+    # there), the time it has spent since in each phase, and in the slot
+    # in each state
     cyc_start = {}
-    cyc = {p: {ph: {s: 0.0 for s in STATES} for ph in PHASES} for p in pids}
+    cyc = {p: {s: 0.0 for s in STATES} for p in pids}
     cyc_dur = {p: {ph: 0.0 for ph in PHASES} for p in pids}
     phase_t = {}
     cycles = []
@@ -210,7 +207,8 @@ def cmd_trace(args):
     def account(p, t):
         if p in last and p in sched:
             acc[phase[p]][sched[p]] += t - last[p]
-            cyc[p][phase[p]][sched[p]] += t - last[p]
+            if phase[p] == "slot":
+                cyc[p][sched[p]] += t - last[p]
         last[p] = t
 
     def cycle_end(p, t):
@@ -219,10 +217,10 @@ def cmd_trace(args):
             c = dict(cyc_dur[p])
             c["total"] = t - cyc_start[p]
             for s in STATES:
-                c["slot_" + s] = cyc[p]["slot"][s]
+                c["slot_" + s] = cyc[p][s]
             cycles.append(c)
         cyc_start[p] = t
-        cyc[p] = {ph: {s: 0.0 for s in STATES} for ph in PHASES}
+        cyc[p] = {s: 0.0 for s in STATES}
         cyc_dur[p] = {ph: 0.0 for ph in PHASES}
 
     def move(p, t, new_sched=None, new_phase=None):
