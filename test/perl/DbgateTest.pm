@@ -340,19 +340,25 @@ $err);
 	return 0;
 }
 
+# PostgreSQL::Test::Cluster's own safe_psql and poll_query_until (see below)
+our $original_safe_psql = \&PostgreSQL::Test::Cluster::safe_psql;
+our $original_poll_query_until = \&PostgreSQL::Test::Cluster::poll_query_until;
+
 # poll_psql(NODE, SQL, db => DB) -> STDOUT: safe_psql() run in NODE's poll
 # session (database postgres; another DB gets a psql of its own, as
-# safe_psql), for the reads that tests repeat; dies on an error, as
-# safe_psql (but statements after the failing one have run: use it for
-# reads).  A session lost to a restart is opened again once.
+# safe_psql).  SQL is sent once: a session lost since its last statement
+# (a restart, a crash restart, a terminate, an idle timeout) is noticed by
+# a ping before it and opened again.  Dies on an error, as safe_psql, but
+# the statements after the failing one have run (the session does not
+# stop at an error: a poll may fail until its object exists).
 sub poll_psql
 {
 	my ($node, $sql, %p) = @_;
 	my $db = $p{db} // 'postgres';
-	return $node->safe_psql($db, $sql) if $db ne 'postgres';
+	return $original_safe_psql->($node, $db, $sql) if $db ne 'postgres';
+	DbgateTest::Poll::query($node, $db, 'SELECT 1')
+	  if DbgateTest::Poll::is_open($node, $db);
 	my ($out, $err) = DbgateTest::Poll::query($node, $db, $sql);
-	($out, $err) = DbgateTest::Poll::query($node, $db, $sql)
-	  unless defined $out;
 	die "poll session of node " . $node->name . " lost: $err"
 	  unless defined $out;
 	die "error running SQL: '$err'\nwhile running '$sql'"
@@ -360,6 +366,47 @@ sub poll_psql
 	print "#### Begin standard error\n$err\n#### End standard error\n"
 	  if $err ne '';
 	return $out;
+}
+
+# $node->safe_psql('postgres', SQL), with no other parameter, runs in the
+# node's poll session (poll_psql) unless SQL leaves state in its session or
+# may end it: a transaction (BEGIN, START TRANSACTION, PREPARE), a setting
+# (SET, RESET, set_config), a session-level advisory lock, a cursor, a
+# prepared statement, a temporary table, LISTEN, LOAD, DISCARD, COPY from
+# the client, a psql meta-command, pg_backend_pid(), a terminate or a
+# cancel; such SQL, another database and any parameter (stdout, stderr,
+# on_error_stop...) get a new psql and a new backend, as in
+# PostgreSQL::Test::Cluster.  A new session costs a process, a backend
+# and an authentication, about 60 ms of CPU here, and the tests run
+# thousands of superuser statements that need no session of their own.
+# A word in a string or a name counts too (UPDATE ... SET, a function
+# body's BEGIN): such SQL takes a new session, which is always correct.
+# DBGATE_TAP_NEW_SESSIONS=1 gives every call a new session, as before.
+our $SESSION_STATE = qr/\\|\b(?:BEGIN|START\s+TRANSACTION|PREPARE|DEALLOCATE|
+	SET|RESET|set_config|DISCARD|LISTEN|UNLISTEN|LOAD|DECLARE|TEMP|TEMPORARY|STDIN|
+	pg_advisory_lock|pg_advisory_lock_shared|pg_try_advisory_lock|
+	pg_try_advisory_lock_shared|pg_backend_pid|pg_terminate_backend|
+	pg_cancel_backend)\b/xi;
+
+{
+	no warnings 'redefine';
+	*PostgreSQL::Test::Cluster::safe_psql = sub {
+		my ($node, $db, $sql, @params) = @_;
+		return $original_safe_psql->(@_)
+		  if @params
+		  || $db ne 'postgres'
+		  || $sql =~ $SESSION_STATE
+		  || $ENV{DBGATE_TAP_NEW_SESSIONS};
+		return poll_psql($node, $sql);
+	};
+	# and its poll_query_until (which wait_for_catchup and friends call
+	# too) polls in the poll session, as poll_until
+	*PostgreSQL::Test::Cluster::poll_query_until = sub {
+		my ($node, $db, $sql, $expected) = @_;
+		return poll_until($node, $sql, $expected, db => $db)
+		  unless $ENV{DBGATE_TAP_NEW_SESSIONS};
+		return $original_poll_query_until->(@_);
+	};
 }
 
 # wire_run(NODE, USER, LINES) -> output lines of test/tools/pgwire.py, a
@@ -484,6 +531,8 @@ sub query
 	local $SIG{PIPE} = 'IGNORE';    # a psql that exited: its stdin is closed
 	my $key = $node->name . "/$db";
 	my $s = $open{$key};
+	# a forked process opens its own: the psql is the parent's
+	delete $open{$key}, undef $s if $s && $s->{owner} != $$;
 	if (!$s)
 	{
 		local $ENV{PGAPPNAME} = 'dbgate_poll';
@@ -524,6 +573,14 @@ sub query
 	chomp $out;
 	chomp $err;
 	return ($out, $err);
+}
+
+# is_open(NODE, DB) -> whether this process has a poll session of NODE and DB
+sub is_open
+{
+	my ($node, $db) = @_;
+	my $s = $open{ $node->name . "/$db" };
+	return $s && $s->{owner} == $$;
 }
 
 # end_sessions(NODE, DB): end NODE's poll session of DB, or with DB undef all of

@@ -228,22 +228,29 @@ sub wait_for
 }
 
 # sql(NODE, SQL [, user]): the output, or undef when the node cannot be
-# reached or the statement fails ($sql_err then has psql's stderr).
+# reached or the statement fails ($sql_err then has psql's stderr).  The
+# superuser's statements run in the node's poll session (poll_psql: one
+# psql and one backend for the many polls of this test, opened again
+# after Patroni restarted or demoted the node); a role's in a new session.
 my $sql_err = '';
 
 sub sql
 {
 	my ($node, $q, $user) = @_;
+	if (!defined $user)
+	{
+		my $out = eval { poll_psql($node, $q) };
+		$sql_err = $@ // '';
+		return $out;
+	}
 	my ($out, $err, $timed_out) = ('', '', 0);
-	my @extra = ('-v', 'ON_ERROR_STOP=1');
-	push @extra, '-U', $user if defined $user;
 	my $ret = $node->psql(
 		'postgres', $q,
 		stdout => \$out,
 		stderr => \$err,
 		timeout => $PostgreSQL::Test::Utils::timeout_default,
 		timed_out => \$timed_out,
-		extra_params => \@extra);
+		extra_params => [ '-v', 'ON_ERROR_STOP=1', '-U', $user ]);
 	$sql_err = $timed_out ? 'timed out' : $err;
 	return (defined $ret && $ret == 0 && !$timed_out) ? $out : undef;
 }
