@@ -59,15 +59,16 @@
 # regression tests, isolation specs, TAP files and smoke scripts whose
 # names match it run, as when working on one test), CHECK_SUITES,
 # CHECK_TAP_JOBS (TAP files run side by side in this many lanes, default
-# 4; the load tests 09x run alone afterwards), CHECK_VERSION_ONLY=1 (skip
+# 4; the load tests 09x run alone afterwards), CHECK_SMOKE_JOBS (smoke
+# scripts likewise, default 2), CHECK_VERSION_ONLY=1 (skip
 # what does not depend on the server's version: the "alone" suite and the
 # smoke scripts of $HOST_ONLY_SMOKE; set by the matrix for the versions in
 # roots when this system's version is in the same run),
-# CHECK_SERIAL=1 (every suite one after the other; by default regress,
-# alone and isolation run beside the TAP lanes and the package suite
-# beside the smoke scripts), CHECK_BESIDE=1 (the smoke and package suites
-# beside the TAP lanes too, and a version's package suite beside its
-# suites in the root),
+# CHECK_SERIAL=1 (every suite one after the other; by default the
+# package suite, and regress, alone and isolation, run beside the TAP
+# lanes and the smoke scripts after them), CHECK_BESIDE=1 (the smoke
+# scripts beside the TAP lanes too, and a version's package suite beside
+# its suites in the root),
 # CHECK_PG, CHECK_TIMEOUT (seconds per command, default
 # 600), CHECK_KEEP=1 (like --keep), PG_TEST_TIMEOUT_DEFAULT (TAP waits,
 # default here 60), PGISOLATIONTIMEOUT (isolation step waits, default here
@@ -555,7 +556,7 @@ fi
 # One version: this system's PostgreSQL ($PG_MAJOR, $PG_CONFIG).
 
 passed=0 failed=0 skipped=0
-WORK='' CHILD='' TAILPID='' LANE_PIDS=() SIDE_PID='' SIDE_SUITES='' TAP_TEMPLATE='' ALONE_TEMPLATE=''
+WORK='' CHILD='' TAILPID='' LANE_PIDS=() SIDE_PIDS=() SIDE_HEADINGS=() TAP_TEMPLATE='' ALONE_TEMPLATE=''
 
 # ---------------------------------------------------------------------------
 # Running commands
@@ -969,32 +970,58 @@ TAP_LONG="059_patroni 060_adapt 055_demote 007_timeouts 012_kept_slots 042_lifo_
 # and the load tests.
 TAP_QUICK="001_persistence 002_corrupt_state 004_not_preloaded 005_queue 006_reload 007_timeouts 008_lock_safety 011_classify 014_utility 017_gate_everywhere 018_slot_life 019_rate 020_config_upgrade 030_config_standby 031_config_crash 039_crash_tree 047_min_cost_volatile 049_lifo_newcomer 051_reserved 053_runaway 055_demote 061_adapt_held 062_key_limits 063_keys 091_idle_held_slot"
 
-# tap_next: print the index of the next file of the lanes' shared queue
-# (TAP_QUEUE) and advance it.
-tap_next() {
+# queue_next NAME: print the index of the next entry of the lanes' shared
+# queue NAME (its position in $WORK/logs/NAME-next) and advance it.
+queue_next() {
 	local i
 	{
 		flock 9
-		i=$(<"$WORK/logs/tap-next")
-		echo $((i + 1)) >"$WORK/logs/tap-next"
-	} 9>"$WORK/logs/tap-next.lock"
+		i=$(<"$WORK/logs/$1-next")
+		echo $((i + 1)) >"$WORK/logs/$1-next"
+	} 9>"$WORK/logs/$1-next.lock"
 	echo "$i"
 }
 
-# tap_lane LANE: tap_file for the files of the shared queue, one after the
-# other, until it is empty; in a background lane (LANE > 0) its output
-# goes to $WORK/logs/lane-LANE.out (printed when the lane ends), its
-# counts to $WORK/logs/lane-LANE.counts.
+# lanes_run NAME JOBS FUNCTION: FUNCTION LANE in JOBS lanes, lane 0 in
+# the foreground and the others in the background (their output in
+# $WORK/logs/NAME-lane-LANE.out, printed when they end, their counts in
+# $WORK/logs/NAME-lane-LANE.counts, added); the lanes take the entries of
+# the queue NAME (queue_next) until it is empty.
+lanes_run() {
+	local name=$1 jobs=$2 fn=$3 lane pids=() p f_ s
+	for ((lane = 1; lane < jobs; lane++)); do
+		"$fn" "$lane" >"$WORK/logs/$name-lane-$lane.out" 2>&1 &
+		pids+=($!)
+	done
+	LANE_PIDS=(${pids[@]+"${pids[@]}"})
+	"$fn" 0
+	for ((lane = 1; lane < jobs; lane++)); do
+		wait "${pids[lane - 1]}"
+		echo "==== $name lane $lane (ran beside the above)"
+		cat "$WORK/logs/$name-lane-$lane.out"
+		if read -r p f_ s <"$WORK/logs/$name-lane-$lane.counts" 2>/dev/null; then
+			count "$p" "$f_" "$s"
+		else
+			echo "*** $name lane $lane ended without its counts: counted as one failure"
+			count 0 1 0
+		fi
+	done
+	LANE_PIDS=()
+}
+
+# tap_lane LANE: tap_file for the files of the shared queue (TAP_QUEUE),
+# one after the other, until it is empty; a background lane (LANE > 0)
+# writes its counts to $WORK/logs/tap-lane-LANE.counts (lanes_run).
 tap_lane() {
 	local lane=$1 i
 	if ((lane > 0)); then
 		passed=0 failed=0 skipped=0
 		trap 'cleanup_child; exit 130' TERM INT HUP
 	fi
-	while i=$(tap_next) && ((i < ${#TAP_QUEUE[@]})); do
+	while i=$(queue_next tap) && ((i < ${#TAP_QUEUE[@]})); do
 		tap_file "${TAP_QUEUE[i]}" "$lane"
 	done
-	((lane == 0)) || echo "$passed $failed $skipped" >"$WORK/logs/lane-$lane.counts"
+	((lane == 0)) || echo "$passed $failed $skipped" >"$WORK/logs/tap-lane-$lane.counts"
 }
 
 # tap_template: one initdb for the whole run, with the options and the
@@ -1044,30 +1071,8 @@ suite_tap() {
 	done
 	TAP_QUEUE+=(${rest[@]+"${rest[@]}"})
 	echo 0 >"$WORK/logs/tap-next"
-	if ((jobs > 1 && ${#files[@]} > 1)); then
-		local lane pids=()
-		for ((lane = 1; lane < jobs; lane++)); do
-			tap_lane "$lane" >"$WORK/logs/lane-$lane.out" 2>&1 &
-			pids+=($!)
-		done
-		LANE_PIDS=("${pids[@]}")
-		tap_lane 0
-		for ((lane = 1; lane < jobs; lane++)); do
-			wait "${pids[lane - 1]}"
-			echo "==== tap lane $lane (ran beside the above)"
-			cat "$WORK/logs/lane-$lane.out"
-			local p f_ s
-			if read -r p f_ s <"$WORK/logs/lane-$lane.counts" 2>/dev/null; then
-				count "$p" "$f_" "$s"
-			else
-				echo "*** tap lane $lane ended without its counts: counted as one failure"
-				count 0 1 0
-			fi
-		done
-		LANE_PIDS=()
-	else
-		tap_lane 0
-	fi
+	((${#files[@]} > 1)) || jobs=1
+	lanes_run tap "$jobs" tap_lane
 	if (($(<"$WORK/logs/tap-next") < ${#TAP_QUEUE[@]})); then
 		echo "*** tap: the lanes stopped before the queue was empty: counted as one failure"
 		count 0 1 0
@@ -1093,8 +1098,63 @@ tap_times() {
 # tree, already built and installed), DBGATE_WORK (an empty scratch
 # directory of its own, removed afterwards), PG_CONFIG and BINDIR set and
 # BINDIR first in PATH.  Servers it leaves behind in DBGATE_WORK are stopped.
+# The scripts share nothing (each server listens on a Unix socket in its
+# own directory, PgBouncer and the exporter on a free loopback port) and
+# check tooling, never a figure: CHECK_SMOKE_JOBS (default 2) lanes run
+# them side by side, the long ones first, as the TAP lanes do.
+SMOKE_LONG="bench bench-keys build pgxn"
+
+# smoke_script PATH: run one smoke script and count its result.
+smoke_script() {
+	local f=$1 name log rc dir t0=$SECONDS
+	name=${f##*/}
+	name=${name%.sh}
+	log=$WORK/logs/smoke-$name.log
+	dir=$WORK/smoke/$name
+	mkdir -p "$dir"
+	[[ $EUID -eq 0 ]] && chown "$DBGATE_OS_USER:" "$dir" "$WORK/smoke"
+	echo "-- $name.sh"
+	run_logged "$log" "${AS_PG[@]}" env \
+		PATH="$BINDIR:$PATH" PG_CONFIG="$PG_CONFIG" BINDIR="$BINDIR" \
+		DBGATE_SRC="$WORK/tree" DBGATE_WORK="$dir" TMPDIR="$dir" \
+		bash "$f"
+	rc=$?
+	stop_servers "$dir"
+	case $rc in
+	0)
+		echo "-- $name.sh: passed ($((SECONDS - t0)) s, CPU $(cpu_of "$log.cpu") s)"
+		count 1 0 0
+		;;
+	77)
+		echo "-- $name.sh: skipped"
+		count 0 0 1
+		;;
+	*)
+		echo "-- $name.sh: FAILED (exit status $rc, $((SECONDS - t0)) s, CPU $(cpu_of "$log.cpu") s)"
+		count 0 1 0
+		;;
+	esac
+	rm -rf "$dir"
+}
+
+# smoke_lane LANE: smoke_script for the scripts of the shared queue
+# (SMOKE_QUEUE) until it is empty; a background lane (LANE > 0) writes its
+# output to $WORK/logs/smoke-lane-LANE.out, its counts to
+# $WORK/logs/smoke-lane-LANE.counts.
+smoke_lane() {
+	local lane=$1 i
+	if ((lane > 0)); then
+		passed=0 failed=0 skipped=0
+		trap 'cleanup_child; exit 130' TERM INT HUP
+	fi
+	while i=$(queue_next smoke) && ((i < ${#SMOKE_QUEUE[@]})); do
+		smoke_script "${SMOKE_QUEUE[i]}"
+	done
+	((lane == 0)) || echo "$passed $failed $skipped" >"$WORK/logs/smoke-lane-$lane.counts"
+}
+
 suite_smoke() {
-	local scripts=() f n name log rc
+	local scripts=() f n l jobs=${CHECK_SMOKE_JOBS:-2}
 	for f in "$WORK"/tree/test/smoke/*.sh; do
 		n=${f##*/}
 		[[ -e $f ]] && wanted "${n%.sh}" || continue
@@ -1104,38 +1164,27 @@ suite_smoke() {
 		fi
 		scripts+=("$f")
 	done
-	heading "smoke: ${#scripts[@]} script(s)"
-	for f in ${scripts[@]+"${scripts[@]}"}; do
-		name=${f##*/}
-		name=${name%.sh}
-		log=$WORK/logs/smoke-$name.log
-		local dir=$WORK/smoke/$name
-		mkdir -p "$dir"
-		[[ $EUID -eq 0 ]] && chown "$DBGATE_OS_USER:" "$dir" "$WORK/smoke"
-		echo "-- $name.sh"
-		local t0=$SECONDS
-		run_logged "$log" "${AS_PG[@]}" env \
-			PATH="$BINDIR:$PATH" PG_CONFIG="$PG_CONFIG" BINDIR="$BINDIR" \
-			DBGATE_SRC="$WORK/tree" DBGATE_WORK="$dir" TMPDIR="$dir" \
-			bash "$f"
-		rc=$?
-		stop_servers "$dir"
-		case $rc in
-		0)
-			echo "-- $name.sh: passed ($((SECONDS - t0)) s, CPU $(cpu_of "$log.cpu") s)"
-			count 1 0 0
-			;;
-		77)
-			echo "-- $name.sh: skipped"
-			count 0 0 1
-			;;
-		*)
-			echo "-- $name.sh: FAILED (exit status $rc, $((SECONDS - t0)) s, CPU $(cpu_of "$log.cpu") s)"
-			count 0 1 0
-			;;
-		esac
-		rm -rf "$dir"
+	[[ $jobs =~ ^[1-9][0-9]*$ ]] || jobs=1
+	((jobs > ${#scripts[@]})) && jobs=${#scripts[@]}
+	((jobs < 1)) && jobs=1
+	heading "smoke: ${#scripts[@]} script(s)$( ((jobs > 1)) && echo ", $jobs lanes")"
+	mkdir -p "$WORK/smoke"
+	SMOKE_QUEUE=()
+	for l in $SMOKE_LONG; do
+		for f in ${scripts[@]+"${scripts[@]}"}; do
+			[[ ${f##*/} == "$l.sh" ]] && SMOKE_QUEUE+=("$f")
+		done
 	done
+	for f in ${scripts[@]+"${scripts[@]}"}; do
+		n=${f##*/}
+		[[ " $SMOKE_LONG " == *" ${n%.sh} "* ]] || SMOKE_QUEUE+=("$f")
+	done
+	echo 0 >"$WORK/logs/smoke-next"
+	lanes_run smoke "$jobs" smoke_lane
+	if (($(<"$WORK/logs/smoke-next") < ${#SMOKE_QUEUE[@]})); then
+		echo "*** smoke: the lanes stopped before the queue was empty: counted as one failure"
+		count 0 1 0
+	fi
 }
 
 # ---------------------------------------------------------------------------
@@ -1173,44 +1222,46 @@ suite_package() {
 # ---------------------------------------------------------------------------
 # Suites side by side
 
-# side_start LABEL SUITE...: run_suite for each SUITE, one after the other,
-# in the background; the output goes to $WORK/logs/side.out (printed by
-# side_finish under "SUITE... (ran beside LABEL)"), the counts to
-# $WORK/logs/side.counts.
+# side_start LABEL SUITE...: run_suite for each SUITE, one after the
+# other, in the background: a chain of suites beside LABEL; there may be
+# several.  A chain's output goes to $WORK/logs/side-N.out (printed by
+# side_finish under "SUITE... (ran beside LABEL)"), its counts to
+# $WORK/logs/side-N.counts.
 side_start() {
-	SIDE_LABEL=$1
+	local label=$1 n=${#SIDE_PIDS[@]}
 	shift
-	# shellcheck disable=SC2030,SC2031 # the lane's own counts, in a subshell
+	# shellcheck disable=SC2030,SC2031 # the chain's own counts, in a subshell
 	(
-		passed=0 failed=0 skipped=0 LANE_PIDS=() SIDE_PID=''
+		passed=0 failed=0 skipped=0 LANE_PIDS=() SIDE_PIDS=()
 		# (the alone suite's second lane, if it runs)
 		trap 'for p in ${LANE_PIDS[@]+"${LANE_PIDS[@]}"}; do kill -TERM "$p"; done
 			cleanup_child; exit 130' TERM INT HUP
 		for s in "$@"; do
 			run_suite "$s"
 		done
-		echo "$passed $failed $skipped" >"$WORK/logs/side.counts"
-	) >"$WORK/logs/side.out" 2>&1 &
-	SIDE_PID=$!
-	SIDE_SUITES="$*"
+		echo "$passed $failed $skipped" >"$WORK/logs/side-$n.counts"
+	) >"$WORK/logs/side-$n.out" 2>&1 &
+	SIDE_PIDS+=($!)
+	SIDE_HEADINGS+=("$* (ran beside $label)")
 }
 
-# side_finish: wait for the suites of side_start, print their output and
+# side_finish: wait for the chains of side_start, print their output and
 # add their counts.
 side_finish() {
-	local p f_ s
-	[[ -n $SIDE_PID ]] || return 0
-	wait "$SIDE_PID"
-	SIDE_PID=''
-	heading "$SIDE_SUITES (ran beside $SIDE_LABEL)"
-	cat "$WORK/logs/side.out"
-	if read -r p f_ s <"$WORK/logs/side.counts" 2>/dev/null; then
-		count "$p" "$f_" "$s"
-	else
-		echo "*** $SIDE_SUITES ended without their counts: counted as one failure"
-		count 0 1 0
-	fi
-	rm -f "$WORK/logs/side.out" "$WORK/logs/side.counts"
+	local p f_ s n
+	for n in "${!SIDE_PIDS[@]}"; do
+		wait "${SIDE_PIDS[n]}"
+		heading "${SIDE_HEADINGS[n]}"
+		cat "$WORK/logs/side-$n.out"
+		if read -r p f_ s <"$WORK/logs/side-$n.counts" 2>/dev/null; then
+			count "$p" "$f_" "$s"
+		else
+			echo "*** ${SIDE_HEADINGS[n]% (ran beside*} ended without their counts: counted as one failure"
+			count 0 1 0
+		fi
+		rm -f "$WORK/logs/side-$n.out" "$WORK/logs/side-$n.counts"
+	done
+	SIDE_PIDS=() SIDE_HEADINGS=()
 }
 
 # ---------------------------------------------------------------------------
@@ -1232,10 +1283,10 @@ cleanup() {
 		kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
 	done
 	LANE_PIDS=()
-	if [[ -n $SIDE_PID ]]; then
-		kill -TERM "$SIDE_PID" 2>/dev/null && wait "$SIDE_PID" 2>/dev/null
-		SIDE_PID=''
-	fi
+	for pid in ${SIDE_PIDS[@]+"${SIDE_PIDS[@]}"}; do
+		kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+	done
+	SIDE_PIDS=()
 	cleanup_child
 	[[ -n $WORK ]] || return 0
 	stop_servers "$WORK"
@@ -1314,36 +1365,41 @@ cd "$WORK/tree" || exit 1
 # Which suites run side by side (with CHECK_SERIAL=1 none: one after the
 # other, in the order asked for).  Each suite's verdicts are states, never
 # times (docs/testing.md), so a busy machine makes them slower, not wrong:
-# - regress, alone and isolation run beside the TAP lanes, one after the
-#   other: their servers mostly wait for their statements (together about
-#   half a CPU), and before the TAP lanes they left a CPU idle for over a
-#   minute;
-# - the package suite runs beside the smoke scripts: most of its time
-#   goes to the package's regression and isolation tests (at build time
-#   and installcheck), which wait for their statements too;
-# - with CHECK_BESIDE=1, the smoke and package suites run beside the TAP
-#   lanes as well (slower on 2 CPUs: test/README.md).
+# - beside the TAP lanes run two chains: the package suite, and regress,
+#   alone and isolation one after the other.  Their servers mostly wait
+#   for their statements (the package's time goes mostly to its
+#   regression and isolation tests, at build time and at installcheck),
+#   and the TAP lanes leave part of a CPU free while they wait for theirs;
+# - the smoke scripts run after the TAP suite, in two lanes
+#   (CHECK_SMOKE_JOBS), beside what is left of those chains (they are
+#   waited for at the end): beside the smoke lanes alone the package
+#   suite was the last to end, its compile slowed by their load;
+# - with CHECK_BESIDE=1, the smoke scripts run beside the TAP lanes as
+#   well (a third chain; slower on 2 CPUs: test/README.md).
+# Without the TAP suite, the package suite runs beside the smoke scripts.
 has_suite() { [[ " ${suites[*]} " == *" $1 "* ]]; }
-beside_tap=() beside_smoke=''
+chains=() beside_tap=() beside_smoke=''
 if [[ -z ${CHECK_SERIAL:-} ]] && has_suite tap; then
+	has_suite package && chains+=(package) beside_tap+=(package)
+	chain=()
 	for s in regress alone isolation; do
-		has_suite "$s" && beside_tap+=("$s")
+		has_suite "$s" && chain+=("$s") beside_tap+=("$s")
 	done
-	if [[ -n ${CHECK_BESIDE:-} ]]; then
-		for s in smoke package; do
-			has_suite "$s" && beside_tap+=("$s")
-		done
+	((${#chain[@]} > 0)) && chains+=("${chain[*]}")
+	if [[ -n ${CHECK_BESIDE:-} ]] && has_suite smoke; then
+		chains+=(smoke) beside_tap+=(smoke)
 	fi
-fi
-if [[ -z ${CHECK_SERIAL:-} && -z ${CHECK_BESIDE:-} ]] && has_suite smoke && has_suite package; then
+elif [[ -z ${CHECK_SERIAL:-} ]] && has_suite smoke && has_suite package; then
 	beside_smoke=package
 fi
 for s in "${suites[@]}"; do
 	[[ " ${beside_tap[*]} " == *" $s "* || $s == "$beside_smoke" ]] && continue
-	if [[ $s == tap && ${#beside_tap[@]} -gt 0 ]]; then
-		side_start "the TAP lanes" "${beside_tap[@]}"
+	if [[ $s == tap && ${#chains[@]} -gt 0 ]]; then
+		for c in "${chains[@]}"; do
+			# shellcheck disable=SC2086 # a chain is a list of suites
+			side_start "the TAP lanes and the suites after them" $c
+		done
 		run_suite tap
-		side_finish
 	elif [[ $s == smoke && -n $beside_smoke ]]; then
 		side_start "the smoke scripts" "$beside_smoke"
 		run_suite smoke
@@ -1352,4 +1408,5 @@ for s in "${suites[@]}"; do
 		run_suite "$s"
 	fi
 done
+side_finish
 exit 0
