@@ -651,6 +651,18 @@ count() {
 	passed=$((passed + $1)) failed=$((failed + $2)) skipped=$((skipped + $3))
 }
 
+# add_counts FILE WHAT: add the counts "passed failed skipped" that a lane
+# or chain (WHAT) left in FILE; none there counts as one failure.
+add_counts() {
+	local p f_ s
+	if read -r p f_ s <"$1" 2>/dev/null; then
+		count "$p" "$f_" "$s"
+	else
+		echo "*** $2 ended without its counts: counted as one failure"
+		count 0 1 0
+	fi
+}
+
 # run_suite NAME: run suite_NAME and report its own results, time and CPU
 # seconds (its commands', counted apart from those of a suite that runs
 # beside it).
@@ -863,15 +875,10 @@ suite_alone() {
 		echo "==== alone, second lane (ran beside the above)"
 		cat "$WORK/logs/alone-lane-1.out"
 	fi
-	local lane p f_ s
+	local lane
 	for lane in 0 1; do
 		((lane == 1 && ${#lane1[@]} == 0)) && continue
-		if read -r p f_ s <"$WORK/logs/alone-lane-$lane.counts" 2>/dev/null; then
-			count "$p" "$f_" "$s"
-		else
-			echo "*** alone lane $lane ended without its counts: counted as one failure"
-			count 0 1 0
-		fi
+		add_counts "$WORK/logs/alone-lane-$lane.counts" "alone lane $lane"
 	done
 }
 
@@ -988,7 +995,7 @@ queue_next() {
 # $WORK/logs/NAME-lane-LANE.counts, added); the lanes take the entries of
 # the queue NAME (queue_next) until it is empty.
 lanes_run() {
-	local name=$1 jobs=$2 fn=$3 lane pids=() p f_ s
+	local name=$1 jobs=$2 fn=$3 lane pids=()
 	for ((lane = 1; lane < jobs; lane++)); do
 		"$fn" "$lane" >"$WORK/logs/$name-lane-$lane.out" 2>&1 &
 		pids+=($!)
@@ -999,12 +1006,7 @@ lanes_run() {
 		wait "${pids[lane - 1]}"
 		echo "==== $name lane $lane (ran beside the above)"
 		cat "$WORK/logs/$name-lane-$lane.out"
-		if read -r p f_ s <"$WORK/logs/$name-lane-$lane.counts" 2>/dev/null; then
-			count "$p" "$f_" "$s"
-		else
-			echo "*** $name lane $lane ended without its counts: counted as one failure"
-			count 0 1 0
-		fi
+		add_counts "$WORK/logs/$name-lane-$lane.counts" "$name lane $lane"
 	done
 	LANE_PIDS=()
 }
@@ -1248,17 +1250,12 @@ side_start() {
 # side_finish: wait for the chains of side_start, print their output and
 # add their counts.
 side_finish() {
-	local p f_ s n
+	local n
 	for n in "${!SIDE_PIDS[@]}"; do
 		wait "${SIDE_PIDS[n]}"
 		heading "${SIDE_HEADINGS[n]}"
 		cat "$WORK/logs/side-$n.out"
-		if read -r p f_ s <"$WORK/logs/side-$n.counts" 2>/dev/null; then
-			count "$p" "$f_" "$s"
-		else
-			echo "*** ${SIDE_HEADINGS[n]% (ran beside*} ended without their counts: counted as one failure"
-			count 0 1 0
-		fi
+		add_counts "$WORK/logs/side-$n.counts" "${SIDE_HEADINGS[n]% (ran beside*}"
 		rm -f "$WORK/logs/side-$n.out" "$WORK/logs/side-$n.counts"
 	done
 	SIDE_PIDS=() SIDE_HEADINGS=()

@@ -12,6 +12,8 @@
 #   my $w = queued_waiter($node, 'alice', 'w', 'name'); # queued behind it
 #   poll_ok($node, 'SELECT count(*) FROM dbgate.backends', '0', 'name');
 #   my $out = poll_psql($node, 'SELECT ...');   # safe_psql, without a new psql
+#   $node->safe_psql('postgres', 'SELECT ...');  # the same, unless SQL keeps
+#                                   # session state (see $SESSION_STATE)
 #
 # SQLSTATEs are taken from psql's verbose error format
 # ("ERROR:  53300: budget ..."), so tests assert the exact code.
