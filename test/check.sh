@@ -989,19 +989,23 @@ queue_next() {
 	echo "$i"
 }
 
-# lanes_run NAME JOBS FUNCTION: FUNCTION LANE in JOBS lanes, lane 0 in
-# the foreground and the others in the background (their output in
-# $WORK/logs/NAME-lane-LANE.out, printed when they end, their counts in
-# $WORK/logs/NAME-lane-LANE.counts, added); the lanes take the entries of
-# the queue NAME (queue_next) until it is empty.
+# lanes_run NAME JOBS FUNCTION QUEUE: JOBS lanes, lane 0 in the
+# foreground and the others in the background, each calling FUNCTION
+# ENTRY LANE for the next entry of the array QUEUE (queue_next NAME) until
+# it is empty.  A background lane's output goes to
+# $WORK/logs/NAME-lane-LANE.out, printed when it ends, and its counts to
+# $WORK/logs/NAME-lane-LANE.counts, added then.  Lanes that stopped
+# before the queue was empty count as one failure.
 lanes_run() {
-	local name=$1 jobs=$2 fn=$3 lane pids=()
+	local name=$1 jobs=$2 fn=$3 queue=$4 lane pids=()
+	local -n all=$4
+	echo 0 >"$WORK/logs/$name-next"
 	for ((lane = 1; lane < jobs; lane++)); do
-		"$fn" "$lane" >"$WORK/logs/$name-lane-$lane.out" 2>&1 &
+		queue_lane "$name" "$fn" "$queue" "$lane" >"$WORK/logs/$name-lane-$lane.out" 2>&1 &
 		pids+=($!)
 	done
 	LANE_PIDS=(${pids[@]+"${pids[@]}"})
-	"$fn" 0
+	queue_lane "$name" "$fn" "$queue" 0
 	for ((lane = 1; lane < jobs; lane++)); do
 		wait "${pids[lane - 1]}"
 		echo "==== $name lane $lane (ran beside the above)"
@@ -1009,21 +1013,24 @@ lanes_run() {
 		add_counts "$WORK/logs/$name-lane-$lane.counts" "$name lane $lane"
 	done
 	LANE_PIDS=()
+	if (($(<"$WORK/logs/$name-next") < ${#all[@]})); then
+		echo "*** $name: the lanes stopped before the queue was empty: counted as one failure"
+		count 0 1 0
+	fi
 }
 
-# tap_lane LANE: tap_file for the files of the shared queue (TAP_QUEUE),
-# one after the other, until it is empty; a background lane (LANE > 0)
-# writes its counts to $WORK/logs/tap-lane-LANE.counts (lanes_run).
-tap_lane() {
-	local lane=$1 i
+# queue_lane NAME FUNCTION QUEUE LANE: one lane of lanes_run.
+queue_lane() {
+	local name=$1 fn=$2 lane=$4 i
+	local -n entries=$3
 	if ((lane > 0)); then
 		passed=0 failed=0 skipped=0
 		trap 'cleanup_child; exit 130' TERM INT HUP
 	fi
-	while i=$(queue_next tap) && ((i < ${#TAP_QUEUE[@]})); do
-		tap_file "${TAP_QUEUE[i]}" "$lane"
+	while i=$(queue_next "$name") && ((i < ${#entries[@]})); do
+		"$fn" "${entries[i]}" "$lane"
 	done
-	((lane == 0)) || echo "$passed $failed $skipped" >"$WORK/logs/tap-lane-$lane.counts"
+	((lane == 0)) || echo "$passed $failed $skipped" >"$WORK/logs/$name-lane-$lane.counts"
 }
 
 # tap_template: one initdb for the whole run, with the options and the
@@ -1072,13 +1079,8 @@ suite_tap() {
 		done
 	done
 	TAP_QUEUE+=(${rest[@]+"${rest[@]}"})
-	echo 0 >"$WORK/logs/tap-next"
 	((${#files[@]} > 1)) || jobs=1
-	lanes_run tap "$jobs" tap_lane
-	if (($(<"$WORK/logs/tap-next") < ${#TAP_QUEUE[@]})); then
-		echo "*** tap: the lanes stopped before the queue was empty: counted as one failure"
-		count 0 1 0
-	fi
+	lanes_run tap "$jobs" tap_file TAP_QUEUE
 	for f in ${serial[@]+"${serial[@]}"}; do
 		tap_file "$f" 0
 	done
@@ -1106,7 +1108,7 @@ tap_times() {
 # them side by side, the long ones first, as the TAP lanes do.
 SMOKE_LONG="bench bench-keys build pgxn"
 
-# smoke_script PATH: run one smoke script and count its result.
+# smoke_script PATH [LANE]: run one smoke script and count its result.
 smoke_script() {
 	local f=$1 name log rc dir t0=$SECONDS
 	name=${f##*/}
@@ -1139,22 +1141,6 @@ smoke_script() {
 	rm -rf "$dir"
 }
 
-# smoke_lane LANE: smoke_script for the scripts of the shared queue
-# (SMOKE_QUEUE) until it is empty; a background lane (LANE > 0) writes its
-# output to $WORK/logs/smoke-lane-LANE.out, its counts to
-# $WORK/logs/smoke-lane-LANE.counts.
-smoke_lane() {
-	local lane=$1 i
-	if ((lane > 0)); then
-		passed=0 failed=0 skipped=0
-		trap 'cleanup_child; exit 130' TERM INT HUP
-	fi
-	while i=$(queue_next smoke) && ((i < ${#SMOKE_QUEUE[@]})); do
-		smoke_script "${SMOKE_QUEUE[i]}"
-	done
-	((lane == 0)) || echo "$passed $failed $skipped" >"$WORK/logs/smoke-lane-$lane.counts"
-}
-
 suite_smoke() {
 	local scripts=() f n l jobs=${CHECK_SMOKE_JOBS:-2}
 	for f in "$WORK"/tree/test/smoke/*.sh; do
@@ -1181,12 +1167,7 @@ suite_smoke() {
 		n=${f##*/}
 		[[ " $SMOKE_LONG " == *" ${n%.sh} "* ]] || SMOKE_QUEUE+=("$f")
 	done
-	echo 0 >"$WORK/logs/smoke-next"
-	lanes_run smoke "$jobs" smoke_lane
-	if (($(<"$WORK/logs/smoke-next") < ${#SMOKE_QUEUE[@]})); then
-		echo "*** smoke: the lanes stopped before the queue was empty: counted as one failure"
-		count 0 1 0
-	fi
+	lanes_run smoke "$jobs" smoke_script SMOKE_QUEUE
 }
 
 # ---------------------------------------------------------------------------
