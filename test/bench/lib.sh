@@ -380,7 +380,8 @@ pgbench_wait() { # tag pid
 	R_PROC=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$out" | head -n 1)
 	R_STATUS=ok R_NOTE=
 	if [ $rc -ne 0 ]; then
-		R_STATUS=error R_NOTE="pgbench $tag exit $rc: $(grep -m 1 -iE 'error|abort|fatal' "$out" | tr ',\n' '; ')"
+		# no matching line is no reason to stop a script under set -e
+		R_STATUS=error R_NOTE="pgbench $tag exit $rc: $({ grep -m 1 -iE 'error|abort|fatal' "$out" || true; } | tr ',\n' '; ')"
 	fi
 	R_N= R_P50= R_P99= R_MEAN=
 	local files=("$TXLOG/$tag".*)
