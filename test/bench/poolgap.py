@@ -424,8 +424,12 @@ CELL_ROWS = [
     ("TPC-B scale 1, 32 clients, 'lifo'", "tpcb-c32", "lifo-"),
     ("TPC-B scale 1, 64 clients, 'fifo'", "tpcb-c64", "fifo-"),
     ("TPC-B scale 1, 64 clients, 'lifo'", "tpcb-c64", "lifo-"),
+    ("TPC-B scale 1, 32 clients, 'fifo' not fair", "tpcb-c32", "nonfair-"),
+    ("TPC-B scale 1, 64 clients, 'fifo' not fair", "tpcb-c64", "nonfair-"),
     ("pgbench -S scale 10, 64 clients, 'lifo'", "select-c64", "lifo-"),
+    ("pgbench -S scale 10, 64 clients, 'fifo' not fair", "select-c64", "nonfair-"),
     ("pgbench -S -M prepared scale 10, 64 clients, 'lifo'", "selectp-c64", "lifo-"),
+    ("pgbench -S -M prepared scale 10, 64 clients, 'fifo' not fair", "selectp-c64", "nonfair-"),
 ]
 
 

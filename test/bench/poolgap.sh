@@ -5,7 +5,7 @@
 # same B, where a slot's time goes on each side.
 #
 # Usage (as root; as another user only with --no-install --no-diag):
-#   test/bench/poolgap.sh                # ~75 min
+#   test/bench/poolgap.sh                # ~100 min
 #   test/bench/poolgap.sh --quick        # tooling check: 3 s points, 1 repetition
 #   test/bench/poolgap.sh --reps 5 --duration 6 --tpcb-b 2,4 --select-b 2,4,8
 #
@@ -53,6 +53,8 @@
 #   lifo-B       the same with queue_order 'lifo' (overtake_limit 100 ms,
 #                or --overtake-limit's);
 #                for -S scope 'statement'
+#   nonfair-B    'fifo' with fair => false (a newcomer takes a free slot
+#                while others wait); scope as lifo-B's
 #   bouncer-B    PgBouncer, transaction pooling, pool size B, over its unix
 #                socket, in front of the same cluster (role ungated)
 # The summary takes, per case, the best budget and the best pool (highest
@@ -192,6 +194,10 @@ for B in $(echo "${TPCB_B//,/ } ${SELECT_B//,/ } $DIAG_B_TPCB $DIAG_B_SELECT" | 
 		scope => 'transaction', queue_order => 'lifo', overtake_limit => '$OVERTAKE ms')" >/dev/null
 	sql "SELECT dbgate.create_budget('lifo_stmt_$B', max_active => $B, max_queued => 64,
 		queue_order => 'lifo', overtake_limit => '$OVERTAKE ms')" >/dev/null
+	sql "SELECT dbgate.create_budget('nonfair_tx_$B', max_active => $B, max_queued => 64,
+		scope => 'transaction', fair => false)" >/dev/null
+	sql "SELECT dbgate.create_budget('nonfair_stmt_$B', max_active => $B, max_queued => 64,
+		fair => false)" >/dev/null
 done
 
 if [ "$PERF" = 1 ] && [ "$DIAG_REPS" -gt 0 ]; then
@@ -228,6 +234,7 @@ contender_start() {
 	ungated) ;;
 	fifo-*) C_BUDGET=fifo_tx_${c#fifo-} ;;
 	lifo-*) C_BUDGET=lifo_${KIND}_${c#lifo-} ;;
+	nonfair-*) C_BUDGET=nonfair_${KIND}_${c#nonfair-} ;;
 	bouncer-*)
 		bouncer_start "${c#bouncer-}" "$PORT"
 		C_PORT=$PORT_BOUNCER
@@ -360,7 +367,7 @@ contenders() { # cell
 	if [ "$KIND" = tx ]; then list=$TPCB_B pools=$TPCB_POOLS; else list=$SELECT_B pools=$SELECT_POOLS; fi
 	for B in ${list//,/ }; do
 		[ "$KIND" = tx ] && CONTENDERS+=("fifo-$B")
-		CONTENDERS+=("lifo-$B")
+		CONTENDERS+=("lifo-$B" "nonfair-$B")
 	done
 	for B in ${pools//,/ }; do CONTENDERS+=("bouncer-$B"); done
 }
