@@ -989,6 +989,27 @@ queue_next() {
 	echo "$i"
 }
 
+# long_first QUEUE LONG EXT ORDER FILE...: the array QUEUE gets the FILEs
+# whose names (without EXT) LONG lists first, in LONG's order, then the
+# others as given (ORDER 'given') or the last first ('reversed').
+long_first() {
+	local -n q=$1
+	local long=$2 ext=$3 order=$4 l f n rest=()
+	shift 4
+	q=()
+	for l in $long; do
+		for f in "$@"; do
+			[[ ${f##*/} == "$l$ext" ]] && q+=("$f")
+		done
+	done
+	for f in "$@"; do
+		n=${f##*/}
+		[[ " $long " == *" ${n%"$ext"} "* ]] && continue
+		if [[ $order == reversed ]]; then rest=("$f" ${rest[@]+"${rest[@]}"}); else rest+=("$f"); fi
+	done
+	q+=(${rest[@]+"${rest[@]}"})
+}
+
 # lanes_run NAME JOBS FUNCTION QUEUE: JOBS lanes, lane 0 in the
 # foreground and the others in the background, each calling FUNCTION
 # ENTRY LANE for the next entry of the array QUEUE (queue_next NAME) until
@@ -1055,7 +1076,7 @@ tap_template() {
 # ends (the long ones first); the load tests (09x: soak, fuzz) run
 # afterwards, alone, as they would fill any lane's machine.
 suite_tap() {
-	local files=() serial=() f n jobs=${CHECK_TAP_JOBS:-4} l
+	local files=() serial=() f n jobs=${CHECK_TAP_JOBS:-4}
 	for f in "$WORK"/tree/test/t/*.pl; do
 		n=${f##*/}
 		[[ -e $f ]] && wanted "${n%.pl}" tap || continue
@@ -1067,18 +1088,7 @@ suite_tap() {
 	[[ $EUID -eq 0 ]] && chown "$DBGATE_OS_USER:" "$WORK/tap" "$WORK/tap/portlock"
 	tap_template
 	# the queue: the long files first, then the others from the last
-	local long=() rest=()
-	for f in ${files[@]+"${files[@]}"}; do
-		n=${f##*/}
-		if [[ " $TAP_LONG " == *" ${n%.pl} "* ]]; then long+=("$f"); else rest=("$f" ${rest[@]+"${rest[@]}"}); fi
-	done
-	TAP_QUEUE=()
-	for l in $TAP_LONG; do
-		for f in ${long[@]+"${long[@]}"}; do
-			[[ ${f##*/} == "$l.pl" ]] && TAP_QUEUE+=("$f")
-		done
-	done
-	TAP_QUEUE+=(${rest[@]+"${rest[@]}"})
+	long_first TAP_QUEUE "$TAP_LONG" .pl reversed ${files[@]+"${files[@]}"}
 	((${#files[@]} > 1)) || jobs=1
 	lanes_run tap "$jobs" tap_file TAP_QUEUE
 	for f in ${serial[@]+"${serial[@]}"}; do
@@ -1142,7 +1152,7 @@ smoke_script() {
 }
 
 suite_smoke() {
-	local scripts=() f n l jobs=${CHECK_SMOKE_JOBS:-2}
+	local scripts=() f n jobs=${CHECK_SMOKE_JOBS:-2}
 	for f in "$WORK"/tree/test/smoke/*.sh; do
 		n=${f##*/}
 		[[ -e $f ]] && wanted "${n%.sh}" || continue
@@ -1157,16 +1167,7 @@ suite_smoke() {
 	((jobs < 1)) && jobs=1
 	heading "smoke: ${#scripts[@]} script(s)$( ((jobs > 1)) && echo ", $jobs lanes")"
 	mkdir -p "$WORK/smoke"
-	SMOKE_QUEUE=()
-	for l in $SMOKE_LONG; do
-		for f in ${scripts[@]+"${scripts[@]}"}; do
-			[[ ${f##*/} == "$l.sh" ]] && SMOKE_QUEUE+=("$f")
-		done
-	done
-	for f in ${scripts[@]+"${scripts[@]}"}; do
-		n=${f##*/}
-		[[ " $SMOKE_LONG " == *" ${n%.sh} "* ]] || SMOKE_QUEUE+=("$f")
-	done
+	long_first SMOKE_QUEUE "$SMOKE_LONG" .sh given ${scripts[@]+"${scripts[@]}"}
 	lanes_run smoke "$jobs" smoke_script SMOKE_QUEUE
 }
 
